@@ -1,0 +1,26 @@
+# Two commands for a new user; each creates .venv and installs what it needs when missing.
+#   make demo   train the digits recipes end to end (one process, then two through the composer launcher)
+#   make test   ruff check and the whole test suite, launcher tests included
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test bench
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,demo]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) scripts/train.py yamls/digits.yaml
+	$(VENV)/bin/composer -n 2 scripts/train.py yamls/digits-grad-accum.yaml
+	$(VENV)/bin/composer -n 2 scripts/train.py yamls/custom-batch-sampler.yaml
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest

@@ -1,0 +1,94 @@
+"""Batch math: global batch, world size, device batch, microbatch and accumulation steps.
+
+In Composer the dataloader yields the whole per-device batch and
+``device_train_microbatch_size`` splits it, so gradient accumulation steps are
+``device batch / microbatch`` and the global batch is ``device batch x world size``.
+
+Example:
+    >>> plan_batches(256, world_size=2, accumulation_steps=4)
+    BatchPlan(world_size=2, global_batch=256, device_batch=128, microbatch=32, accumulation_steps=4)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ['BatchPlan', 'BatchPlanError', 'plan_batches']
+
+
+class BatchPlanError(ValueError):
+    """A batch setting that does not divide, naming the recipe field."""
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Every batch size of a run, each an exact division of the one above."""
+
+    world_size: int
+    global_batch: int
+    device_batch: int
+    microbatch: int
+    accumulation_steps: int
+
+
+def _nearby_multiples(value: int, factor: int) -> str:
+    below = value // factor * factor
+    above = below + factor
+    return f'{below} or {above}' if below > 0 else f'{above}'
+
+
+def plan_batches(
+    global_batch: int,
+    world_size: int,
+    microbatch: int | None = None,
+    accumulation_steps: int | None = None,
+) -> BatchPlan:
+    """Derive device batch, microbatch and accumulation steps; every division must be exact.
+
+    Give ``microbatch`` (``device_train_microbatch_size``), ``accumulation_steps``
+    (``gradient_accumulation_steps``), both (they must agree) or neither (no
+    accumulation).
+
+    Example:
+        >>> plan_batches(64, world_size=1, microbatch=16).accumulation_steps
+        4
+    """
+    for field, value in (
+        ('global_train_batch_size', global_batch),
+        ('world size', world_size),
+        ('device_train_microbatch_size', microbatch),
+        ('gradient_accumulation_steps', accumulation_steps),
+    ):
+        if value is not None and value < 1:
+            raise BatchPlanError(f'{field} must be at least 1, got {value}')
+    if global_batch % world_size:
+        raise BatchPlanError(
+            f'global_train_batch_size={global_batch} is not divisible by the world size {world_size}; '
+            f'use a multiple of {world_size}, such as {_nearby_multiples(global_batch, world_size)}',
+        )
+    device_batch = global_batch // world_size
+    if microbatch is not None and device_batch % microbatch:
+        raise BatchPlanError(
+            f'device_train_microbatch_size={microbatch} does not divide the device batch {device_batch} '
+            f'(global_train_batch_size={global_batch} / world size {world_size}); use a divisor of {device_batch}',
+        )
+    if accumulation_steps is not None and device_batch % accumulation_steps:
+        raise BatchPlanError(
+            f'gradient_accumulation_steps={accumulation_steps} does not divide the device batch {device_batch} '
+            f'(global_train_batch_size={global_batch} / world size {world_size}); use a divisor of {device_batch}',
+        )
+    if microbatch is not None and accumulation_steps is not None and device_batch // microbatch != accumulation_steps:
+        raise BatchPlanError(
+            f'gradient_accumulation_steps={accumulation_steps} disagrees with device_train_microbatch_size='
+            f'{microbatch}: the device batch {device_batch} / {microbatch} gives {device_batch // microbatch} '
+            'steps; set only one of the two',
+        )
+    if microbatch is None:
+        microbatch = device_batch // (accumulation_steps or 1)
+    return BatchPlan(
+        world_size=world_size,
+        global_batch=global_batch,
+        device_batch=device_batch,
+        microbatch=microbatch,
+        accumulation_steps=device_batch // microbatch,
+    )

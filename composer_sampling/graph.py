@@ -1,0 +1,211 @@
+"""Walking sampler graphs: every sampler reachable from a DataLoader, each once.
+
+A sampler graph is what a DataLoader draws its indices through: its
+``batch_sampler`` and ``sampler``, then for every node its own ``batch_sampler``,
+``sampler`` and the items of a ``samplers`` list, tuple or dict. Nodes are told
+apart by ``id()`` because samplers may be unhashable, and the walk never iterates
+a sampler nor touches a dataset.
+
+Example:
+    >>> from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+    >>> loader = DataLoader(range(8), batch_size=4)
+    >>> [type(node).__name__ for node in iter_samplers(loader)]
+    ['BatchSampler', 'SequentialSampler']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, IterableDataset
+
+__all__ = [
+    'active_root',
+    'children',
+    'describe',
+    'is_map_style',
+    'iter_samplers',
+    'keeps_child_order',
+    'labelled_children',
+    'order_signature',
+    'render_tree',
+    'sharding_nodes',
+    'supports_start_offset',
+]
+
+_CHILD_ATTRIBUTES = ('batch_sampler', 'sampler')
+_SHOWN_ATTRIBUTES = (
+    'batch_size',
+    'num_batches',
+    'sub_epochs_per_epoch',
+    'source_sizes',
+    'num_replicas',
+    'rank',
+    'seed',
+    'shuffle',
+    'drop_last',
+)
+
+
+def labelled_children(node: Any) -> list[tuple[str, Any]]:
+    """The samplers directly below ``node`` with the attribute each hangs from, in walking order."""
+    edges = [(name, child) for name in _CHILD_ATTRIBUTES if (child := getattr(node, name, None)) is not None]
+    group = getattr(node, 'samplers', None)
+    if isinstance(group, dict):
+        edges.extend((f'samplers[{key!r}]', child) for key, child in group.items())
+    elif isinstance(group, (list, tuple)):
+        edges.extend((f'samplers[{i}]', child) for i, child in enumerate(group))
+    return edges
+
+
+def children(node: Any) -> list[Any]:
+    """The samplers directly below ``node``, in walking order.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, SequentialSampler
+        >>> inner = SequentialSampler(range(3))
+        >>> children(BatchSampler(inner, 2, False)) == [inner]
+        True
+    """
+    return [child for _, child in labelled_children(node)]
+
+
+def iter_samplers(obj: Any) -> Iterator[Any]:
+    """Yield every sampler-like object reachable from ``obj``, each exactly once, depth first.
+
+    ``obj`` may be a DataLoader (which itself is not yielded) or any sampler (which
+    is). Cycles are followed once.
+
+    Example:
+        >>> from torch.utils.data import SequentialSampler
+        >>> root = SequentialSampler(range(3))
+        >>> root.samplers = [root]  # a cycle
+        >>> [type(node).__name__ for node in iter_samplers(root)]
+        ['SequentialSampler']
+    """
+    seen: set[int] = set()
+    stack = list(reversed(children(obj))) if isinstance(obj, DataLoader) else [obj]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def active_root(dataloader: DataLoader) -> Any:
+    """The node the DataLoader really draws from: its batch sampler, else its sampler.
+
+    A DataLoader built with ``batch_sampler=`` still creates a ``sampler`` that it
+    never uses; only the active root's graph decides the data order.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> type(active_root(DataLoader(range(4), batch_size=2))).__name__
+        'BatchSampler'
+    """
+    return dataloader.batch_sampler if dataloader.batch_sampler is not None else dataloader.sampler
+
+
+def is_map_style(dataloader: DataLoader) -> bool:
+    """Whether the DataLoader indexes a map-style dataset (the only kind samplers apply to)."""
+    return not isinstance(dataloader.dataset, IterableDataset)
+
+
+def sharding_nodes(root: Any) -> list[Any]:
+    """Nodes that shard by rank: they carry int ``num_replicas`` and ``rank`` attributes.
+
+    Example:
+        >>> from torch.utils.data import DistributedSampler
+        >>> len(sharding_nodes(DistributedSampler(range(4), num_replicas=2, rank=0)))
+        1
+    """
+    return [
+        node for node in iter_samplers(root)
+        if isinstance(getattr(node, 'num_replicas', None), int) and isinstance(getattr(node, 'rank', None), int)
+    ]
+
+
+def keeps_child_order(node: Any) -> bool:
+    """Whether ``node`` only groups or forwards, in order, the indices of the nodes below it.
+
+    Torch's own ``BatchSampler`` does; any class may say so with a class attribute
+    ``keeps_child_order = True``.
+    """
+    return type(node) is BatchSampler or getattr(node, 'keeps_child_order', False) is True
+
+
+def supports_start_offset(node: Any) -> bool:
+    """Whether ``node`` can start an epoch at a global sample offset (``set_sample_in_epoch``)."""
+    return callable(getattr(node, 'set_sample_in_epoch', None))
+
+
+def order_signature(node: Any) -> dict[str, Any] | None:
+    """What fixes the global order a node draws, for refusing a mismatched resume; None if unknown.
+
+    Example:
+        >>> from torch.utils.data import DistributedSampler
+        >>> order_signature(DistributedSampler(range(4), num_replicas=1, rank=0))
+        {'sampler': 'DistributedSampler', 'dataset_len': 4, 'shuffle': True}
+    """
+    own = getattr(node, 'order_signature', None)
+    if callable(own):
+        return own()
+    if type(node) is DistributedSampler:
+        return {'sampler': 'DistributedSampler', 'dataset_len': len(node.dataset), 'shuffle': node.shuffle}
+    return None
+
+
+def describe(node: Any) -> str:
+    """One line: the class and the arguments that decide the data order.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, SequentialSampler
+        >>> describe(BatchSampler(SequentialSampler(range(5)), 2, False))
+        'BatchSampler(batch_size=2, drop_last=False, len=3)'
+    """
+    if isinstance(node, DataLoader):
+        return f'DataLoader(batch_size={node.batch_size}, drop_last={node.drop_last}, num_workers={node.num_workers})'
+    parts = [f'{name}={getattr(node, name)!r}' for name in _SHOWN_ATTRIBUTES if hasattr(node, name)]
+    try:
+        parts.append(f'len={len(node)}')
+    except TypeError:
+        pass
+    return f'{type(node).__name__}({", ".join(parts)})'
+
+
+def render_tree(obj: Any) -> str:
+    """The sampler graph as an indented tree, one node a line; a node reached twice says so.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> print(render_tree(DataLoader(range(4), batch_size=2)))
+        DataLoader(batch_size=2, drop_last=False, num_workers=0)
+        └─ batch_sampler: BatchSampler(batch_size=2, drop_last=False, len=2)
+           └─ sampler: SequentialSampler(len=4)
+    """
+    lines = [describe(obj)]
+    seen: set[int] = set() if isinstance(obj, DataLoader) else {id(obj)}
+    edges = labelled_children(obj)
+    notes: dict[int, str] = {}
+    if isinstance(obj, DataLoader) and obj.batch_sampler is not None:
+        if any(node is obj.sampler for node in iter_samplers(obj.batch_sampler)):
+            edges = [(label, child) for label, child in edges if label != 'sampler']
+        else:
+            notes[id(obj.sampler)] = '  (unused: the batch_sampler draws the indices)'
+
+    def draw(edges: list[tuple[str, Any]], prefix: str) -> None:
+        for position, (label, child) in enumerate(edges):
+            last = position == len(edges) - 1
+            branch = prefix + ('└─ ' if last else '├─ ')
+            if id(child) in seen:
+                lines.append(f'{branch}{label}: {type(child).__name__} (shown above)')
+                continue
+            seen.add(id(child))
+            lines.append(f'{branch}{label}: {describe(child)}{notes.get(id(child), "")}')
+            draw(labelled_children(child), prefix + ('   ' if last else '│  '))
+
+    draw(edges, '')
+    return '\n'.join(lines)

@@ -1,0 +1,198 @@
+"""Pure functions that define every epoch's global order.
+
+An epoch's global order is a function of ``(seed, epoch, dataset length)`` only.
+Position ``p`` of that order holds sample ``permute(p mod N)``; rank ``r`` of ``W``
+reads positions ``start + r, start + r + W, ...`` where ``start`` is the global
+position a (resumed) run begins at. Nothing here keeps state or allocates
+anything proportional to the dataset length.
+
+Example:
+    >>> import numpy as np
+    >>> order = permute(np.arange(6), 6, seed=0, epoch=0)
+    >>> sorted(order.tolist())
+    [0, 1, 2, 3, 4, 5]
+    >>> rank_positions(start=0, rank=1, num_replicas=2, count=3).tolist()
+    [1, 3, 5]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+__all__ = [
+    'MAX_DATASET_LEN',
+    'MAX_SEED',
+    'global_indices',
+    'inverse_permute',
+    'iter_rank_indices',
+    'permute',
+    'rank_positions',
+    'samples_per_rank',
+]
+
+#: Largest supported dataset length: the Feistel halves must fit 31 bits each.
+MAX_DATASET_LEN = 2**62
+#: Seeds are reduced to 64 bits by the key schedule, so larger ones are refused.
+MAX_SEED = 2**64 - 1
+
+_ROUNDS = 6
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+_CHUNK = 1 << 16
+
+
+def _splitmix64(value: int) -> int:
+    """One step of the splitmix64 finalizer on a Python int (64-bit wraparound)."""
+    value = (value + _GOLDEN) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return value ^ (value >> 31)
+
+
+def _round_keys(seed: int, epoch: int) -> list[np.uint64]:
+    """Derive the Feistel round keys from ``(seed, epoch)``."""
+    state = _splitmix64(_splitmix64(seed & _MASK64) ^ (epoch & _MASK64))
+    keys = []
+    for _ in range(_ROUNDS):
+        state = _splitmix64(state)
+        keys.append(np.uint64(state))
+    return keys
+
+
+def _half_bits(n: int) -> int:
+    """Bits of one Feistel half: the domain ``4**half`` is the smallest even power of two >= n."""
+    return max(1, math.ceil(math.log2(n) / 2)) if n > 1 else 1
+
+
+def _round_function(right: np.ndarray, key: np.uint64, mask: np.uint64) -> np.ndarray:
+    mixed = (right ^ key) * _MIX_1
+    mixed ^= mixed >> np.uint64(29)
+    mixed *= _MIX_2
+    mixed ^= mixed >> np.uint64(32)
+    return mixed & mask
+
+
+def _feistel(values: np.ndarray, keys: list[np.uint64], half: int, inverse: bool) -> np.ndarray:
+    shift = np.uint64(half)
+    mask = np.uint64((1 << half) - 1)
+    left = values >> shift
+    right = values & mask
+    if not inverse:
+        for key in keys:
+            left, right = right, left ^ _round_function(right, key, mask)
+    else:
+        for key in reversed(keys):
+            left, right = right ^ _round_function(left, key, mask), left
+    return (left << shift) | right
+
+
+def _cycle_walk(values: np.ndarray, n: int, seed: int, epoch: int, inverse: bool) -> np.ndarray:
+    keys = _round_keys(seed, epoch)
+    half = _half_bits(n)
+    limit = np.uint64(n)
+    out = _feistel(values.astype(np.uint64), keys, half, inverse)
+    todo = np.flatnonzero(out >= limit)
+    while todo.size:
+        out[todo] = _feistel(out[todo], keys, half, inverse)
+        todo = todo[out[todo] >= limit]
+    return out.astype(np.int64)
+
+
+def _check_domain(n: int, seed: int) -> None:
+    if not 1 <= n <= MAX_DATASET_LEN:
+        raise ValueError(f'dataset length must be in [1, {MAX_DATASET_LEN}], got {n}')
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f'seed must be in [0, 2**64 - 1], got {seed}')
+
+
+def permute(positions: np.ndarray, n: int, seed: int, epoch: int) -> np.ndarray:
+    """Map positions in ``[0, n)`` to samples through the epoch's seeded bijection.
+
+    A balanced Feistel network over the smallest even power of two ``>= n``, with
+    cycle walking back into ``[0, n)``; round keys come from ``(seed, epoch)``.
+    Memory is proportional to ``len(positions)``, never to ``n``.
+
+    Example:
+        >>> permute(np.arange(5), 5, seed=3, epoch=1).tolist()
+        [1, 4, 2, 3, 0]
+    """
+    _check_domain(n, seed)
+    return _cycle_walk(np.asarray(positions), n, seed, epoch, inverse=False)
+
+
+def inverse_permute(samples: np.ndarray, n: int, seed: int, epoch: int) -> np.ndarray:
+    """The position at which each sample appears: ``inverse_permute(permute(p)) == p``.
+
+    Example:
+        >>> inverse_permute(np.array([1, 4, 2, 3, 0]), 5, seed=3, epoch=1).tolist()
+        [0, 1, 2, 3, 4]
+    """
+    _check_domain(n, seed)
+    return _cycle_walk(np.asarray(samples), n, seed, epoch, inverse=True)
+
+
+def samples_per_rank(n: int, num_replicas: int, drop_last: bool, start: int = 0) -> int:
+    """How many positions each rank reads from global position ``start`` to the epoch's end.
+
+    With ``start == 0`` this is torch's ``DistributedSampler.num_samples``: the
+    ``n - start`` remaining positions are padded up to a multiple of ``num_replicas``
+    (repeating the start of the order) or, with ``drop_last``, cut down to one.
+
+    Example:
+        >>> samples_per_rank(10, 4, drop_last=False), samples_per_rank(10, 4, drop_last=True)
+        (3, 2)
+    """
+    remaining = max(n - start, 0)
+    if drop_last:
+        return remaining // num_replicas
+    return -(-remaining // num_replicas)
+
+
+def rank_positions(start: int, rank: int, num_replicas: int, count: int) -> np.ndarray:
+    """Global positions ``start + rank + i * num_replicas`` for ``i`` in ``[0, count)``.
+
+    Example:
+        >>> rank_positions(start=8, rank=0, num_replicas=3, count=2).tolist()
+        [8, 11]
+    """
+    return start + rank + num_replicas * np.arange(count, dtype=np.int64)
+
+
+def global_indices(positions: np.ndarray, n: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
+    """Sample indices at global ``positions``; positions past ``n`` wrap (torch's padding).
+
+    Example:
+        >>> global_indices(np.array([0, 1, 5, 6]), 5, shuffle=False, seed=0, epoch=0).tolist()
+        [0, 1, 0, 1]
+    """
+    wrapped = np.asarray(positions, dtype=np.int64) % n
+    return permute(wrapped, n, seed, epoch) if shuffle else wrapped
+
+
+def iter_rank_indices(
+    n: int,
+    *,
+    rank: int,
+    num_replicas: int,
+    count: int,
+    start: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    chunk: int = _CHUNK,
+) -> Iterator[int]:
+    """Yield the ``count`` sample indices of one rank as Python ints, computed chunk by chunk.
+
+    Example:
+        >>> list(iter_rank_indices(5, rank=1, num_replicas=2, count=3, start=0,
+        ...                        shuffle=False, seed=0, epoch=0))
+        [1, 3, 0]
+    """
+    for first in range(0, count, chunk):
+        positions = rank_positions(start + first * num_replicas, rank, num_replicas, min(chunk, count - first))
+        yield from global_indices(positions, n, shuffle, seed, epoch).tolist()

@@ -1,0 +1,93 @@
+"""Present a custom batch-sampler graph to Composer as the ``DistributedSampler`` it insists on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from torch.utils.data import DistributedSampler
+
+from composer_sampling.graph import iter_samplers, sharding_nodes
+
+__all__ = ['DistributedBatchAdapter']
+
+
+class DistributedBatchAdapter(DistributedSampler):
+    """Wraps a batch sampler whose graph already shards by rank, so that Composer accepts it.
+
+    Composer (``composer/core/data_spec.py``) refuses a DataLoader in a multi-rank
+    run unless ``dataloader.sampler`` or ``dataloader.batch_sampler`` *is* a
+    ``DistributedSampler``; a custom batch sampler wrapping
+    ``BatchSampler(DistributedSampler(...))`` fails that check although it shards
+    correctly. This adapter is a ``DistributedSampler`` subclass that yields the
+    wrapped batches unchanged. It is honest about sharding: ``num_replicas`` and
+    ``rank`` are read from the sharding samplers below it, and it refuses a graph
+    without one (that graph would give every rank the same data).
+
+    ``set_epoch`` and ``seed`` are forwarded to every node below that has them, so
+    the trainer's own ``set_epoch`` call reaches the whole graph even without
+    :class:`~composer_sampling.SamplerSync`.
+
+    Args:
+        batch_sampler: the batch sampler to present; its graph must contain a node
+            with ``num_replicas`` and ``rank`` (e.g. torch's ``DistributedSampler``).
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, DataLoader
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> inner = BatchSampler(ResumableDistributedSampler(8, num_replicas=2, rank=0), 2, False)
+        >>> loader = DataLoader(range(8), batch_sampler=DistributedBatchAdapter(inner))
+        >>> len(loader)
+        2
+    """
+
+    keeps_child_order = True
+
+    def __init__(self, batch_sampler: Any) -> None:
+        below = sharding_nodes(batch_sampler)
+        if not below:
+            raise ValueError(
+                f'DistributedBatchAdapter needs a sampler that shards by rank below it, but the graph of '
+                f'{type(batch_sampler).__name__} has none (no node with num_replicas and rank); '
+                'build it on a ResumableDistributedSampler, or call composer_sampling.distribute(dataloader)',
+            )
+        shapes = {(node.num_replicas, node.rank) for node in below}
+        if len(shapes) > 1:
+            raise ValueError(
+                f'the samplers below {type(batch_sampler).__name__} disagree on (num_replicas, rank): '
+                f'{sorted(shapes)}; every sharding sampler of one rank must use the same values',
+            )
+        self.batch_sampler = batch_sampler
+        (self.num_replicas, self.rank), = shapes
+        self.epoch = 0
+
+    def _below(self) -> Iterator[Any]:
+        nodes = iter_samplers(self.batch_sampler)
+        return (node for node in nodes if node is not self)
+
+    @property
+    def seed(self) -> int | None:
+        """The seed of the first seeded sampler below; setting it sets all of them."""
+        return next((node.seed for node in self._below() if hasattr(node, 'seed')), None)
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        for node in self._below():
+            if hasattr(node, 'seed'):
+                node.seed = value
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward the epoch to every node below that has ``set_epoch``."""
+        self.epoch = epoch
+        for node in self._below():
+            if callable(getattr(node, 'set_epoch', None)):
+                node.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.batch_sampler)
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(batch_sampler={self.batch_sampler!r})'

@@ -1,0 +1,81 @@
+"""The run summary rank 0 prints before training: batch math, epoch accounting, seed, sampler graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from composer_sampling.batching import BatchPlan
+from composer_sampling.graph import active_root, render_tree, sharding_nodes
+
+__all__ = ['EpochAccounting', 'epoch_accounting', 'render_summary']
+
+
+@dataclass(frozen=True)
+class EpochAccounting:
+    """How one epoch uses the dataset across all ranks."""
+
+    dataset_len: int
+    trained: int
+    padded: int
+    dropped: int
+    steps: int
+
+
+def _dataset_len(node: Any) -> int | None:
+    if isinstance(getattr(node, 'dataset_len', None), int):
+        return node.dataset_len
+    dataset = getattr(node, 'dataset', None)
+    try:
+        return len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
+    """Samples trained, padded and dropped per epoch, read off the graph's sharding sampler.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> loader = DataLoader(range(10), batch_size=2, sampler=ResumableDistributedSampler(10, 4, 0))
+        >>> epoch_accounting(loader, world_size=4)
+        EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=2)
+    """
+    dataset_len = len(loader.dataset)  # type: ignore[arg-type]
+    trained = dataset_len
+    for node in sharding_nodes(active_root(loader)):
+        node_len = _dataset_len(node)
+        if node_len is not None and isinstance(getattr(node, 'num_samples', None), int):
+            dataset_len, trained = node_len, node.num_samples * world_size
+            break
+    return EpochAccounting(
+        dataset_len=dataset_len,
+        trained=trained,
+        padded=max(trained - dataset_len, 0),
+        dropped=max(dataset_len - trained, 0),
+        steps=len(loader),
+    )
+
+
+def render_summary(plan: BatchPlan, loader: DataLoader, data_seed: int, seed_source: str) -> str:
+    """Text of the run summary."""
+    epoch = epoch_accounting(loader, plan.world_size)
+    rows = [
+        ('world size', plan.world_size),
+        ('global batch', plan.global_batch),
+        ('device batch', f'{plan.device_batch} (global batch / world size)'),
+        ('microbatch', plan.microbatch),
+        ('accumulation steps', f'{plan.accumulation_steps} (device batch / microbatch)'),
+        ('steps per epoch', epoch.steps),
+        ('samples per epoch', f'{epoch.trained} of {epoch.dataset_len} '
+                              f'({epoch.padded} padded, {epoch.dropped} dropped)'),
+        ('data seed', f'{data_seed} ({seed_source})'),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = ['composer-sampling run summary']
+    lines += [f'  {name:<{width}}  {value}' for name, value in rows]
+    lines.append('  sampler graph (rank 0):')
+    lines += ['    ' + line for line in render_tree(loader).splitlines()]
+    return '\n'.join(lines)
