@@ -89,7 +89,9 @@ def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, data_s
     config = recipe.train_loader.sampler
     workers = recipe.train_loader.num_workers
     if config.name == 'resumable':
-        sampler = ResumableDistributedSampler(dataset, shuffle=config.shuffle, seed=data_seed, drop_last=config.drop_last)
+        sampler = ResumableDistributedSampler(
+            dataset, shuffle=config.shuffle, seed=data_seed, drop_last=config.drop_last,
+        )
         return DataLoader(dataset, batch_size=plan.device_batch, sampler=sampler, num_workers=workers)
     if config.name == 'distributed':
         sampler = dist.get_sampler(dataset, shuffle=config.shuffle, drop_last=config.drop_last, seed=data_seed)

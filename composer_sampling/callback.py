@@ -18,7 +18,7 @@ from composer_sampling.graph import (
     iter_samplers,
     keeps_child_order,
     order_signature,
-    sharding_nodes,
+    sharding_problem,
     supports_start_offset,
 )
 from composer_sampling.order import MAX_SEED
@@ -63,7 +63,7 @@ class SamplerSync(Callback):
     Example:
         >>> from composer import Trainer
         >>> from composer_sampling import SamplerSync
-        >>> trainer = Trainer(
+        >>> trainer = Trainer(  # doctest: +SKIP
         ...     model=model,
         ...     train_dataloader=train_dataloader,
         ...     max_duration='2ep',
@@ -135,7 +135,9 @@ class SamplerSync(Callback):
                 stacklevel=2,
             )
             seed = self._checkpoint_seed
-        problem = self._sharding_problem(loader) if self.check_sharding else None
+        problem = None
+        if self.check_sharding:
+            problem = sharding_problem(active_root(loader), dist.get_world_size(), dist.get_global_rank())
         gathered = dist.all_gather_object((seed, problem))
         seeds = [rank_seed for rank_seed, _ in gathered]
         if len(set(seeds)) > 1:
@@ -150,27 +152,6 @@ class SamplerSync(Callback):
             raise ValueError(f'SamplerSync (rank {rank}): {text}')
         return seed
 
-    @staticmethod
-    def _sharding_problem(loader: DataLoader) -> str | None:
-        world_size, rank = dist.get_world_size(), dist.get_global_rank()
-        sharding = sharding_nodes(active_root(loader))
-        for node in sharding:
-            if node.num_replicas != world_size or node.rank != rank:
-                return (
-                    f'{describe(node)} shards for num_replicas={node.num_replicas}, rank={node.rank}, but this '
-                    f'process is rank {rank} of world size {world_size}; build the sampler with '
-                    'num_replicas=composer.utils.dist.get_world_size() and rank=dist.get_global_rank(), or leave '
-                    'them None in composer_sampling samplers'
-                )
-        if world_size > 1 and not sharding:
-            names = ', '.join(type(node).__name__ for node in iter_samplers(active_root(loader)))
-            return (
-                f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '
-                'every rank would train on the same samples. Use ResumableDistributedSampler as the sampler, '
-                'or composer_sampling.distribute(dataloader) for a custom batch sampler'
-            )
-        return None
-
     def _check_signatures(self, loader: DataLoader) -> None:
         current = [sig for node in iter_samplers(active_root(loader)) if (sig := order_signature(node))]
         self._graph_signatures = current
@@ -182,7 +163,7 @@ class SamplerSync(Callback):
                 f'SamplerSync: the checkpoint was written with samplers {saved}, the train dataloader now has '
                 f'{current}; resuming would skip or repeat samples. Resume with the same sampler graph',
             )
-        for before, now in zip(saved, current):
+        for before, now in zip(saved, current, strict=True):
             for key in sorted(set(before) | set(now)):
                 if before.get(key) != now.get(key):
                     raise ValueError(

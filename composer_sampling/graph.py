@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     'order_signature',
     'render_tree',
     'sharding_nodes',
+    'sharding_problem',
     'supports_start_offset',
 ]
 
@@ -128,6 +130,37 @@ def sharding_nodes(root: Any) -> list[Any]:
     ]
 
 
+def sharding_problem(root: Any, world_size: int, rank: int) -> str | None:
+    """Why the graph under ``root`` would train the wrong data on ``rank`` of ``world_size``, or None.
+
+    Composer only checks that a ``DistributedSampler`` sits at the top; this checks
+    that some node shards by rank and that every sharding node uses the real
+    world size and rank.
+
+    Example:
+        >>> from torch.utils.data import RandomSampler
+        >>> sharding_problem(RandomSampler(range(4)), world_size=2, rank=0)[:40]
+        'world size is 2 but no sampler of the tr'
+    """
+    sharding = sharding_nodes(root)
+    for node in sharding:
+        if node.num_replicas != world_size or node.rank != rank:
+            return (
+                f'{describe(node)} shards for num_replicas={node.num_replicas}, rank={node.rank}, but this '
+                f'process is rank {rank} of world size {world_size}; build the sampler with '
+                'num_replicas=composer.utils.dist.get_world_size() and rank=dist.get_global_rank(), or leave '
+                'them None in composer_sampling samplers'
+            )
+    if world_size > 1 and not sharding:
+        names = ', '.join(type(node).__name__ for node in iter_samplers(root))
+        return (
+            f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '
+            'every rank would train on the same samples. Use ResumableDistributedSampler as the sampler, '
+            'or composer_sampling.distribute(dataloader) for a custom batch sampler'
+        )
+    return None
+
+
 def keeps_child_order(node: Any) -> bool:
     """Whether ``node`` only groups or forwards, in order, the indices of the nodes below it.
 
@@ -169,10 +202,8 @@ def describe(node: Any) -> str:
     if isinstance(node, DataLoader):
         return f'DataLoader(batch_size={node.batch_size}, drop_last={node.drop_last}, num_workers={node.num_workers})'
     parts = [f'{name}={getattr(node, name)!r}' for name in _SHOWN_ATTRIBUTES if hasattr(node, name)]
-    try:
+    with contextlib.suppress(TypeError):
         parts.append(f'len={len(node)}')
-    except TypeError:
-        pass
     return f'{type(node).__name__}({", ".join(parts)})'
 
 

@@ -145,7 +145,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 def _describe_omegaconf_error(error: OmegaConfBaseException, where: str) -> str:
     key = getattr(error, 'full_key', None) or getattr(error, 'key', None)
     message = str(getattr(error, 'msg', error)).splitlines()[0]
-    if 'not in' in message or 'Key' in message and 'not' in message:
+    if 'not in' in message or ('Key' in message and 'not' in message):
         parent = _parent_fields(str(key))
         return f'unknown field {key!r} in {where}; valid fields here: {", ".join(parent)}'
     return f'invalid value for field {key!r} in {where}: {message}'

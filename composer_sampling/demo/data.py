@@ -43,7 +43,7 @@ class DigitsDataset(ArrayDataset):
     Example:
         >>> train, held_out = digits_splits(eval_fraction=0.2)
         >>> len(train), len(held_out)
-        (1437, 360)
+        (1438, 359)
     """
 
 

@@ -128,7 +128,9 @@ class ResumableDistributedSampler(DistributedSampler):
         self.set_sample_in_epoch(values['sample_in_epoch'])
 
     def __repr__(self) -> str:
-        dataset = self.dataset if isinstance(self.dataset, int) else f'<{type(self.dataset).__name__} len={self.dataset_len}>'
+        dataset = self.dataset
+        if not isinstance(dataset, int):
+            dataset = f'<{type(dataset).__name__} len={self.dataset_len}>'
         return (
             f'{type(self).__name__}(dataset={dataset}, num_replicas={self.num_replicas}, rank={self.rank}, '
             f'shuffle={self.shuffle}, seed={self._seed}, drop_last={self.drop_last})'

@@ -1,0 +1,78 @@
+"""Real parts shared by the tests: a ledger callback, a read-counting dataset, a small trainer."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import torch
+from composer import Trainer
+from composer.core import Callback, State
+from composer.loggers import Logger
+from torch.utils.data import DataLoader, Dataset
+
+from composer_sampling.demo.data import SyntheticDataset
+from composer_sampling.demo.model import MLPClassifier
+
+
+class IndexLedger(Callback):
+    """Records the sample indices of every batch this rank trained (at BATCH_END), with its epoch."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[int, list[int]]] = []
+        self.seeds: list[Any] = []
+
+    @property
+    def trained(self) -> dict[int, list[int]]:
+        """Sample indices per epoch, in training order."""
+        per_epoch: dict[int, list[int]] = collections.defaultdict(list)
+        for epoch, indices in self.batches:
+            per_epoch[epoch].extend(indices)
+        return dict(per_epoch)
+
+    def fit_start(self, state: State, logger: Logger) -> None:
+        loader = state.train_dataloader
+        assert isinstance(loader, DataLoader)
+        from composer_sampling import iter_samplers
+
+        self.seeds = [getattr(node, 'seed', None) for node in iter_samplers(loader) if hasattr(node, 'seed')]
+
+    def batch_end(self, state: State, logger: Logger) -> None:
+        self.batches.append((int(state.timestamp.epoch), state.batch['index'].tolist()))
+
+
+class ReadCounter(Dataset):
+    """Wraps a dataset and counts how often each index is read."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.reads: collections.Counter[int] = collections.Counter()
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> Any:
+        self.reads[index] += 1
+        return self.dataset[index]
+
+
+def synthetic(size: int = 96) -> SyntheticDataset:
+    return SyntheticDataset(size, seed=0)
+
+
+def make_trainer(loader: DataLoader, *, max_duration: str = '2ep', seed: int = 17, **kwargs: Any) -> Trainer:
+    """A CPU trainer for the demo MLP over ``loader``; ``kwargs`` go to ``Trainer``."""
+    kwargs.setdefault('device_train_microbatch_size', loader.batch_size or 8)
+    model = MLPClassifier(hidden_size=8)
+    kwargs.setdefault('optimizers', torch.optim.SGD(model.parameters(), lr=0.1))
+    return Trainer(
+        model=model,
+        train_dataloader=loader,
+        max_duration=max_duration,
+        seed=seed,
+        device='cpu',
+        progress_bar=False,
+        log_to_console=False,
+        load_progress_bar=False,
+        **kwargs,
+    )

@@ -1,0 +1,97 @@
+"""Mid-epoch resume through SamplerSync with real checkpoints: exact, and without reading data twice."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+
+from composer_sampling import ResumableDistributedSampler, SamplerSync
+from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
+
+from helpers import IndexLedger, ReadCounter, make_trainer, synthetic
+
+BATCH = 8
+SIZE = 100  # 13 batches per epoch, the last one partial
+
+
+def resumable_loader(size: int = SIZE, **kwargs: Any) -> DataLoader:
+    dataset = ReadCounter(synthetic(size))
+    return DataLoader(dataset, batch_size=BATCH, sampler=ResumableDistributedSampler(dataset, **kwargs))
+
+
+def custom_loader(size: int = SIZE) -> DataLoader:
+    dataset = ReadCounter(synthetic(size))
+    inner = DistributedSampler(dataset, num_replicas=1, rank=0)
+    return DataLoader(dataset, batch_sampler=BatchShuffleSampler(BatchSampler(inner, BATCH, False)))
+
+
+def flat(ledger: IndexLedger) -> list[int]:
+    return [index for _, indices in ledger.batches for index in indices]
+
+
+def train(loader: DataLoader, duration: str, folder: Path | None = None, load: Path | None = None,
+          sync: SamplerSync | None = None) -> IndexLedger:
+    ledger = IndexLedger()
+    make_trainer(
+        loader,
+        max_duration=duration,
+        device_train_microbatch_size=BATCH,
+        callbacks=[sync or SamplerSync(), ledger],
+        save_folder=None if folder is None else str(folder),
+        save_interval='1ba',
+        load_path=None if load is None else str(load),
+    ).fit()
+    return ledger
+
+
+def checkpoint(folder: Path, batch: int) -> Path:
+    (path,) = folder.glob(f'ep*-ba{batch}-rank0.pt')
+    return path
+
+
+@pytest.mark.parametrize('stop', [1, 6, 13, 19])
+def test_resume_trains_exactly_the_rest_and_reads_nothing_twice(tmp_path: Path, stop: int) -> None:
+    whole = train(resumable_loader(), '2ep')
+    train(resumable_loader(), f'{stop}ba', folder=tmp_path)
+
+    loader = resumable_loader()
+    resumed = train(loader, '2ep', load=checkpoint(tmp_path, stop))
+    assert resumed.batches == whole.batches[stop:]
+    reads = loader.dataset.reads
+    assert sum(reads.values()) == len(flat(resumed)), 'no sample of the first batches may be loaded again'
+    assert sorted(reads.elements()) == sorted(flat(resumed))
+
+
+def test_resume_refuses_another_dataset_length(tmp_path: Path) -> None:
+    train(resumable_loader(), '3ba', folder=tmp_path)
+    with pytest.raises(ValueError, match='dataset_len=100, the train dataloader now has dataset_len=90'):
+        train(resumable_loader(size=90), '2ep', load=checkpoint(tmp_path, 3))
+
+
+def test_resume_refuses_another_shuffle_setting(tmp_path: Path) -> None:
+    train(resumable_loader(), '3ba', folder=tmp_path)
+    with pytest.raises(ValueError, match='shuffle=True, the train dataloader now has shuffle=False'):
+        train(resumable_loader(shuffle=False), '2ep', load=checkpoint(tmp_path, 3))
+
+
+def test_checkpointed_seed_wins_over_a_new_data_seed(tmp_path: Path) -> None:
+    whole = train(resumable_loader(), '1ep', sync=SamplerSync(data_seed=5))
+    train(resumable_loader(), '4ba', folder=tmp_path, sync=SamplerSync(data_seed=5))
+    with pytest.warns(UserWarning, match='trained with data seed 5, this run asks for 6; keeping 5'):
+        resumed = train(resumable_loader(), '1ep', load=checkpoint(tmp_path, 4), sync=SamplerSync(data_seed=6))
+    assert resumed.batches == whole.batches[4:]
+
+
+def test_a_graph_that_cannot_start_at_an_offset_keeps_composers_spin(tmp_path: Path, caplog) -> None:
+    whole = train(custom_loader(), '1ep')
+    train(custom_loader(), '4ba', folder=tmp_path)
+    loader = custom_loader()
+    with caplog.at_level(logging.WARNING, logger='composer_sampling'):
+        resumed = train(loader, '1ep', load=checkpoint(tmp_path, 4))
+    assert 'BatchShuffleSampler(seed=17, len=13) cannot start at a sample offset' in caplog.text
+    assert resumed.batches == whole.batches[4:]  # still correct, by Composer's spin...
+    assert sum(loader.dataset.reads.values()) == SIZE  # ...which loaded the 4 trained batches again
