@@ -1,0 +1,43 @@
+"""Batch math: exact divisions or an error naming the recipe field."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
+
+
+def test_the_grad_accum_recipe_on_two_ranks() -> None:
+    assert plan_batches(256, 2, accumulation_steps=4) == BatchPlan(2, 256, 128, 32, 4)
+    assert plan_batches(256, 2, microbatch=32) == BatchPlan(2, 256, 128, 32, 4)
+    assert plan_batches(256, 2, microbatch=32, accumulation_steps=4) == BatchPlan(2, 256, 128, 32, 4)
+    assert plan_batches(256, 2) == BatchPlan(2, 256, 128, 128, 1)
+
+
+@given(world=st.integers(1, 64), micro=st.integers(1, 64), steps=st.integers(1, 16))
+def test_divisible_settings_multiply_back(world: int, micro: int, steps: int) -> None:
+    plan = plan_batches(world * micro * steps, world, accumulation_steps=steps)
+    assert plan.microbatch * plan.accumulation_steps * plan.world_size == plan.global_batch
+    assert plan.device_batch * world == plan.global_batch and plan.microbatch == micro
+
+
+@pytest.mark.parametrize(
+    ('args', 'message'),
+    [
+        ((250, 4), 'global_train_batch_size=250 is not divisible by the world size 4; use a multiple of 4, '
+                   'such as 248 or 252'),
+        ((3, 4), 'such as 4'),
+        ((256, 2, 48), 'device_train_microbatch_size=48 does not divide the device batch 128'),
+        ((256, 2, None, 3), 'gradient_accumulation_steps=3 does not divide the device batch 128'),
+        ((256, 2, 32, 2), 'gradient_accumulation_steps=2 disagrees with device_train_microbatch_size=32: the '
+                          'device batch 128 / 32 gives 4 steps'),
+        ((0, 1), 'global_train_batch_size must be at least 1, got 0'),
+        ((8, 1, -2), 'device_train_microbatch_size must be at least 1, got -2'),
+        ((8, 1, None, 0), 'gradient_accumulation_steps must be at least 1, got 0'),
+    ],
+)
+def test_errors_name_the_field(args: tuple, message: str) -> None:
+    with pytest.raises(BatchPlanError, match=message.replace('(', r'\(').replace(')', r'\)')):
+        plan_batches(*args)

@@ -1,0 +1,84 @@
+"""Several processes through the real ``composer`` launcher (gloo on CPU)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSER = str(Path(sys.executable).parent / 'composer')
+TWO_RANK_TESTS = 6
+
+pytestmark = pytest.mark.launcher
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ('WORLD_SIZE', 'RANK', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE')}
+    env['PYTHONWARNINGS'] = 'ignore'
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _launch(args: list[str], tmp_path: Path, timeout: int = 400) -> tuple[subprocess.CompletedProcess, str]:
+    """Run the launcher; return its result and every rank's output (rank 0's is the launcher's own)."""
+    result = subprocess.run(
+        [COMPOSER, '--stdout', str(tmp_path / 'rank{rank}.out'), *args],
+        cwd=ROOT, capture_output=True, text=True, env=_environment(), timeout=timeout,
+    )
+    others = ''.join(path.read_text() for path in sorted(tmp_path.glob('rank*.out')))
+    return result, result.stdout + result.stderr + others
+
+
+def test_two_rank_suite(tmp_path: Path) -> None:
+    result, output = _launch(['-n', '2', '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider'], tmp_path)
+    assert result.returncode == 0, output
+    passed = re.findall(r'(\d+) passed', output)
+    assert passed == [str(TWO_RANK_TESTS)] * 2, output  # both ranks ran every test: none skipped
+    assert 'skipped' not in output
+
+
+def test_grad_accum_recipe_on_two_ranks(tmp_path: Path) -> None:
+    result, output = _launch(['-n', '2', 'scripts/train.py', 'yamls/digits-grad-accum.yaml'], tmp_path)
+    assert result.returncode == 0, output
+    for line in ('world size          2', 'global batch        256', 'device batch        128',
+                 'microbatch          32', 'accumulation steps  4'):
+        assert line in result.stdout
+    accuracy = float(re.search(r'held-out accuracy after 12 epochs: ([0-9.]+)', result.stdout).group(1))
+    assert accuracy > 0.9, output
+
+
+def test_recipe_error_on_two_ranks_stops_before_training(tmp_path: Path) -> None:
+    result, output = _launch(
+        ['-n', '2', 'scripts/train.py', 'yamls/digits.yaml', 'global_train_batch_size=63'], tmp_path)
+    assert result.returncode != 0
+    assert 'global_train_batch_size=63 is not divisible by the world size 2; use a multiple of 2' in output
+    assert 'run summary' not in output
+
+
+def test_two_nodes_of_one_process_each_on_loopback(tmp_path: Path) -> None:
+    port = str(_free_port())
+    processes = []
+    for node in (0, 1):
+        folder = tmp_path / f'node{node}'
+        folder.mkdir()
+        processes.append(subprocess.Popen(
+            [COMPOSER, '--world_size', '2', '--nproc', '1', '--node_rank', str(node), '--master_addr', '127.0.0.1',
+             '--master_port', port, '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider', '-k',
+             'partitions_every_epoch'],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_environment(),
+        ))
+    outputs = [process.communicate(timeout=400)[0] for process in processes]
+    for process, output in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, output
+        assert '1 passed' in output, output
