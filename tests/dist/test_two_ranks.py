@@ -1,0 +1,89 @@
+"""Tests that run as two ranks: launched by tests/test_launcher.py as ``composer -n 2 -m pytest tests/dist``.
+
+Every rank runs the same tests in the same order; results are compared across
+ranks with ``composer.utils.dist.all_gather_object``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from composer.utils import dist
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+
+from composer_sampling import ResumableDistributedSampler, SamplerSync
+from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
+from composer_sampling.recipe import load_recipe
+from composer_sampling.train import train
+from helpers import IndexLedger, make_trainer, synthetic
+
+pytestmark = pytest.mark.world_size(2)
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE = 96
+
+
+def _assert_epochs_partition_the_dataset(ledger: IndexLedger, size: int, epochs: int) -> None:
+    per_rank = dist.all_gather_object(ledger.trained)
+    assert len(per_rank) == 2
+    for epoch in range(epochs):
+        first, second = (set(trained[epoch]) for trained in per_rank)
+        assert not first & second, f'epoch {epoch}: both ranks trained {sorted(first & second)[:5]}...'
+        assert first | second == set(range(size)), f'epoch {epoch}: samples missing'
+        assert len(per_rank[0][epoch]) == len(first)  # and no rank repeats a sample
+
+
+def test_resumable_sampler_partitions_every_epoch_and_shares_the_trainer_seed() -> None:
+    dataset = synthetic(SIZE)
+    loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+    ledger = IndexLedger()
+    make_trainer(loader, max_duration='3ep', seed=29, callbacks=[SamplerSync(), ledger], dist_timeout=60).fit()
+    _assert_epochs_partition_the_dataset(ledger, SIZE, epochs=3)
+    assert ledger.trained[0] != ledger.trained[1]
+    assert dist.all_gather_object(ledger.seeds) == [[29], [29]]
+
+
+def test_composers_own_sampler_gets_the_trainer_seed_on_both_ranks() -> None:
+    dataset = synthetic(SIZE)
+    loader = DataLoader(dataset, batch_size=8, sampler=dist.get_sampler(dataset))  # seed=0 unless told
+    ledger = IndexLedger()
+    make_trainer(loader, max_duration='2ep', seed=31, callbacks=[SamplerSync(), ledger], dist_timeout=60).fit()
+    _assert_epochs_partition_the_dataset(ledger, SIZE, epochs=2)
+    assert dist.all_gather_object(loader.sampler.seed) == [31, 31]
+
+
+def test_custom_batch_sampler_recipe_runs_and_partitions() -> None:
+    ledger = IndexLedger()
+    recipe = load_recipe(ROOT / 'yamls' / 'custom-batch-sampler.yaml', ['max_duration=2ep'])
+    result = train(recipe, callbacks=[ledger])
+    _assert_epochs_partition_the_dataset(ledger, len(result.run.train_dataset), epochs=2)
+    assert ledger.trained[0] != ledger.trained[1]
+    assert dist.all_gather_object(sorted(set(ledger.seeds))) == [[17], [17]]
+
+
+def test_composer_alone_refuses_the_custom_batch_sampler() -> None:
+    dataset = synthetic(SIZE)
+    inner = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_sampler=BatchShuffleSampler(BatchSampler(inner, 8, False)))
+    with pytest.raises(ValueError, match='does not use DistributedSampler'):
+        make_trainer(loader, device_train_microbatch_size=8, callbacks=[SamplerSync()], dist_timeout=60)
+
+
+def test_a_sampler_that_does_not_really_shard_is_refused_on_every_rank() -> None:
+    dataset = synthetic(SIZE)
+    loader = DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset, num_replicas=1, rank=0))
+    ledger = IndexLedger()
+    trainer = make_trainer(loader, callbacks=[SamplerSync(), ledger], dist_timeout=60)  # Composer accepts it
+    with pytest.raises(ValueError, match=r'SamplerSync \(rank 0\).*shards for num_replicas=1, rank=0'):
+        trainer.fit()
+    assert not ledger.batches
+
+
+def test_data_seeds_that_differ_between_ranks_are_refused() -> None:
+    dataset = synthetic(SIZE)
+    loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+    sync = SamplerSync(data_seed=dist.get_global_rank())
+    trainer = make_trainer(loader, callbacks=[sync], dist_timeout=60)
+    with pytest.raises(RuntimeError, match=r'the data seed differs between ranks \(\{0: 0, 1: 1\}\)'):
+        trainer.fit()
