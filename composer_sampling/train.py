@@ -35,9 +35,13 @@ def _print_rank_zero(text: str) -> None:
         print(text, flush=True)
 
 
-def train(recipe: Recipe, **trainer_overrides: Any) -> TrainResult:
-    """Train ``recipe`` in this process (one rank of the launcher, or alone)."""
-    run = build_run(recipe)
+def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> TrainResult:
+    """Train ``recipe`` in this process (one rank of the launcher, or alone).
+
+    ``run`` replaces what :func:`build_run` would build (tests swap in instrumented
+    parts); ``trainer_overrides`` go to ``Trainer``.
+    """
+    run = run or build_run(recipe)
     seed_source = 'callbacks.sampler_sync.data_seed' if run.data_seed != recipe.seed else 'the trainer seed'
     _print_rank_zero(render_summary(run.plan, run.train_loader, run.data_seed, seed_source))
     trainer = build_trainer(run, **trainer_overrides)

@@ -30,8 +30,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(args: list[str], tmp_path: Path, timeout: int = 400) -> tuple[subprocess.CompletedProcess, str]:
+def launch(args: list[str], tmp_path: Path, timeout: int = 400) -> tuple[subprocess.CompletedProcess, str]:
     """Run the launcher; return its result and every rank's output (rank 0's is the launcher's own)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     result = subprocess.run(
         [COMPOSER, '--stdout', str(tmp_path / 'rank{rank}.out'), *args],
         cwd=ROOT, capture_output=True, text=True, env=_environment(), timeout=timeout,
@@ -41,7 +42,7 @@ def _launch(args: list[str], tmp_path: Path, timeout: int = 400) -> tuple[subpro
 
 
 def test_two_rank_suite(tmp_path: Path) -> None:
-    result, output = _launch(['-n', '2', '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider'], tmp_path)
+    result, output = launch(['-n', '2', '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider'], tmp_path)
     assert result.returncode == 0, output
     passed = re.findall(r'(\d+) passed', output)
     assert passed == [str(TWO_RANK_TESTS)] * 2, output  # both ranks ran every test: none skipped
@@ -49,7 +50,7 @@ def test_two_rank_suite(tmp_path: Path) -> None:
 
 
 def test_grad_accum_recipe_on_two_ranks(tmp_path: Path) -> None:
-    result, output = _launch(['-n', '2', 'scripts/train.py', 'yamls/digits-grad-accum.yaml'], tmp_path)
+    result, output = launch(['-n', '2', 'scripts/train.py', 'yamls/digits-grad-accum.yaml'], tmp_path)
     assert result.returncode == 0, output
     for line in ('world size          2', 'global batch        256', 'device batch        128',
                  'microbatch          32', 'accumulation steps  4'):
@@ -59,7 +60,7 @@ def test_grad_accum_recipe_on_two_ranks(tmp_path: Path) -> None:
 
 
 def test_recipe_error_on_two_ranks_stops_before_training(tmp_path: Path) -> None:
-    result, output = _launch(
+    result, output = launch(
         ['-n', '2', 'scripts/train.py', 'yamls/digits.yaml', 'global_train_batch_size=63'], tmp_path)
     assert result.returncode != 0
     assert 'global_train_batch_size=63 is not divisible by the world size 2; use a multiple of 2' in output

@@ -1,0 +1,73 @@
+"""A recipe run with per-rank ledgers, optionally killing one rank with SIGKILL (for test_fault.py).
+
+    composer -n 2 tests/fault_train.py LEDGER_DIR KILL_RANK KILL_AT_BATCH RECIPE [field=value ...]
+
+Every rank appends to ``LEDGER_DIR/trained-{run}-rank{r}.jsonl`` one line per trained
+batch ({"epoch", "batch", "indices"}) and to ``reads-{run}-rank{r}.jsonl`` one line per
+dataset read. ``KILL_RANK`` -1 kills nobody; otherwise that rank sends itself SIGKILL
+at the end of batch ``KILL_AT_BATCH`` (a global batch count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from composer.core import Callback, State
+from composer.loggers import Logger
+from composer.utils import dist
+from torch.utils.data import DataLoader, Dataset
+
+from composer_sampling.build import build_run
+from composer_sampling.recipe import load_recipe
+from composer_sampling.train import train
+
+
+class LoggedReads(Dataset):
+    def __init__(self, dataset: Dataset, path: Path) -> None:
+        self.dataset = dataset
+        self.log = path.open('a', buffering=1)
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> Any:
+        self.log.write(json.dumps({'read': index}) + '\n')
+        return self.dataset[index]
+
+
+class TrainedLedger(Callback):
+    def __init__(self, path: Path, kill_rank: int, kill_at_batch: int) -> None:
+        self.log = path.open('a', buffering=1)
+        self.kill_rank, self.kill_at_batch = kill_rank, kill_at_batch
+
+    def batch_end(self, state: State, logger: Logger) -> None:
+        record = {'epoch': int(state.timestamp.epoch), 'batch': int(state.timestamp.batch),
+                  'indices': state.batch['index'].tolist()}
+        self.log.write(json.dumps(record) + '\n')
+        self.log.flush()
+        os.fsync(self.log.fileno())
+        if dist.get_global_rank() == self.kill_rank and int(state.timestamp.batch) == self.kill_at_batch:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main() -> None:
+    ledger_dir, kill_rank, kill_at, recipe_path, *overrides = sys.argv[1:]
+    recipe = load_recipe(recipe_path, overrides)
+    tag = f'{recipe.run_name}-rank{dist.get_global_rank()}'
+    run = build_run(recipe)
+    loader = run.train_loader
+    logged = LoggedReads(run.train_dataset, Path(ledger_dir) / f'reads-{tag}.jsonl')
+    logged_loader = DataLoader(logged, batch_size=loader.batch_size, sampler=loader.sampler)
+    run = dataclasses.replace(run, train_loader=logged_loader)
+    train(recipe, run=run, callbacks=[TrainedLedger(Path(ledger_dir) / f'trained-{tag}.jsonl', int(kill_rank),
+                                                    int(kill_at))])
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,64 @@
+"""A rank dies by SIGKILL mid-epoch; the run resumes from its last checkpoint on 2 ranks and on 1.
+
+Per-rank ledgers (tests/fault_train.py) prove that in each resumed lineage every
+epoch trains every sample exactly once, and that after the resume no sample
+already trained in the interrupted epoch is loaded again.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from test_launcher import launch
+
+pytestmark = pytest.mark.launcher
+
+DIGITS_TRAIN = 1438  # digits.yaml's train split
+KILL_AT = 30  # global batches: 23 per epoch at global batch 64, so epoch 1, 7 batches in
+EVERY = 4  # checkpoint interval in batches: the last checkpoint before the kill is batch 28
+
+
+def _records(folder: Path, kind: str, run: str) -> list[dict]:
+    lines = []
+    for path in sorted(folder.glob(f'{kind}-{run}-rank*.jsonl')):
+        lines += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return lines
+
+
+def test_sigkill_then_resume_on_two_ranks_and_on_one(tmp_path: Path) -> None:
+    ledger, checkpoints = tmp_path / 'ledger', tmp_path / 'checkpoints'
+    ledger.mkdir()
+    common = ['yamls/digits.yaml', 'max_duration=2ep', 'eval_interval=2ep']
+    killed, output = launch(
+        ['-n', '2', 'tests/fault_train.py', str(ledger), '1', str(KILL_AT), *common, 'run_name=first',
+         f'save_folder={checkpoints}', f'save_interval={EVERY}ba'], tmp_path / 'first')
+    assert killed.returncode != 0, output
+    saved = {int(re.search(r'-ba(\d+)-', path.name).group(1)): path for path in checkpoints.glob('ep*-ba*-rank0.pt')}
+    latest = max(saved)
+    assert latest == KILL_AT // EVERY * EVERY, sorted(saved)
+    first = [r for r in _records(ledger, 'trained', 'first') if r['batch'] <= latest]
+    trained_before = {r['epoch'] for r in first}
+    assert trained_before == {0, 1}, 'the checkpoint must fall in the middle of epoch 1'
+
+    for ranks in (2, 1):
+        run = f'resumed{ranks}'
+        result, output = launch(
+            ['-n', str(ranks), 'tests/fault_train.py', str(ledger), '-1', '0', *common, f'run_name={run}',
+             f'load_path={saved[latest]}'], tmp_path / run)
+        assert result.returncode == 0, output
+        resumed = _records(ledger, 'trained', run)
+        assert resumed and min(r['batch'] for r in resumed) == latest + 1
+        for epoch in (0, 1):
+            counts = collections.Counter(
+                index for r in first + resumed if r['epoch'] == epoch for index in r['indices'])
+            assert sorted(counts) == list(range(DIGITS_TRAIN)), f'{run}: epoch {epoch} misses samples'
+            assert set(counts.values()) == {1}, f'{run}: epoch {epoch} repeats samples'
+        already = {index for r in first if r['epoch'] == 1 for index in r['indices']}
+        reads = collections.Counter(r['read'] for r in _records(ledger, 'reads', run))
+        assert not already & set(reads), f'{run}: loaded {len(already & set(reads))} trained samples again'
+        assert sum(reads.values()) == sum(len(r['indices']) for r in resumed)
