@@ -1,7 +1,19 @@
 """Correct, reproducible and resumable data order for MosaicML Composer."""
 
 from composer_sampling.callback import SamplerSync
+from composer_sampling.distribute import distribute
 from composer_sampling.graph import iter_samplers
+from composer_sampling.samplers.mixture import MixtureDistributedSampler
+from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
+from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
-__all__ = ['ResumableDistributedSampler', 'SamplerSync', 'iter_samplers']
+__all__ = [
+    'MixtureDistributedSampler',
+    'NestedBatchSampler',
+    'ResumableDistributedSampler',
+    'SamplerSync',
+    'SubEpochDistributedSampler',
+    'distribute',
+    'iter_samplers',
+]

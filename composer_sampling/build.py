@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,16 +23,20 @@ from composer import Trainer
 from composer.callbacks import LRMonitor, SpeedMonitor
 from composer.core import Callback
 from composer.utils import dist
-from torch.utils.data import BatchSampler, DataLoader, Dataset
+from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
 
 from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
 from composer_sampling.callback import SamplerSync
 from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.demo.data import SyntheticDataset, digits_splits
 from composer_sampling.demo.model import MLPClassifier
+from composer_sampling.distribute import distribute
 from composer_sampling.recipe import Recipe, RecipeError
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+from composer_sampling.samplers.mixture import MixtureDistributedSampler
+from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
+from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
 __all__ = ['CALLBACKS', 'Run', 'batch_plan', 'build_callbacks', 'build_datasets', 'build_run', 'build_train_loader']
 
@@ -75,31 +80,76 @@ def build_datasets(recipe: Recipe) -> tuple[Dataset, Dataset]:
     """The train and held-out datasets the recipe names."""
     config = recipe.train_loader.dataset
     if config.name == 'digits':
-        return digits_splits(config.eval_fraction, config.read_delay_ms)
-    assert config.size is not None, 'check_recipe requires a size for synthetic data'
-    held_out = max(1, round(config.size * config.eval_fraction))
-    return (
-        SyntheticDataset(config.size, seed=0, read_delay_ms=config.read_delay_ms),
-        SyntheticDataset(held_out, seed=1),
-    )
+        train, held_out = digits_splits(config.eval_fraction, config.read_delay_ms)
+    else:
+        assert config.size is not None, 'check_recipe requires a size for synthetic data'
+        train = SyntheticDataset(config.size, seed=0, read_delay_ms=config.read_delay_ms)
+        held_out = SyntheticDataset(max(1, round(config.size * config.eval_fraction)), seed=1)
+    fractions = recipe.train_loader.sampler.source_fractions
+    if fractions is not None:
+        train = split_into_sources(train, fractions)
+    return train, held_out
+
+
+def split_into_sources(dataset: Dataset, fractions: list[float]) -> ConcatDataset:
+    """Cut ``dataset`` into consecutive sources of the given fractions (the last takes the rounding).
+
+    Example:
+        >>> [len(source) for source in split_into_sources(list(range(10)), [0.5, 0.3, 0.2]).datasets]
+        [5, 3, 2]
+    """
+    total = len(dataset)  # type: ignore[arg-type]
+    bounds = [round(total * sum(fractions[:k])) for k in range(len(fractions))] + [total]
+    return ConcatDataset([Subset(dataset, range(lo, hi)) for lo, hi in itertools.pairwise(bounds)])
 
 
 def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, data_seed: int) -> DataLoader:
     """The train DataLoader with the recipe's sampler, seeded with ``data_seed``; it yields device batches."""
     config = recipe.train_loader.sampler
     workers = recipe.train_loader.num_workers
+    batch = plan.device_batch
+    shuffle, drop_last = config.shuffle, config.drop_last
     if config.name == 'resumable':
-        sampler = ResumableDistributedSampler(
-            dataset, shuffle=config.shuffle, seed=data_seed, drop_last=config.drop_last,
+        sampler = ResumableDistributedSampler(dataset, shuffle=shuffle, seed=data_seed, drop_last=drop_last)
+    elif config.name == 'distributed':
+        sampler = dist.get_sampler(dataset, shuffle=shuffle, drop_last=drop_last, seed=data_seed)
+    elif config.name == 'sub_epoch':
+        assert config.sub_epochs_per_epoch is not None, 'check_recipe requires it'
+        try:
+            sampler = SubEpochDistributedSampler(dataset, config.sub_epochs_per_epoch, shuffle=shuffle, seed=data_seed,
+                                                 drop_last=drop_last)
+        except ValueError as error:
+            raise RecipeError(f'train_loader.sampler: {error}') from None
+    elif config.name == 'mixture':
+        sizes = [len(source) for source in dataset.datasets]  # type: ignore[attr-defined]
+        try:
+            sampler = MixtureDistributedSampler(sizes, batch_size=batch, shuffle=shuffle, seed=data_seed)
+        except ValueError as error:
+            raise RecipeError(f'train_loader.sampler.source_fractions: {error}') from None
+    elif config.name == 'custom_batch':
+        inner = dist.get_sampler(dataset, shuffle=shuffle, drop_last=drop_last, seed=data_seed)
+        custom = BatchShuffleSampler(BatchSampler(inner, batch, drop_last=False), seed=data_seed)
+        return DataLoader(dataset, batch_sampler=DistributedBatchAdapter(custom), num_workers=workers)
+    else:
+        assert config.name == 'nested_batch', 'check_recipe admits only known sampler names'
+        return _nested_batch_loader(recipe, dataset, plan, data_seed)
+    return DataLoader(dataset, batch_size=batch, sampler=sampler, num_workers=workers)
+
+
+def _nested_batch_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, data_seed: int) -> DataLoader:
+    """The Lightning-style batch of batches, written for one process, then made distributed."""
+    config = recipe.train_loader.sampler
+    assert config.num_batches is not None, 'check_recipe requires it'
+    if plan.device_batch % config.num_batches:
+        raise RecipeError(
+            f'train_loader.sampler.num_batches={config.num_batches} does not divide the device batch '
+            f'{plan.device_batch} (global_train_batch_size / world size); use a divisor of {plan.device_batch}',
         )
-        return DataLoader(dataset, batch_size=plan.device_batch, sampler=sampler, num_workers=workers)
-    if config.name == 'distributed':
-        sampler = dist.get_sampler(dataset, shuffle=config.shuffle, drop_last=config.drop_last, seed=data_seed)
-        return DataLoader(dataset, batch_size=plan.device_batch, sampler=sampler, num_workers=workers)
-    assert config.name == 'custom_batch', 'check_recipe admits only known sampler names'
-    inner = dist.get_sampler(dataset, shuffle=config.shuffle, drop_last=config.drop_last, seed=data_seed)
-    custom = BatchShuffleSampler(BatchSampler(inner, plan.device_batch, drop_last=False), seed=data_seed)
-    return DataLoader(dataset, batch_sampler=DistributedBatchAdapter(custom), num_workers=workers)
+    base = RandomSampler(dataset) if config.shuffle else SequentialSampler(dataset)
+    inner = BatchSampler(base, plan.device_batch // config.num_batches, drop_last=False)
+    nested = NestedBatchSampler(inner, config.num_batches, drop_last=config.drop_last)
+    one_process = DataLoader(dataset, batch_sampler=nested, num_workers=recipe.train_loader.num_workers)
+    return distribute(one_process, seed=data_seed)
 
 
 def build_eval_loader(recipe: Recipe, dataset: Dataset) -> DataLoader:

@@ -25,12 +25,15 @@ import numpy as np
 __all__ = [
     'MAX_DATASET_LEN',
     'MAX_SEED',
+    'derive_seed',
     'global_indices',
     'inverse_permute',
     'iter_rank_indices',
+    'mixture_schedule',
     'permute',
     'rank_positions',
     'samples_per_rank',
+    'split_window',
 ]
 
 #: Largest supported dataset length: the Feistel halves must fit 31 bits each.
@@ -62,6 +65,16 @@ def _round_keys(seed: int, epoch: int) -> list[np.uint64]:
         state = _splitmix64(state)
         keys.append(np.uint64(state))
     return keys
+
+
+def derive_seed(seed: int, stream: int) -> int:
+    """An independent 64-bit seed for ``stream`` (a source, a purpose) from one data seed.
+
+    Example:
+        >>> derive_seed(7, 0) != derive_seed(7, 1)
+        True
+    """
+    return _splitmix64(_splitmix64(seed & _MASK64) ^ _splitmix64(stream & _MASK64))
 
 
 def _half_bits(n: int) -> int:
@@ -153,6 +166,20 @@ def samples_per_rank(n: int, num_replicas: int, drop_last: bool, start: int = 0)
     return -(-remaining // num_replicas)
 
 
+def split_window(total: int, parts: int, part: int) -> tuple[int, int]:
+    """Bounds of ``part`` when ``total`` items are cut into ``parts`` runs whose sizes differ by at most one.
+
+    The remainder goes to the first parts: 10 items in 4 parts are 3, 3, 2, 2.
+
+    Example:
+        >>> [split_window(10, 4, part) for part in range(4)]
+        [(0, 3), (3, 6), (6, 8), (8, 10)]
+    """
+    base, remainder = divmod(total, parts)
+    start = part * base + min(part, remainder)
+    return start, start + base + (part < remainder)
+
+
 def rank_positions(start: int, rank: int, num_replicas: int, count: int) -> np.ndarray:
     """Global positions ``start + rank + i * num_replicas`` for ``i`` in ``[0, count)``.
 
@@ -196,3 +223,28 @@ def iter_rank_indices(
     for first in range(0, count, chunk):
         positions = rank_positions(start + first * num_replicas, rank, num_replicas, min(chunk, count - first))
         yield from global_indices(positions, n, shuffle, seed, epoch).tolist()
+
+
+def mixture_schedule(steps: list[int], *, shuffle: bool, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which source each global step of an epoch draws from, and its step count within that source.
+
+    Source ``k``'s ``steps[k]`` steps sit at times ``(j + u_k) / steps[k]``, ``j < steps[k]``,
+    so each source is spread evenly over the epoch; ``u_k`` is ``0.5`` unshuffled, or a
+    fraction drawn from ``(seed, epoch, k)``, so the interleave changes every epoch.
+    O(total steps) memory, never O(samples).
+
+    Example:
+        >>> sources, within = mixture_schedule([2, 1], shuffle=False, seed=0, epoch=0)
+        >>> sources.tolist(), within.tolist()
+        ([0, 1, 0], [0, 0, 1])
+    """
+    sources = np.repeat(np.arange(len(steps), dtype=np.int64), steps)
+    within = np.concatenate([np.arange(count, dtype=np.int64) for count in steps]) if steps else sources
+    if shuffle:
+        phase = np.array([_splitmix64(derive_seed(seed, k) ^ (epoch & _MASK64)) / 2.0**64 for k in range(len(steps))])
+    else:
+        phase = np.full(len(steps), 0.5)
+    counts = np.maximum(np.asarray(steps, dtype=np.float64), 1.0)
+    times = (within + phase[sources]) / counts[sources]
+    order = np.lexsort((sources, times))
+    return sources[order], within[order]

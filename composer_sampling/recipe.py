@@ -25,6 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 __all__ = [
     'DATASETS',
     'SAMPLERS',
+    'SAMPLER_OPTIONS',
     'DatasetConfig',
     'ModelConfig',
     'OptimizerConfig',
@@ -40,7 +41,12 @@ SAMPLERS = {
     'resumable': 'ResumableDistributedSampler (O(1) memory, exact mid-epoch resume)',
     'distributed': "torch's DistributedSampler, as composer.utils.dist.get_sampler builds it",
     'custom_batch': 'a batch-shuffling custom batch sampler over BatchSampler(DistributedSampler)',
+    'sub_epoch': 'SubEpochDistributedSampler: a trainer epoch is 1/sub_epochs_per_epoch of the data',
+    'mixture': 'MixtureDistributedSampler over the train split cut into sources by source_fractions',
+    'nested_batch': 'NestedBatchSampler of num_batches inner batches, made distributed by distribute()',
 }
+#: Sampler options that only one sampler takes.
+SAMPLER_OPTIONS = {'sub_epochs_per_epoch': 'sub_epoch', 'source_fractions': 'mixture', 'num_batches': 'nested_batch'}
 DATASETS = {
     'digits': "scikit-learn's 8x8 digits, 1,797 images, split into train and held-out",
     'synthetic': '`size` samples of ten Gaussian clusters',
@@ -65,6 +71,9 @@ class SamplerConfig:
     name: str = 'resumable'
     shuffle: bool = True
     drop_last: bool = False
+    sub_epochs_per_epoch: int | None = None
+    source_fractions: list[float] | None = None
+    num_batches: int | None = None
 
 
 @dataclass
@@ -194,6 +203,7 @@ def check_recipe(recipe: Recipe) -> None:
     _at_least('optimizer.weight_decay', recipe.optimizer.weight_decay, 0)
     _one_of('optimizer.name', recipe.optimizer.name, OPTIMIZERS)
     _one_of('train_loader.sampler.name', recipe.train_loader.sampler.name, SAMPLERS)
+    _check_sampler_options(recipe.train_loader.sampler)
     dataset = recipe.train_loader.dataset
     _one_of('train_loader.dataset.name', dataset.name, DATASETS)
     if not 0 < dataset.eval_fraction < 1:
@@ -209,3 +219,22 @@ def check_recipe(recipe: Recipe) -> None:
     for name, kwargs in recipe.callbacks.items():
         if kwargs is not None and not isinstance(kwargs, dict):
             raise RecipeError(f'callbacks.{name} must be a mapping of arguments (or empty), got {kwargs!r}')
+
+
+def _check_sampler_options(sampler: SamplerConfig) -> None:
+    for option, owner in SAMPLER_OPTIONS.items():
+        value = getattr(sampler, option)
+        if owner == sampler.name and value is None:
+            raise RecipeError(f'train_loader.sampler.{option} is required for the {owner} sampler')
+        if owner != sampler.name and value is not None:
+            raise RecipeError(
+                f'train_loader.sampler.{option} applies to the {owner} sampler only, not {sampler.name!r}',
+            )
+    _at_least('train_loader.sampler.sub_epochs_per_epoch', sampler.sub_epochs_per_epoch, 1)
+    _at_least('train_loader.sampler.num_batches', sampler.num_batches, 1)
+    if sampler.source_fractions is not None:
+        fractions = sampler.source_fractions
+        if not fractions or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
+            raise RecipeError(
+                f'train_loader.sampler.source_fractions must be positive fractions summing to 1, got {fractions}',
+            )

@@ -8,14 +8,14 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from composer_sampling.batching import BatchPlan
-from composer_sampling.graph import active_root, render_tree, sharding_nodes
+from composer_sampling.graph import active_root, iter_samplers, render_tree, sharding_nodes
 
 __all__ = ['EpochAccounting', 'epoch_accounting', 'render_summary']
 
 
 @dataclass(frozen=True)
 class EpochAccounting:
-    """How one epoch uses the dataset across all ranks."""
+    """How one pass over the data uses the dataset across all ranks (a data epoch, for sub-epochs)."""
 
     dataset_len: int
     trained: int
@@ -46,6 +46,9 @@ def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
     dataset_len = len(loader.dataset)  # type: ignore[arg-type]
     trained = dataset_len
     for node in sharding_nodes(active_root(loader)):
+        if callable(getattr(node, 'epoch_usage', None)):
+            dataset_len, trained = node.epoch_usage()
+            break
         node_len = _dataset_len(node)
         if node_len is not None and isinstance(getattr(node, 'num_samples', None), int):
             dataset_len, trained = node_len, node.num_samples * world_size
@@ -73,6 +76,14 @@ def render_summary(plan: BatchPlan, loader: DataLoader, data_seed: int, seed_sou
                               f'({epoch.padded} padded, {epoch.dropped} dropped)'),
         ('data seed', f'{data_seed} ({seed_source})'),
     ]
+    for node in iter_samplers(active_root(loader)):
+        if isinstance(getattr(node, 'sub_epochs_per_epoch', None), int):
+            rows.append(('sub-epochs', f'{node.sub_epochs_per_epoch} trainer epochs make one pass over the data '
+                                       '(samples per epoch above are per pass)'))
+        if callable(getattr(node, 'source_report', None)):
+            for row in node.source_report():
+                rows.append((f'source {row["source"]}', f'{row["used"]} of {row["size"]} used per epoch, '
+                                                      f'{row["trimmed"]} trimmed, {row["steps"]} global steps'))
     width = max(len(name) for name, _ in rows)
     lines = ['composer-sampling run summary']
     lines += [f'  {name:<{width}}  {value}' for name, value in rows]

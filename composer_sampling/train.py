@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ('-h', '--help'):
         print(USAGE)
         return 0 if args else 2
+    # Composer warns whenever a last, partial batch is smaller than the microbatch: expected here.
+    warnings.filterwarnings('ignore', message='Cannot split tensor of length')
     try:
         recipe = load_recipe(args[0], args[1:])
         train(recipe)

@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import DistributedSampler
-
-from composer_sampling.order import MAX_SEED, iter_rank_indices, samples_per_rank
-from composer_sampling.samplers.state import check_state, sampler_state
-from composer_sampling.validate import check_bool, check_int, dataset_length, resolve_replicas
+from composer_sampling.order import iter_rank_indices, samples_per_rank
+from composer_sampling.samplers.base import OrderedSampler
+from composer_sampling.validate import dataset_length
 
 __all__ = ['ResumableDistributedSampler']
 
 
-class ResumableDistributedSampler(DistributedSampler):
+class ResumableDistributedSampler(OrderedSampler):
     """Torch's ``DistributedSampler``, without the list of N indices and with a start offset.
 
     The epoch's global order is a seeded bijection on ``[0, N)`` evaluated on
@@ -48,6 +46,8 @@ class ResumableDistributedSampler(DistributedSampler):
         True
     """
 
+    _repr_fields = ('dataset', 'num_replicas', 'rank', 'shuffle', 'seed', 'drop_last')
+
     def __init__(
         self,
         dataset: Any,
@@ -59,34 +59,12 @@ class ResumableDistributedSampler(DistributedSampler):
     ) -> None:
         self.dataset = dataset
         self.dataset_len = dataset_length(dataset)
-        self.num_replicas, self.rank = resolve_replicas(num_replicas, rank)
-        self.shuffle = check_bool('shuffle', shuffle)
-        self.drop_last = check_bool('drop_last', drop_last)
-        self._seed = check_int('seed', seed, 0, MAX_SEED)
-        self.epoch = 0
-        self.sample_in_epoch = 0
-
-    @property
-    def seed(self) -> int:
-        """The data seed; must be identical on every rank."""
-        return self._seed
-
-    @seed.setter
-    def seed(self, value: int) -> None:
-        self._seed = check_int('seed', value, 0, MAX_SEED)
+        super().__init__(num_replicas, rank, shuffle, seed, drop_last)
 
     @property
     def num_samples(self) -> int:  # type: ignore[override]
         """Indices per rank in a whole epoch (torch's definition)."""
         return samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last)
-
-    @property
-    def total_size(self) -> int:  # type: ignore[override]
-        """Indices across all ranks in a whole epoch, padding included."""
-        return self.num_samples * self.num_replicas
-
-    def __len__(self) -> int:
-        return self.num_samples
 
     def __iter__(self) -> Iterator[int]:
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, self.sample_in_epoch)
@@ -97,41 +75,9 @@ class ResumableDistributedSampler(DistributedSampler):
             count=count,
             start=self.sample_in_epoch,
             shuffle=self.shuffle,
-            seed=self._seed,
+            seed=self.seed,
             epoch=self.epoch,
         )
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch's order; a new epoch starts at its beginning, the same epoch keeps its offset."""
-        check_int('epoch', epoch)
-        if epoch != self.epoch:
-            self.sample_in_epoch = 0
-        self.epoch = epoch
-
-    def set_sample_in_epoch(self, sample_in_epoch: int) -> None:
-        """Start the current epoch after ``sample_in_epoch`` samples trained across all ranks."""
-        self.sample_in_epoch = check_int('sample_in_epoch', sample_in_epoch)
-
     def order_signature(self) -> dict[str, Any]:
-        """What fixes the global order; a resume must not change it."""
         return {'sampler': type(self).__name__, 'dataset_len': self.dataset_len, 'shuffle': self.shuffle}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Epoch, global start offset and seed: all that a resume needs."""
-        return sampler_state(self, epoch=self.epoch, sample_in_epoch=self.sample_in_epoch, seed=self._seed)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict`; refuses a state of another dataset length or shuffle setting."""
-        values = check_state(self, state, ('epoch', 'sample_in_epoch', 'seed'))
-        self.seed = values['seed']
-        self.epoch = check_int('epoch', values['epoch'])
-        self.set_sample_in_epoch(values['sample_in_epoch'])
-
-    def __repr__(self) -> str:
-        dataset = self.dataset
-        if not isinstance(dataset, int):
-            dataset = f'<{type(dataset).__name__} len={self.dataset_len}>'
-        return (
-            f'{type(self).__name__}(dataset={dataset}, num_replicas={self.num_replicas}, rank={self.rank}, '
-            f'shuffle={self.shuffle}, seed={self._seed}, drop_last={self.drop_last})'
-        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ['STATE_VERSION', 'OrderedSampler', 'check_state', 'sampler_state']
+__all__ = ['STATE_VERSION', 'HasOrderSignature', 'check_state', 'sampler_state']
 
 #: Bumped whenever the meaning of a sampler state changes.
 STATE_VERSION = 1
@@ -12,13 +12,13 @@ _VERSION = 'version'
 _SIGNATURE = 'order_signature'
 
 
-class OrderedSampler(Protocol):
+class HasOrderSignature(Protocol):
     """A sampler whose global order is fixed by :meth:`order_signature` (plus seed and epoch)."""
 
     def order_signature(self) -> dict[str, Any]: ...
 
 
-def sampler_state(sampler: OrderedSampler, **values: Any) -> dict[str, Any]:
+def sampler_state(sampler: HasOrderSignature, **values: Any) -> dict[str, Any]:
     """A checkpoint: the version, the sampler's order signature and ``values``.
 
     Example:
@@ -29,7 +29,7 @@ def sampler_state(sampler: OrderedSampler, **values: Any) -> dict[str, Any]:
     return {_VERSION: STATE_VERSION, _SIGNATURE: sampler.order_signature(), **values}
 
 
-def check_state(sampler: OrderedSampler, state: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+def check_state(sampler: HasOrderSignature, state: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     """Validate a checkpoint written by :func:`sampler_state` for ``sampler`` and return it.
 
     Raises ``ValueError`` naming the first difference: a missing key, another

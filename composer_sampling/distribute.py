@@ -1,0 +1,132 @@
+"""Make any DataLoader distributed: replace its innermost index sampler, however deep it is nested."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, SequentialSampler
+
+from composer_sampling.graph import labelled_children
+from composer_sampling.order import MAX_SEED
+from composer_sampling.samplers.base import OrderedSampler
+from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+from composer_sampling.samplers.resumable import ResumableDistributedSampler
+from composer_sampling.validate import check_int, resolve_replicas
+
+__all__ = ['distribute']
+
+_LOADER_SETTINGS = (
+    'num_workers', 'collate_fn', 'pin_memory', 'timeout', 'worker_init_fn', 'multiprocessing_context', 'generator',
+    'prefetch_factor', 'persistent_workers', 'pin_memory_device', 'in_order',
+)
+
+
+def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: int | None = None,
+               seed: int = 0) -> DataLoader:
+    """A copy of ``dataloader`` whose innermost index sampler is a :class:`ResumableDistributedSampler`.
+
+    The graph is followed from the DataLoader through every ``batch_sampler`` or
+    ``sampler`` attribute down to the index sampler at its bottom, which is
+    replaced: a ``RandomSampler`` by a shuffled ``ResumableDistributedSampler``, a
+    ``SequentialSampler`` by an unshuffled one, a ``DistributedSampler`` by one with
+    its ``shuffle`` and ``drop_last``. Every level above is shallow-copied with its
+    new child, so the input DataLoader is left untouched. A custom batch sampler on
+    top is wrapped in :class:`~composer_sampling.samplers.DistributedBatchAdapter`,
+    so Composer's multi-rank check accepts the result. Dataset, workers, collate
+    function, pin_memory and the other settings are kept.
+
+    Args:
+        dataloader (DataLoader): a map-style DataLoader.
+        num_replicas (int, optional): world size; defaults to ``composer.utils.dist.get_world_size()``.
+        rank (int, optional): global rank; defaults to ``composer.utils.dist.get_global_rank()``.
+        seed (int): data seed of the new sampler (``SamplerSync`` replaces it at fit start).
+
+    Raises:
+        ValueError: a level that has no ``sampler``/``batch_sampler`` to replace, or
+            several (a ``samplers`` group), or an index sampler that cannot be made
+            distributed exactly (weighted, subset, with replacement), naming its class.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, RandomSampler
+        >>> from composer_sampling.samplers import NestedBatchSampler
+        >>> inner = BatchSampler(RandomSampler(range(30)), 3, drop_last=False)
+        >>> loader = DataLoader(range(30), batch_sampler=NestedBatchSampler(inner, num_batches=5))
+        >>> ranked = distribute(loader, num_replicas=2, rank=1)
+        >>> [len(batch) for batch in ranked]
+        [15]
+        >>> type(ranked.batch_sampler).__name__, type(loader.batch_sampler).__name__
+        ('DistributedBatchAdapter', 'NestedBatchSampler')
+    """
+    if not isinstance(dataloader, DataLoader):
+        raise TypeError(f'distribute expects a torch DataLoader, got {type(dataloader).__name__}')
+    if isinstance(dataloader.dataset, IterableDataset):
+        raise ValueError('distribute applies to map-style datasets; an IterableDataset must shard itself')
+    num_replicas, rank = resolve_replicas(num_replicas, rank)
+    check_int('seed', seed, 0, MAX_SEED)
+
+    def replace(node: Any, depth: int) -> Any:
+        if isinstance(node, DistributedBatchAdapter):
+            return replace(node.batch_sampler, depth)
+        leaf = _distributed_leaf(node, dataloader.dataset, num_replicas, rank, seed)
+        if leaf is not None:
+            return leaf
+        edges = labelled_children(node)
+        if len(edges) != 1 or edges[0][0] not in ('batch_sampler', 'sampler'):
+            found = ', '.join(label for label, _ in edges) or 'none'
+            raise ValueError(
+                f'distribute cannot rebuild {type(node).__name__} at depth {depth}: it needs exactly one sampler or '
+                f'batch_sampler attribute to replace (found: {found}). Build that level on a '
+                'ResumableDistributedSampler yourself and wrap the top in DistributedBatchAdapter',
+            )
+        (name, child), = edges
+        rebuilt = copy.copy(node)
+        try:
+            setattr(rebuilt, name, replace(child, depth + 1))
+        except AttributeError:
+            raise ValueError(
+                f'distribute cannot set {type(node).__name__}.{name} (read-only); build that level on a '
+                'ResumableDistributedSampler yourself and wrap the top in DistributedBatchAdapter',
+            ) from None
+        return rebuilt
+
+    settings = {name: getattr(dataloader, name) for name in _LOADER_SETTINGS if hasattr(dataloader, name)}
+    if dataloader.num_workers == 0:
+        settings.pop('prefetch_factor', None)
+    custom_batches = dataloader.batch_sampler is not None and dataloader.batch_size is None
+    if custom_batches:
+        adapter = DistributedBatchAdapter(replace(dataloader.batch_sampler, 1))
+        return DataLoader(dataloader.dataset, batch_sampler=adapter, **settings)
+    return DataLoader(dataloader.dataset, batch_size=dataloader.batch_size, drop_last=dataloader.drop_last,
+                      sampler=replace(dataloader.sampler, 1), **settings)
+
+
+def _distributed_leaf(node: Any, dataset: Any, num_replicas: int, rank: int, seed: int) -> Any:
+    """The distributed replacement of an index sampler, or None when ``node`` is a level to descend."""
+    if isinstance(node, ResumableDistributedSampler) or type(node) is DistributedSampler:
+        return ResumableDistributedSampler(node.dataset, num_replicas, rank, shuffle=node.shuffle, seed=seed,
+                                           drop_last=node.drop_last)
+    if isinstance(node, OrderedSampler):
+        if (node.num_replicas, node.rank) != (num_replicas, rank):
+            raise ValueError(
+                f'{type(node).__name__} is already distributed for num_replicas={node.num_replicas}, rank={node.rank}; '
+                f'build it for num_replicas={num_replicas}, rank={rank} instead of calling distribute',
+            )
+        return node
+    if type(node) is SequentialSampler:
+        return ResumableDistributedSampler(dataset, num_replicas, rank, shuffle=False, seed=seed)
+    if type(node) is RandomSampler:
+        if node.replacement or node.num_samples != len(dataset):
+            raise ValueError(
+                f'RandomSampler(replacement={node.replacement}, num_samples={node.num_samples}) draws with '
+                'replacement or a different number of samples than the dataset holds, which no distributed '
+                'sampler reproduces exactly; use RandomSampler(dataset) or a ResumableDistributedSampler',
+            )
+        return ResumableDistributedSampler(dataset, num_replicas, rank, shuffle=True, seed=seed)
+    if not labelled_children(node):
+        raise ValueError(
+            f'distribute cannot replace {type(node).__name__}: only RandomSampler, SequentialSampler and '
+            'DistributedSampler index samplers have an exact distributed equivalent. Build the graph on a '
+            'ResumableDistributedSampler (over a Subset for a subset) and wrap the top in DistributedBatchAdapter',
+        )
+    return None
