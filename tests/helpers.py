@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -76,3 +77,39 @@ def make_trainer(loader: DataLoader, *, max_duration: str = '2ep', seed: int = 1
         load_progress_bar=False,
         **kwargs,
     )
+
+
+def all_ranks(make: Any, world: int, *, epoch: int = 0, start: int = 0) -> list[list[int]]:
+    """Every rank's indices for one epoch: ``make(num_replicas, rank)`` builds a rank's sampler."""
+    out = []
+    for rank in range(world):
+        sampler = make(world, rank)
+        sampler.set_epoch(epoch)
+        sampler.set_sample_in_epoch(start)
+        out.append(list(sampler))
+    return out
+
+
+def train_with_ledger(loader: DataLoader, duration: str, folder: Path | None = None, load: Path | None = None,
+                      sync: Callback | None = None, microbatch: int | None = None, **kwargs: Any) -> IndexLedger:
+    """Fit ``loader`` with SamplerSync (or ``sync``) and a ledger; save every batch to ``folder``, load ``load``."""
+    from composer_sampling import SamplerSync
+
+    ledger = IndexLedger()
+    make_trainer(
+        loader,
+        max_duration=duration,
+        device_train_microbatch_size=microbatch or loader.batch_size or 8,
+        callbacks=[sync or SamplerSync(), ledger],
+        save_folder=None if folder is None else str(folder),
+        save_interval='1ba',
+        load_path=None if load is None else str(load),
+        **kwargs,
+    ).fit()
+    return ledger
+
+
+def checkpoint(folder: Path, batch: int) -> Path:
+    """The checkpoint Composer saved after ``batch`` batches."""
+    (path,) = folder.glob(f'ep*-ba{batch}-rank0.pt')
+    return path

@@ -12,7 +12,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 from composer_sampling import ResumableDistributedSampler, SamplerSync
 from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
 
-from helpers import IndexLedger, ReadCounter, make_trainer, synthetic
+from helpers import ReadCounter, checkpoint, synthetic
+from helpers import train_with_ledger as train
 
 BATCH = 8
 SIZE = 100  # 13 batches per epoch, the last one partial
@@ -29,28 +30,8 @@ def custom_loader(size: int = SIZE) -> DataLoader:
     return DataLoader(dataset, batch_sampler=BatchShuffleSampler(BatchSampler(inner, BATCH, False)))
 
 
-def flat(ledger: IndexLedger) -> list[int]:
+def flat(ledger) -> list[int]:
     return [index for _, indices in ledger.batches for index in indices]
-
-
-def train(loader: DataLoader, duration: str, folder: Path | None = None, load: Path | None = None,
-          sync: SamplerSync | None = None) -> IndexLedger:
-    ledger = IndexLedger()
-    make_trainer(
-        loader,
-        max_duration=duration,
-        device_train_microbatch_size=BATCH,
-        callbacks=[sync or SamplerSync(), ledger],
-        save_folder=None if folder is None else str(folder),
-        save_interval='1ba',
-        load_path=None if load is None else str(load),
-    ).fit()
-    return ledger
-
-
-def checkpoint(folder: Path, batch: int) -> Path:
-    (path,) = folder.glob(f'ep*-ba{batch}-rank0.pt')
-    return path
 
 
 @pytest.mark.parametrize('stop', [1, 6, 13, 19])

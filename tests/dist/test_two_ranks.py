@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 from composer.utils import dist
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
@@ -87,3 +89,38 @@ def test_data_seeds_that_differ_between_ranks_are_refused() -> None:
     trainer = make_trainer(loader, callbacks=[sync], dist_timeout=60)
     with pytest.raises(RuntimeError, match=r'the data seed differs between ranks \(\{0: 0, 1: 1\}\)'):
         trainer.fit()
+
+
+def _recipe_ledger(name: str, *overrides: str):
+    ledger = IndexLedger()
+    result = train(load_recipe(ROOT / 'yamls' / name, list(overrides)), callbacks=[ledger])
+    return result, ledger
+
+
+def test_sub_epoch_recipe_covers_each_pass_once_across_ranks() -> None:
+    result, ledger = _recipe_ledger('sub-epoch.yaml', 'max_duration=8ep', 'eval_interval=8ep')
+    per_rank = dist.all_gather_object(ledger.trained)
+    size = len(result.run.train_dataset)
+    for data_epoch in range(2):
+        everything = [i for trained in per_rank for sub in range(4) for i in trained[data_epoch * 4 + sub]]
+        assert sorted(everything) == list(range(size)), f'data epoch {data_epoch}'
+
+
+def test_mixture_recipe_keeps_ranks_on_one_source_per_step() -> None:
+    result, ledger = _recipe_ledger('mixture.yaml', 'max_duration=2ep', 'eval_interval=2ep')
+    # Items carry their index in the digits split; each source is a contiguous range of it.
+    starts = [source.indices.start for source in result.run.train_dataset.datasets]
+    per_rank = dist.all_gather_object(ledger.batches)
+    assert len(per_rank[0]) == len(per_rank[1]) == 2 * 10  # 5 + 3 + 2 steps an epoch at global batch 128
+    for (epoch, first), (_, second) in zip(per_rank[0], per_rank[1], strict=True):
+        sources = {int(np.searchsorted(starts, i, side='right')) - 1 for i in first + second}
+        assert len(sources) == 1, f'epoch {epoch}: a step mixes sources {sources}'
+        assert not set(first) & set(second)
+
+
+def test_nested_batch_recipe_partitions_every_epoch() -> None:
+    result, ledger = _recipe_ledger('nested-batch.yaml', 'max_duration=2ep', 'eval_interval=2ep')
+    _assert_epochs_partition_the_dataset(ledger, len(result.run.train_dataset), epochs=2)
+    for epoch in range(2):
+        sizes = [len(batch) for e, batch in ledger.batches if e == epoch]
+        assert set(sizes[:-1]) == {32} and sum(sizes) == 719  # 4 inner batches of 8 joined; 1438 / 2 a rank
