@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -122,10 +123,12 @@ class MixtureDistributedSampler(OrderedSampler):
         return self._iterate(start, count)
 
     def _iterate(self, start: int, count: int) -> Iterator[int]:
-        for first in range(0, count, _CHUNK):
+        def chunk_indices(first: int) -> list[int]:
             positions = rank_positions(start + first * self.num_replicas, self.rank, self.num_replicas,
                                        min(_CHUNK, count - first))
-            yield from self.indices_at(positions).tolist()
+            return self.indices_at(positions).tolist()
+
+        return chain.from_iterable(map(chunk_indices, range(0, count, _CHUNK)))
 
     def epoch_usage(self) -> tuple[int, int]:
         return self.dataset_len, sum(self.steps) * self.global_batch
