@@ -78,9 +78,9 @@ def derive_seed(seed: int, stream: int) -> int:
     return _splitmix64(_splitmix64(seed & _MASK64) ^ _splitmix64(stream & _MASK64))
 
 
-def _half_bits(n: int) -> int:
-    """Bits of one Feistel half: the domain ``4**half`` is the smallest even power of two >= n."""
-    return max(1, math.ceil(math.log2(n) / 2)) if n > 1 else 1
+def _domain_bits(n: int) -> int:
+    """Bits of the Feistel domain: the smallest power of two >= n (at least 4), so it is < 2n."""
+    return max(2, (n - 1).bit_length())
 
 
 _SHIFT_1 = np.uint64(29)
@@ -101,31 +101,38 @@ def _mix_into(target: np.ndarray, source: np.ndarray, key: np.uint64, mask: np.u
     np.bitwise_xor(target, mixed, out=target)
 
 
-def _feistel(values: np.ndarray, keys: list[np.uint64], half: int, inverse: bool) -> np.ndarray:
-    shift = np.uint64(half)
-    mask = np.uint64((1 << half) - 1)
-    left = values >> shift
-    right = values & mask
-    mixed, scratch = np.empty_like(left), np.empty_like(left)
-    # A round maps (L, R) to (R, L ^ F(R)); the inverse round maps (L, R) back to (R ^ F(L), L).
+def _feistel(values: np.ndarray, keys: list[np.uint64], bits: int, inverse: bool) -> np.ndarray:
+    """An alternating Feistel network on ``bits``-bit values: halves of ``bits // 2`` and the rest.
+
+    The state is ``(a, b)``, ``a`` the high ``u`` bits and ``b`` the low ``v = bits - u``.
+    A round maps ``(a, b)`` to ``(b, a ^ F(b))``, the halves swapping lengths; after an
+    even number of rounds the layout is back to ``(u, v)``. The inverse round maps
+    ``(a, b)`` back to ``(b ^ F(a), a)``.
+    """
+    high, low = bits // 2, bits - bits // 2
+    a = values >> np.uint64(low)
+    b = values & np.uint64((1 << low) - 1)
+    len_a, len_b = high, low
+    mixed, scratch = np.empty_like(a), np.empty_like(a)
     for key in (keys if not inverse else reversed(keys)):
         if not inverse:
-            _mix_into(left, right, key, mask, mixed, scratch)
+            _mix_into(a, b, key, np.uint64((1 << len_a) - 1), mixed, scratch)
         else:
-            _mix_into(right, left, key, mask, mixed, scratch)
-        left, right = right, left
-    np.left_shift(left, shift, out=left)
-    return np.bitwise_or(left, right, out=left)
+            _mix_into(b, a, key, np.uint64((1 << len_b) - 1), mixed, scratch)
+        a, b = b, a
+        len_a, len_b = len_b, len_a
+    np.left_shift(a, np.uint64(len_b), out=a)
+    return np.bitwise_or(a, b, out=a)
 
 
 def _cycle_walk(values: np.ndarray, n: int, seed: int, epoch: int, inverse: bool) -> np.ndarray:
     keys = _round_keys(seed, epoch)
-    half = _half_bits(n)
+    bits = _domain_bits(n)
     limit = np.uint64(n)
-    out = _feistel(values.astype(np.uint64), keys, half, inverse)
+    out = _feistel(values.astype(np.uint64), keys, bits, inverse)
     todo = np.flatnonzero(out >= limit)
     while todo.size:
-        out[todo] = _feistel(out[todo], keys, half, inverse)
+        out[todo] = _feistel(out[todo], keys, bits, inverse)
         todo = todo[out[todo] >= limit]
     return out.astype(np.int64)
 
@@ -140,13 +147,13 @@ def _check_domain(n: int, seed: int) -> None:
 def permute(positions: np.ndarray, n: int, seed: int, epoch: int) -> np.ndarray:
     """Map positions in ``[0, n)`` to samples through the epoch's seeded bijection.
 
-    A balanced Feistel network over the smallest even power of two ``>= n``, with
-    cycle walking back into ``[0, n)``; round keys come from ``(seed, epoch)``.
+    An alternating Feistel network over the smallest power of two ``>= n`` (so under
+    ``2n``), with cycle walking back into ``[0, n)``; round keys come from ``(seed, epoch)``.
     Memory is proportional to ``len(positions)``, never to ``n``.
 
     Example:
         >>> permute(np.arange(5), 5, seed=3, epoch=1).tolist()
-        [1, 4, 2, 3, 0]
+        [3, 1, 2, 4, 0]
     """
     _check_domain(n, seed)
     return _cycle_walk(np.asarray(positions), n, seed, epoch, inverse=False)
@@ -156,7 +163,7 @@ def inverse_permute(samples: np.ndarray, n: int, seed: int, epoch: int) -> np.nd
     """The position at which each sample appears: ``inverse_permute(permute(p)) == p``.
 
     Example:
-        >>> inverse_permute(np.array([1, 4, 2, 3, 0]), 5, seed=3, epoch=1).tolist()
+        >>> inverse_permute(np.array([3, 1, 2, 4, 0]), 5, seed=3, epoch=1).tolist()
         [0, 1, 2, 3, 4]
     """
     _check_domain(n, seed)

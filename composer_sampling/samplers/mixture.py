@@ -14,7 +14,7 @@ from composer_sampling.validate import check_int
 
 __all__ = ['MixtureDistributedSampler']
 
-_CHUNK = 1 << 16
+_CHUNK = 1 << 18
 
 
 class MixtureDistributedSampler(OrderedSampler):
@@ -108,7 +108,7 @@ class MixtureDistributedSampler(OrderedSampler):
         source = sources[step]
         in_source = within[step] * self.global_batch + column
         out = np.empty_like(in_source)
-        for k in np.unique(source).tolist():
+        for k in np.flatnonzero(np.bincount(source, minlength=len(self.steps))).tolist():
             mask = source == k
             picked = in_source[mask]
             if self.shuffle:
