@@ -20,6 +20,7 @@ demo: $(STAMP)
 	$(PY) scripts/train.py yamls/digits.yaml
 	$(VENV)/bin/composer -n 2 scripts/train.py yamls/digits-grad-accum.yaml
 	$(VENV)/bin/composer -n 2 scripts/train.py yamls/custom-batch-sampler.yaml
+	$(VENV)/bin/composer -n 2 scripts/train.py yamls/mixture.yaml
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
