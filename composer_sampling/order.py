@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from itertools import chain
 

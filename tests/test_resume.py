@@ -76,3 +76,15 @@ def test_a_graph_that_cannot_start_at_an_offset_keeps_composers_spin(tmp_path: P
     assert 'BatchShuffleSampler(seed=17, len=13) cannot start at a sample offset' in caplog.text
     assert resumed.batches == whole.batches[4:]  # still correct, by Composer's spin...
     assert sum(loader.dataset.reads.values()) == SIZE  # ...which loaded the 4 trained batches again
+
+
+def test_resume_with_another_batch_size_continues_at_the_right_sample(tmp_path: Path) -> None:
+    first = train(resumable_loader(), '5ba', folder=tmp_path)
+    dataset = ReadCounter(synthetic(SIZE))
+    smaller = DataLoader(dataset, batch_size=6, sampler=ResumableDistributedSampler(dataset))
+    resumed = train(smaller, '2ep', load=checkpoint(tmp_path, 5), microbatch=6)
+    epoch_zero = flat(first) + resumed.trained[0]
+    assert sorted(epoch_zero) == list(range(SIZE)), 'every sample of the interrupted epoch exactly once'
+    assert {len(batch) for epoch, batch in resumed.batches[:-1] if epoch == 0} == {6}
+    assert sorted(resumed.trained[1]) == list(range(SIZE))
+    assert sum(dataset.reads.values()) == len(flat(resumed))  # nothing loaded only to be skipped
