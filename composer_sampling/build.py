@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,20 +32,32 @@ from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.demo.data import SyntheticDataset, digits_splits
 from composer_sampling.demo.model import MLPClassifier
 from composer_sampling.distribute import distribute
+from composer_sampling.graph import active_root, sharding_problem
 from composer_sampling.recipe import Recipe, RecipeError
+from composer_sampling.sample_ledger import SampleLedger
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
 from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
-__all__ = ['CALLBACKS', 'Run', 'batch_plan', 'build_callbacks', 'build_datasets', 'build_run', 'build_train_loader']
+__all__ = [
+    'CALLBACKS',
+    'Placement',
+    'Run',
+    'batch_plan',
+    'build_callbacks',
+    'build_datasets',
+    'build_run',
+    'build_train_loader',
+]
 
 #: Callback names a recipe may list under ``callbacks``.
 CALLBACKS: dict[str, type[Callback]] = {
     'sampler_sync': SamplerSync,
     'lr_monitor': LRMonitor,
     'speed_monitor': SpeedMonitor,
+    'sample_ledger': SampleLedger,
 }
 
 
@@ -103,40 +116,52 @@ def split_into_sources(dataset: Dataset, fractions: list[float]) -> ConcatDatase
     return ConcatDataset([Subset(dataset, range(lo, hi)) for lo, hi in itertools.pairwise(bounds)])
 
 
-def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, data_seed: int) -> DataLoader:
-    """The train DataLoader with the recipe's sampler, seeded with ``data_seed``; it yields device batches."""
+@dataclass(frozen=True)
+class Placement:
+    """Where a train loader runs: ``rank`` of ``num_replicas``, drawing with ``data_seed``."""
+
+    num_replicas: int
+    rank: int
+    data_seed: int
+
+
+def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, where: Placement) -> DataLoader:
+    """The train DataLoader of one rank with the recipe's sampler; it yields device batches."""
     config = recipe.train_loader.sampler
     workers = recipe.train_loader.num_workers
     batch = plan.device_batch
-    shuffle, drop_last = config.shuffle, config.drop_last
+    common = {'num_replicas': where.num_replicas, 'rank': where.rank, 'shuffle': config.shuffle,
+              'seed': where.data_seed}
     if config.name == 'resumable':
-        sampler = ResumableDistributedSampler(dataset, shuffle=shuffle, seed=data_seed, drop_last=drop_last)
+        sampler = ResumableDistributedSampler(dataset, drop_last=config.drop_last, **common)
     elif config.name == 'distributed':
-        sampler = dist.get_sampler(dataset, shuffle=shuffle, drop_last=drop_last, seed=data_seed)
+        sampler = dist.get_sampler(dataset, drop_last=config.drop_last, **common)
+    elif config.name == 'random':
+        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(where.data_seed))
     elif config.name == 'sub_epoch':
         assert config.sub_epochs_per_epoch is not None, 'check_recipe requires it'
         try:
-            sampler = SubEpochDistributedSampler(dataset, config.sub_epochs_per_epoch, shuffle=shuffle, seed=data_seed,
-                                                 drop_last=drop_last)
+            sampler = SubEpochDistributedSampler(dataset, config.sub_epochs_per_epoch, drop_last=config.drop_last,
+                                                 **common)
         except ValueError as error:
             raise RecipeError(f'train_loader.sampler: {error}') from None
     elif config.name == 'mixture':
         sizes = [len(source) for source in dataset.datasets]  # type: ignore[attr-defined]
         try:
-            sampler = MixtureDistributedSampler(sizes, batch_size=batch, shuffle=shuffle, seed=data_seed)
+            sampler = MixtureDistributedSampler(sizes, batch_size=batch, **common)
         except ValueError as error:
             raise RecipeError(f'train_loader.sampler.source_fractions: {error}') from None
     elif config.name == 'custom_batch':
-        inner = dist.get_sampler(dataset, shuffle=shuffle, drop_last=drop_last, seed=data_seed)
-        custom = BatchShuffleSampler(BatchSampler(inner, batch, drop_last=False), seed=data_seed)
+        inner = dist.get_sampler(dataset, drop_last=config.drop_last, **common)
+        custom = BatchShuffleSampler(BatchSampler(inner, batch, drop_last=False), seed=where.data_seed)
         return DataLoader(dataset, batch_sampler=DistributedBatchAdapter(custom), num_workers=workers)
     else:
         assert config.name == 'nested_batch', 'check_recipe admits only known sampler names'
-        return _nested_batch_loader(recipe, dataset, plan, data_seed)
+        return _nested_batch_loader(recipe, dataset, plan, where)
     return DataLoader(dataset, batch_size=batch, sampler=sampler, num_workers=workers)
 
 
-def _nested_batch_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, data_seed: int) -> DataLoader:
+def _nested_batch_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, where: Placement) -> DataLoader:
     """The Lightning-style batch of batches, written for one process, then made distributed."""
     config = recipe.train_loader.sampler
     assert config.num_batches is not None, 'check_recipe requires it'
@@ -149,7 +174,7 @@ def _nested_batch_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, data
     inner = BatchSampler(base, plan.device_batch // config.num_batches, drop_last=False)
     nested = NestedBatchSampler(inner, config.num_batches, drop_last=config.drop_last)
     one_process = DataLoader(dataset, batch_sampler=nested, num_workers=recipe.train_loader.num_workers)
-    return distribute(one_process, seed=data_seed)
+    return distribute(one_process, num_replicas=where.num_replicas, rank=where.rank, seed=where.data_seed)
 
 
 def build_eval_loader(recipe: Recipe, dataset: Dataset) -> DataLoader:
@@ -165,6 +190,11 @@ def build_callbacks(recipe: Recipe) -> list[Callback]:
             raise RecipeError(f'callbacks.{name} is unknown; choose among: {", ".join(CALLBACKS)}')
         cls = CALLBACKS[name]
         arguments = dict(kwargs or {})
+        if cls is SampleLedger and 'folder' not in arguments:
+            if recipe.save_folder is None:
+                raise RecipeError('callbacks.sample_ledger writes to {save_folder}/ledger: set save_folder, or give '
+                                  'the callback a folder')
+            arguments['folder'] = str(Path(recipe.save_folder) / 'ledger')
         try:
             inspect.signature(cls).bind(**arguments)
         except TypeError as error:
@@ -177,18 +207,27 @@ def build_callbacks(recipe: Recipe) -> list[Callback]:
     return built
 
 
-def build_run(recipe: Recipe, world_size: int | None = None) -> Run:
-    """Datasets, loaders and callbacks for this process; raises :class:`RecipeError` before any training."""
-    plan = batch_plan(recipe, dist.get_world_size() if world_size is None else world_size)
+def build_run(recipe: Recipe, world_size: int | None = None, rank: int | None = None) -> Run:
+    """Datasets, loaders and callbacks for this process; raises :class:`RecipeError` before any training.
+
+    ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``).
+    """
+    world_size = dist.get_world_size() if world_size is None else world_size
+    rank = dist.get_global_rank() if rank is None else rank
+    plan = batch_plan(recipe, world_size)
     callbacks = build_callbacks(recipe)
     data_seed = data_seed_of(recipe, callbacks)
     train_dataset, eval_dataset = build_datasets(recipe)
+    train_loader = build_train_loader(recipe, train_dataset, plan, Placement(world_size, rank, data_seed))
+    problem = sharding_problem(active_root(train_loader), world_size, rank)
+    if problem is not None:
+        raise RecipeError(f'train_loader.sampler.name={recipe.train_loader.sampler.name!r}: {problem}')
     return Run(
         recipe=recipe,
         plan=plan,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        train_loader=build_train_loader(recipe, train_dataset, plan, data_seed),
+        train_loader=train_loader,
         eval_loader=build_eval_loader(recipe, eval_dataset),
         callbacks=callbacks,
         data_seed=data_seed,

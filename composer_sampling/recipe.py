@@ -40,6 +40,7 @@ __all__ = [
 SAMPLERS = {
     'resumable': 'ResumableDistributedSampler (O(1) memory, exact mid-epoch resume)',
     'distributed': "torch's DistributedSampler, as composer.utils.dist.get_sampler builds it",
+    'random': "torch's RandomSampler: one process only, refused on several ranks (it does not shard)",
     'custom_batch': 'a batch-shuffling custom batch sampler over BatchSampler(DistributedSampler)',
     'sub_epoch': 'SubEpochDistributedSampler: a trainer epoch is 1/sub_epochs_per_epoch of the data',
     'mixture': 'MixtureDistributedSampler over the train split cut into sources by source_fractions',

@@ -76,7 +76,7 @@ def test_two_nodes_of_one_process_each_on_loopback(tmp_path: Path) -> None:
         processes.append(subprocess.Popen(
             [COMPOSER, '--world_size', '2', '--nproc', '1', '--node_rank', str(node), '--master_addr', '127.0.0.1',
              '--master_port', port, '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider', '-k',
-             'partitions_every_epoch'],
+             'test_resumable_sampler_partitions'],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_environment(),
         ))
     outputs = [process.communicate(timeout=400)[0] for process in processes]

@@ -66,17 +66,34 @@ def digits_splits(eval_fraction: float, read_delay_ms: float = 0.0) -> tuple[Dig
     )
 
 
-class SyntheticDataset(ArrayDataset):
-    """``size`` samples of ten Gaussian clusters in 64 dimensions, fixed by ``seed``.
+class SyntheticDataset(Dataset):
+    """``size`` samples of ten Gaussian clusters in 64 dimensions, each computed from ``(seed, index)`` on read.
+
+    Nothing is held per sample, so any size costs the same memory: a plan or a
+    benchmark can use a dataset of 1e9 samples.
 
     Example:
-        >>> len(SyntheticDataset(100))
-        100
+        >>> data = SyntheticDataset(100)
+        >>> len(data), data[7]['index'], data[7]['input'].shape
+        (100, 7, torch.Size([64]))
     """
 
     def __init__(self, size: int, seed: int = 0, read_delay_ms: float = 0.0) -> None:
-        rng = np.random.default_rng(seed)
-        centers = rng.normal(0.0, 1.0, size=(NUM_CLASSES, NUM_FEATURES))
-        targets = rng.integers(0, NUM_CLASSES, size=size)
-        features = centers[targets] + rng.normal(0.0, 1.0, size=(size, NUM_FEATURES))
-        super().__init__(features, targets, read_delay_ms)
+        self.size = size
+        self.seed = seed
+        self.read_delay_ms = read_delay_ms
+        self.centers = np.random.default_rng(seed).normal(0.0, 1.0, size=(NUM_CLASSES, NUM_FEATURES))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < self.size:
+            raise IndexError(f'index {index} is out of range for a dataset of {self.size} samples')
+        if self.read_delay_ms:
+            time.sleep(self.read_delay_ms / 1000)
+        rng = np.random.default_rng([self.seed, index])
+        target = int(rng.integers(0, NUM_CLASSES))
+        features = self.centers[target] + rng.normal(0.0, 1.0, size=NUM_FEATURES)
+        return {'input': torch.as_tensor(features, dtype=torch.float32), 'target': torch.tensor(target),
+                'index': index}

@@ -1,0 +1,142 @@
+"""The ``composer-sampling`` command: ``plan`` a recipe at any world size, ``audit`` a run's ledgers.
+
+    composer-sampling plan RECIPE [--world-size N] [--epochs E] [field=value ...]
+    composer-sampling audit FOLDER [--plot coverage.png]
+
+Exit status: 0 when every guarantee holds, 1 when one fails (the message names
+it), 2 for bad input (a recipe field, a missing folder, a damaged ledger).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+from composer_sampling.audit import AuditReport, audit_folder
+from composer_sampling.ledger import LedgerError
+from composer_sampling.plan import PlanReport, plan_recipe
+from composer_sampling.recipe import RecipeError, load_recipe
+
+__all__ = ['main']
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog='composer-sampling', description=__doc__.split('\n\n')[0])
+    commands = parser.add_subparsers(dest='command', required=True)
+    plan = commands.add_parser('plan', help='dry-run a recipe: batch math, sampler graph, guarantees per epoch')
+    plan.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
+    plan.add_argument('--world-size', type=int, default=1, help='number of ranks to plan for (default: 1)')
+    plan.add_argument('--epochs', type=int, default=2, help='trainer epochs to check (default: 2)')
+    plan.add_argument('overrides', nargs='*', help='field=value overrides, as for scripts/train.py')
+    audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
+    audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger')
+    audit.add_argument('--plot', metavar='PNG', help='also draw coverage by rank and epoch (needs matplotlib)')
+    return parser
+
+
+def _print_plan(report: PlanReport, seconds: float) -> None:
+    plan, epoch = report.plan, report.accounting
+    rows = [
+        ('world size', plan.world_size), ('global batch', plan.global_batch), ('device batch', plan.device_batch),
+        ('microbatch', plan.microbatch), ('accumulation steps', plan.accumulation_steps),
+        ('steps per epoch', epoch.steps), ('samples per epoch', f'{epoch.trained} of {epoch.dataset_len}'),
+        ('padded / dropped', f'{epoch.padded} / {epoch.dropped}'), ('data seed', report.data_seed),
+    ]
+    if report.sub_epochs > 1:
+        rows.append(('sub-epochs', f'{report.sub_epochs} trainer epochs per pass over the data'))
+    print(tabulate(rows, tablefmt='plain'))
+    if report.sources:
+        print('\n' + tabulate(report.sources, headers='keys', tablefmt='github'))
+    print('\nsampler graph of rank 0:\n' + report.tree)
+    if report.epochs:
+        table = [(e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.overlap,
+                  'ok' if not e.problem else 'FAILED') if e.complete else
+                 (e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.overlap, 'partial pass')
+                 for e in report.epochs]
+        headers = ['epoch' if report.sub_epochs == 1 else 'data epoch', 'trained', 'exactly once', 'repeated',
+                   'missing', 'on several ranks', 'check']
+        print('\n' + tabulate(table, headers=headers, tablefmt='github'))
+    print(f'\nchecked {len(report.epochs)} passes on {plan.world_size} ranks in {seconds:.1f} s')
+
+
+def _plan(args: argparse.Namespace) -> int:
+    if args.world_size < 1 or args.epochs < 1:
+        raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
+    started = time.perf_counter()
+    report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs)
+    _print_plan(report, time.perf_counter() - started)
+    for problem in report.problems:
+        print(f'FAILED guarantee: {problem}', file=sys.stderr)
+    if report.ok:
+        print('every guarantee holds: exactly once per epoch, no overlap between ranks, identical seeds')
+    return 0 if report.ok else 1
+
+
+def _print_audit(report: AuditReport) -> None:
+    print(tabulate(report.attempts, headers='keys', tablefmt='github'))
+    if report.superseded:
+        print(f'\n{report.superseded} sample records were superseded by a resume (trained, then lost with a crash)')
+    table = [(e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.status) for e in report.epochs]
+    print('\n' + tabulate(table, headers=['epoch', 'trained', 'exactly once', 'repeated', 'missing', 'status'],
+                          tablefmt='github'))
+    print(f'\ndataset length {report.dataset_len}')
+
+
+def _plot(report: AuditReport, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RecipeError('--plot needs matplotlib: pip install "composer-sampling[plot]"') from None
+    rows = sorted({(attempt, rank) for attempt, rank, _ in report.per_rank})
+    epochs = [e.epoch for e in report.epochs]
+    grid = [[report.per_rank.get((attempt, rank, epoch), 0) for epoch in epochs] for attempt, rank in rows]
+    figure, axis = plt.subplots(figsize=(1.5 + 0.9 * len(epochs), 1.2 + 0.45 * len(rows)))
+    image = axis.imshow(grid, aspect='auto', cmap='viridis')
+    axis.set_xticks(range(len(epochs)), [f'{e.epoch}\n{e.status.split(" ")[0]}' for e in report.epochs])
+    axis.set_yticks(range(len(rows)), [f'attempt {attempt} rank {rank}' for attempt, rank in rows])
+    axis.set_xlabel('epoch')
+    axis.set_title('samples trained per rank and epoch')
+    for y, row in enumerate(grid):
+        for x, value in enumerate(row):
+            axis.text(x, y, str(value), ha='center', va='center', color='white', fontsize=8)
+    figure.colorbar(image, ax=axis)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    report = audit_folder(Path(args.folder))
+    _print_audit(report)
+    if args.plot:
+        _plot(report, args.plot)
+        print(f'coverage plot written to {args.plot}')
+    for epoch in report.violations:
+        print(f'FAILED guarantee: exactly once per epoch: epoch {epoch.epoch} repeats {epoch.repeated} and misses '
+              f'{epoch.missing} samples', file=sys.stderr)
+    return 1 if report.violations else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``composer-sampling`` console script."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == 'plan' and all('=' in item and not item.startswith('-') for item in extra):
+        args.overrides += extra  # field=value overrides may come after the options
+    elif extra:
+        parser.error(f'unrecognized arguments: {" ".join(extra)}')
+    try:
+        return _plan(args) if args.command == 'plan' else _audit(args)
+    except (RecipeError, LedgerError) as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())
