@@ -79,7 +79,8 @@ def _plan(args: argparse.Namespace) -> int:
 def _print_audit(report: AuditReport) -> None:
     print(tabulate(report.attempts, headers='keys', tablefmt='github'))
     if report.superseded:
-        print(f'\n{report.superseded} sample records were superseded by a resume (trained, then lost with a crash)')
+        print(f'\n{report.superseded} samples trained after the checkpoint a resume started from were superseded '
+              '(lost with the crash, trained again by the resume)')
     table = [(e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.status) for e in report.epochs]
     print('\n' + tabulate(table, headers=['epoch', 'trained', 'exactly once', 'repeated', 'missing', 'status'],
                           tablefmt='github'))

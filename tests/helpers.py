@@ -91,7 +91,8 @@ def all_ranks(make: Any, world: int, *, epoch: int = 0, start: int = 0) -> list[
 
 
 def train_with_ledger(loader: DataLoader, duration: str, folder: Path | None = None, load: Path | None = None,
-                      sync: Callback | None = None, microbatch: int | None = None, **kwargs: Any) -> IndexLedger:
+                      sync: Callback | None = None, microbatch: int | None = None,
+                      callbacks_extra: list[Callback] | None = None, **kwargs: Any) -> IndexLedger:
     """Fit ``loader`` with SamplerSync (or ``sync``) and a ledger; save every batch to ``folder``, load ``load``."""
     from composer_sampling import SamplerSync
 
@@ -100,7 +101,7 @@ def train_with_ledger(loader: DataLoader, duration: str, folder: Path | None = N
         loader,
         max_duration=duration,
         device_train_microbatch_size=microbatch or loader.batch_size or 8,
-        callbacks=[sync or SamplerSync(), ledger],
+        callbacks=[sync or SamplerSync(), ledger, *(callbacks_extra or [])],
         save_folder=None if folder is None else str(folder),
         save_interval='1ba',
         load_path=None if load is None else str(load),

@@ -10,11 +10,16 @@ from __future__ import annotations
 import collections
 import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from test_launcher import launch
+
+COMPOSER_SAMPLING = str(Path(sys.executable).parent / 'composer-sampling')
 
 pytestmark = pytest.mark.launcher
 
@@ -36,7 +41,9 @@ def test_sigkill_then_resume_on_two_ranks_and_on_one(tmp_path: Path) -> None:
     common = ['yamls/digits.yaml', 'max_duration=2ep', 'eval_interval=2ep']
     killed, output = launch(
         ['-n', '2', 'tests/fault_train.py', str(ledger), '1', str(KILL_AT), *common, 'run_name=first',
-         f'save_folder={checkpoints}', f'save_interval={EVERY}ba'], tmp_path / 'first')
+         f'save_folder={checkpoints}', f'save_interval={EVERY}ba',
+         f'callbacks.sample_ledger.folder={tmp_path / "samples2"}'], tmp_path / 'first')
+    shutil.copytree(tmp_path / 'samples2', tmp_path / 'samples1')  # one lineage resumes on 2 ranks, one on 1
     assert killed.returncode != 0, output
     saved = {int(re.search(r'-ba(\d+)-', path.name).group(1)): path for path in checkpoints.glob('ep*-ba*-rank0.pt')}
     latest = max(saved)
@@ -49,7 +56,8 @@ def test_sigkill_then_resume_on_two_ranks_and_on_one(tmp_path: Path) -> None:
         run = f'resumed{ranks}'
         result, output = launch(
             ['-n', str(ranks), 'tests/fault_train.py', str(ledger), '-1', '0', *common, f'run_name={run}',
-             f'load_path={saved[latest]}'], tmp_path / run)
+             f'load_path={saved[latest]}', f'callbacks.sample_ledger.folder={tmp_path / f"samples{ranks}"}'],
+            tmp_path / run)
         assert result.returncode == 0, output
         resumed = _records(ledger, 'trained', run)
         assert resumed and min(r['batch'] for r in resumed) == latest + 1
@@ -62,3 +70,13 @@ def test_sigkill_then_resume_on_two_ranks_and_on_one(tmp_path: Path) -> None:
         reads = collections.Counter(r['read'] for r in _records(ledger, 'reads', run))
         assert not already & set(reads), f'{run}: loaded {len(already & set(reads))} trained samples again'
         assert sum(reads.values()) == sum(len(r['indices']) for r in resumed)
+
+        # The package's own ledger and audit reach the same verdict from their side.
+        audit = subprocess.run([COMPOSER_SAMPLING, 'audit', str(tmp_path / f'samples{ranks}')], capture_output=True,
+                               text=True, timeout=120)
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        rows = re.findall(r'^\|\s+(\d)\s+\|\s+(\d+)\s+\|\s+(\d+)\s+\|\s+(\d+)\s+\|\s+(\d+)\s+\| (\w+)',
+                          audit.stdout, re.M)
+        assert rows == [(str(epoch), str(DIGITS_TRAIN), str(DIGITS_TRAIN), '0', '0', 'ok') for epoch in (0, 1)]
+        lost = sum(len(r['indices']) for r in _records(ledger, 'trained', 'first') if r['batch'] > latest)
+        assert f'{lost} samples trained after the checkpoint' in audit.stdout or lost == 0

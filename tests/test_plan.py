@@ -1,0 +1,77 @@
+"""composer-sampling plan: batch math, graph and guarantees for any world size, without training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from composer_sampling.cli import main
+from composer_sampling.plan import _coverage, plan_recipe
+from composer_sampling.recipe import load_recipe
+from composer_sampling.summary import EpochAccounting
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPES = sorted((ROOT / 'yamls').glob('*.yaml'))
+
+
+@pytest.mark.parametrize('world_size', [1, 2, 4])
+@pytest.mark.parametrize('path', RECIPES, ids=lambda p: p.name)
+def test_every_recipe_keeps_every_guarantee(path: Path, world_size: int, capsys) -> None:
+    assert main(['plan', str(path), '--world-size', str(world_size), '--epochs', '8']) == 0
+    out = capsys.readouterr().out
+    assert 'every guarantee holds' in out
+    assert f'world size          {world_size}' in out
+
+
+def test_a_thousand_ranks_on_a_million_samples() -> None:
+    recipe = load_recipe(ROOT / 'yamls' / 'digits.yaml', ['train_loader.dataset.name=synthetic',
+                                                          'train_loader.dataset.size=1000000',
+                                                          'global_train_batch_size=4096'])
+    report = plan_recipe(recipe, world_size=1024, epochs=2)
+    assert report.ok, report.problems
+    assert [e.repeated for e in report.epochs] == [report.accounting.padded] * 2 == [448, 448]
+
+
+def test_sub_epochs_are_checked_per_pass_over_the_data() -> None:
+    report = plan_recipe(load_recipe(ROOT / 'yamls' / 'sub-epoch.yaml'), world_size=2, epochs=6)
+    assert report.sub_epochs == 4
+    assert [(e.complete, e.missing) for e in report.epochs] == [(True, 0), (False, 1438 - 2 * 360)]
+
+
+def test_a_sampler_that_does_not_shard_fails_the_plan(capsys) -> None:
+    code = main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), '--world-size', '2', 'train_loader.sampler.name=random'])
+    assert code == 1
+    assert 'FAILED guarantee: real sharding (rank 0): world size is 2 but no sampler' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ('args', 'message'),
+    [
+        (['--world-size', '3'], 'error: global_train_batch_size=64 is not divisible by the world size 3'),
+        (['--world-size', '0'], 'error: --world-size and --epochs must be at least 1, got 0 and 2'),
+        (['global_batch=3'], "error: unknown field 'global_batch'"),
+        (['--world-size', '8', 'train_loader.sampler.name=nested_batch', 'train_loader.sampler.num_batches=3'],
+         'error: train_loader.sampler.num_batches=3 does not divide the device batch 8'),
+    ],
+)
+def test_invalid_fields_exit_2_naming_them(args: list[str], message: str, capsys) -> None:
+    assert main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_recipe(capsys) -> None:
+    assert main(['plan', 'nowhere.yaml']) == 2
+    assert 'recipe file nowhere.yaml does not exist' in capsys.readouterr().err
+
+
+def test_coverage_names_each_broken_guarantee() -> None:
+    accounting = EpochAccounting(dataset_len=6, trained=6, padded=0, dropped=0, steps=1)
+    fine = _coverage(0, [np.array([0, 2, 4]), np.array([1, 3, 5])], accounting, complete=True)
+    assert fine.problem is None and fine.exactly_once == 6
+    repeated = _coverage(1, [np.array([0, 1, 2]), np.array([0, 1, 2])], accounting, complete=True)
+    assert repeated.problem == 'exactly once per epoch: 3 samples trained again in epoch 1, padding allows 0'
+    missing = _coverage(2, [np.array([0, 1]), np.array([2, 3])], accounting, complete=True)
+    assert missing.problem == 'exactly once per epoch: 2 samples never trained in epoch 2, the sampler drops 0'
+    assert _coverage(3, [np.array([0, 1]), np.array([2, 3])], accounting, complete=False).problem is None
