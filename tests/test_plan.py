@@ -75,3 +75,19 @@ def test_coverage_names_each_broken_guarantee() -> None:
     missing = _coverage(2, [np.array([0, 1]), np.array([2, 3])], accounting, complete=True)
     assert missing.problem == 'exactly once per epoch: 2 samples never trained in epoch 2, the sampler drops 0'
     assert _coverage(3, [np.array([0, 1]), np.array([2, 3])], accounting, complete=False).problem is None
+
+
+def test_console_script_and_llm_foundry_entry_points() -> None:
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    from composer_sampling import SampleLedger, SamplerSync
+
+    script = Path(sys.executable).parent / 'composer-sampling'
+    result = subprocess.run([str(script), 'plan', 'yamls/digits.yaml', '--world-size', '2', '--epochs', '1'],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and 'every guarantee holds' in result.stdout, result.stderr
+    entries = {entry.name: entry for entry in importlib.metadata.entry_points(group='llmfoundry_callbacks')}
+    assert entries['sampler_sync'].load() is SamplerSync
+    assert entries['sample_ledger'].load() is SampleLedger
