@@ -40,7 +40,7 @@ def test_a_resumed_run_supersedes_what_the_crash_lost(tmp_path: Path, capsys) ->
     assert [a['start_batch'] for a in report.attempts] == [0, 5]
     assert main(['audit', str(tmp_path)]) == 0  # finds ledger/ under the save folder
     out = capsys.readouterr().out
-    assert '26 sample records were superseded by a resume' in out
+    assert '26 samples trained after the checkpoint a resume started from were superseded' in out
 
 
 def test_without_superseding_the_same_ledgers_would_show_repeats(tmp_path: Path) -> None:
