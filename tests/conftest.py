@@ -12,8 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# Property tests check invariants, not speed: no per-example deadline, so a loaded CI machine cannot fail them.
+settings.register_profile('composer-sampling', deadline=None)
+settings.load_profile('composer-sampling')
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
