@@ -18,6 +18,7 @@ from composer_sampling.graph import (
     iter_samplers,
     keeps_child_order,
     order_signature,
+    set_epoch_everywhere,
     sharding_problem,
     supports_start_offset,
 )
@@ -99,13 +100,13 @@ class SamplerSync(Callback):
                 node.seed = seed
         logger.log_hyperparameters({'data_seed': seed})
         self._check_signatures(loader)
-        self._set_epoch(loader, int(state.timestamp.epoch))
+        set_epoch_everywhere(loader, int(state.timestamp.epoch))
         self._resume_in_epoch(state, loader)
 
     def epoch_start(self, state: State, logger: Logger) -> None:
         loader = state.train_dataloader
         if isinstance(loader, DataLoader):
-            self._set_epoch(loader, int(state.timestamp.epoch))
+            set_epoch_everywhere(loader, int(state.timestamp.epoch))
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -117,12 +118,6 @@ class SamplerSync(Callback):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._checkpoint_seed = state.get('data_seed')
         self._checkpoint_signatures = state.get('order_signatures')
-
-    @staticmethod
-    def _set_epoch(loader: DataLoader, epoch: int) -> None:
-        for node in iter_samplers(loader):
-            if callable(getattr(node, 'set_epoch', None)):
-                node.set_epoch(epoch)
 
     def _agreed_seed(self, state: State, loader: DataLoader) -> int:
         """The data seed, checked identical on every rank, together with the sharding check."""

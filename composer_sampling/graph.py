@@ -31,6 +31,7 @@ __all__ = [
     'labelled_children',
     'order_signature',
     'render_tree',
+    'set_epoch_everywhere',
     'sharding_nodes',
     'sharding_problem',
     'supports_start_offset',
@@ -95,6 +96,21 @@ def iter_samplers(obj: Any) -> Iterator[Any]:
         seen.add(id(node))
         yield node
         stack.extend(reversed(children(node)))
+
+
+def set_epoch_everywhere(obj: Any, epoch: int) -> None:
+    """Call ``set_epoch(epoch)`` on every node reachable from ``obj`` that has one.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, DistributedSampler
+        >>> inner = DistributedSampler(range(4), num_replicas=1, rank=0)
+        >>> set_epoch_everywhere(BatchSampler(inner, 2, False), 3)
+        >>> inner.epoch
+        3
+    """
+    for node in iter_samplers(obj):
+        if callable(getattr(node, 'set_epoch', None)):
+            node.set_epoch(epoch)
 
 
 def active_root(dataloader: DataLoader) -> Any:

@@ -29,7 +29,7 @@ from composer_sampling.build import (
     build_train_loader,
     data_seed_of,
 )
-from composer_sampling.graph import active_root, iter_samplers, render_tree, sharding_problem
+from composer_sampling.graph import active_root, iter_samplers, render_tree, set_epoch_everywhere, sharding_problem
 from composer_sampling.recipe import Recipe
 from composer_sampling.summary import EpochAccounting, epoch_accounting
 
@@ -70,9 +70,7 @@ class PlanReport:
 
 def rank_indices(loader: DataLoader, epoch: int) -> np.ndarray:
     """The sample indices one rank's loader would train in ``epoch``, without reading a sample."""
-    for node in iter_samplers(loader):
-        if callable(getattr(node, 'set_epoch', None)):
-            node.set_epoch(epoch)
+    set_epoch_everywhere(loader, epoch)
     root = active_root(loader)
     items = iter(root)
     if loader.batch_sampler is not None:
