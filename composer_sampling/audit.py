@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from composer_sampling.ledger import LedgerError, LedgerRecord, read_ledger
+from composer_sampling.summary import count_coverage
 
 __all__ = ['AuditReport', 'EpochAudit', 'audit_folder']
 
@@ -99,44 +100,41 @@ def _load(folder: Path) -> dict[str, dict[int, tuple[dict[str, Any], list[Ledger
 
 def audit_folder(folder: Path) -> AuditReport:
     """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``)."""
-    attempts = _load(Path(folder))
-    ordered = sorted(attempts.values(), key=lambda ranks: next(iter(ranks.values()))[0]['started'])
+    # Each attempt with the header its ranks share (checked in _load), in the order the attempts started.
+    attempts = sorted(((next(iter(ranks.values()))[0], ranks) for ranks in _load(Path(folder)).values()),
+                      key=lambda attempt: attempt[0]['started'])
     lineage: list[tuple[int, int, LedgerRecord]] = []
     superseded = 0
     summaries = []
-    for number, ranks in enumerate(ordered):
-        first_header = next(iter(ranks.values()))[0]
-        start = first_header['start_batch']
+    for number, (header, ranks) in enumerate(attempts):
+        start = header['start_batch']
         kept = [entry for entry in lineage if entry[2].batch <= start]
         superseded += sum(entry[2].indices.size for entry in lineage) - sum(entry[2].indices.size for entry in kept)
         lineage = kept + [(number, rank, record) for rank, (_, records, _) in sorted(ranks.items())
                           for record in records]
         reached = max((r.batch for _, records, _ in ranks.values() for r in records), default=start)
-        summaries.append({'attempt': first_header['attempt'], 'run_name': first_header.get('run_name'),
-                          'world_size': first_header['world_size'], 'start_batch': start, 'last_batch': reached})
-    header = next(iter(ordered[0].values()))[0]
-    report = AuditReport(header['dataset_len'], summaries, superseded)
-    padded = max(next(iter(ranks.values()))[0].get('padded', 0) for ranks in ordered)
-    dropped = max(next(iter(ranks.values()))[0].get('dropped', 0) for ranks in ordered)
+        summaries.append({'attempt': header['attempt'], 'run_name': header.get('run_name'),
+                          'world_size': header['world_size'], 'start_batch': start, 'last_batch': reached})
+    first = attempts[0][0]
+    report = AuditReport(first['dataset_len'], summaries, superseded)
+    padded = max(header.get('padded', 0) for header, _ in attempts)
+    dropped = max(header.get('dropped', 0) for header, _ in attempts)
     per_epoch: dict[int, list[np.ndarray]] = collections.defaultdict(list)
     last_batch = max((record.batch for _, _, record in lineage), default=0)
     for number, rank, record in lineage:
-        epoch = record.epoch // header['sub_epochs_per_epoch']
+        epoch = record.epoch // first['sub_epochs_per_epoch']
         per_epoch[epoch].append(record.indices)
         key = (number, rank, epoch)
         report.per_rank[key] = report.per_rank.get(key, 0) + int(record.indices.size)
     final_epoch = max(per_epoch, default=-1)
     for epoch in sorted(per_epoch):
-        everything = np.concatenate(per_epoch[epoch])
-        counts = np.bincount(everything, minlength=report.dataset_len)
-        repeated = int(everything.size - np.count_nonzero(counts))
-        missing = int(np.count_nonzero(counts == 0))
-        if repeated > padded or (missing > dropped and epoch != final_epoch):
+        coverage = count_coverage(np.concatenate(per_epoch[epoch]), report.dataset_len)
+        if coverage.repeated > padded or (coverage.missing > dropped and epoch != final_epoch):
             status = 'VIOLATION'
-        elif missing > dropped:
+        elif coverage.missing > dropped:
             status = f'partial (run ended at batch {last_batch})'
         else:
             status = 'ok'
-        report.epochs.append(EpochAudit(epoch, int(everything.size), int(np.count_nonzero(counts == 1)), repeated,
-                                        missing, status))
+        report.epochs.append(EpochAudit(epoch, coverage.trained, coverage.exactly_once, coverage.repeated,
+                                        coverage.missing, status))
     return report

@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
 
 import numpy as np
@@ -28,9 +28,11 @@ __all__ = [
     'derive_seed',
     'global_indices',
     'inverse_permute',
+    'iter_mapped_positions',
     'iter_rank_indices',
     'mixture_schedule',
     'permute',
+    'rank_count',
     'rank_positions',
     'samples_per_rank',
     'split_window',
@@ -210,6 +212,16 @@ def rank_positions(start: int, rank: int, num_replicas: int, count: int) -> np.n
     return start + rank + num_replicas * np.arange(count, dtype=np.int64)
 
 
+def rank_count(first: int, end: int, rank: int, num_replicas: int) -> int:
+    """How many of the positions ``first + rank + i * num_replicas`` fall before ``end``.
+
+    Example:
+        >>> rank_count(first=8, end=12, rank=3, num_replicas=3), rank_count(8, 12, 0, 3)
+        (1, 2)
+    """
+    return max(0, -(-(end - first - rank) // num_replicas))
+
+
 def global_indices(positions: np.ndarray, n: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
     """Sample indices at global ``positions``; positions past ``n`` wrap (torch's padding).
 
@@ -219,6 +231,32 @@ def global_indices(positions: np.ndarray, n: int, shuffle: bool, seed: int, epoc
     """
     wrapped = np.asarray(positions, dtype=np.int64) % n
     return permute(wrapped, n, seed, epoch) if shuffle else wrapped
+
+
+def iter_mapped_positions(
+    to_indices: Callable[[np.ndarray], np.ndarray],
+    *,
+    rank: int,
+    num_replicas: int,
+    count: int,
+    start: int,
+    chunk: int = _CHUNK,
+) -> Iterator[int]:
+    """``to_indices`` of one rank's ``count`` positions from ``start``, as Python ints, chunk by chunk.
+
+    The chunks are chained by C iterators (no Python generator frame per index),
+    which is what makes iteration faster than torch's list of N ints.
+
+    Example:
+        >>> list(iter_mapped_positions(lambda p: p * 10, rank=1, num_replicas=2, count=3, start=0))
+        [10, 30, 50]
+    """
+
+    def chunk_indices(first: int) -> list[int]:
+        positions = rank_positions(start + first * num_replicas, rank, num_replicas, min(chunk, count - first))
+        return to_indices(positions).tolist()
+
+    return chain.from_iterable(map(chunk_indices, range(0, count, chunk)))
 
 
 def iter_rank_indices(
@@ -233,22 +271,15 @@ def iter_rank_indices(
     epoch: int,
     chunk: int = _CHUNK,
 ) -> Iterator[int]:
-    """The ``count`` sample indices of one rank as Python ints, computed lazily chunk by chunk.
-
-    The chunks are chained by C iterators (no Python generator frame per index),
-    which is what makes iteration faster than torch's list of N ints.
+    """The ``count`` sample indices of one rank of the epoch's global order, computed lazily.
 
     Example:
         >>> list(iter_rank_indices(5, rank=1, num_replicas=2, count=3, start=0,
         ...                        shuffle=False, seed=0, epoch=0))
         [1, 3, 0]
     """
-
-    def chunk_indices(first: int) -> list[int]:
-        positions = rank_positions(start + first * num_replicas, rank, num_replicas, min(chunk, count - first))
-        return global_indices(positions, n, shuffle, seed, epoch).tolist()
-
-    return chain.from_iterable(map(chunk_indices, range(0, count, chunk)))
+    return iter_mapped_positions(lambda positions: global_indices(positions, n, shuffle, seed, epoch), rank=rank,
+                                 num_replicas=num_replicas, count=count, start=start, chunk=chunk)
 
 
 def mixture_schedule(steps: list[int], *, shuffle: bool, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:

@@ -31,7 +31,7 @@ from composer_sampling.build import (
 )
 from composer_sampling.graph import active_root, iter_samplers, render_tree, set_epoch_everywhere, sharding_problem
 from composer_sampling.recipe import Recipe
-from composer_sampling.summary import EpochAccounting, epoch_accounting
+from composer_sampling.summary import EpochAccounting, count_coverage, epoch_accounting
 
 __all__ = ['EpochCoverage', 'PlanReport', 'plan_recipe', 'rank_indices']
 
@@ -80,11 +80,10 @@ def rank_indices(loader: DataLoader, epoch: int) -> np.ndarray:
 
 def _coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAccounting, complete: bool) -> EpochCoverage:
     everything = np.concatenate(per_rank) if per_rank else np.empty(0, np.int64)
-    counts = np.bincount(everything, minlength=accounting.dataset_len)
+    coverage = count_coverage(everything, accounting.dataset_len)
+    repeated, missing = coverage.repeated, coverage.missing
     ranks_per_sample = np.bincount(np.concatenate([np.unique(indices) for indices in per_rank]),
                                    minlength=accounting.dataset_len)
-    repeated = int(everything.size - np.count_nonzero(counts))
-    missing = int(np.count_nonzero(counts == 0))
     overlap = int(np.count_nonzero(ranks_per_sample > 1))
     problem = None
     if repeated > accounting.padded:
@@ -95,8 +94,8 @@ def _coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAccountin
     elif complete and missing != accounting.dropped:
         problem = (f'exactly once per epoch: {missing} samples never trained in epoch {epoch}, the sampler drops '
                    f'{accounting.dropped}')
-    return EpochCoverage(epoch, int(everything.size), int(np.count_nonzero(counts == 1)), repeated, missing, overlap,
-                         complete, problem)
+    return EpochCoverage(epoch, coverage.trained, coverage.exactly_once, repeated, missing, overlap, complete,
+                         problem)
 
 
 def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:

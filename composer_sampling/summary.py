@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from torch.utils.data import DataLoader
 
 from composer_sampling.batching import BatchPlan
 from composer_sampling.graph import active_root, iter_samplers, render_tree, sharding_nodes
 
-__all__ = ['EpochAccounting', 'epoch_accounting', 'render_summary']
+__all__ = ['Coverage', 'EpochAccounting', 'count_coverage', 'epoch_accounting', 'render_summary']
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,32 @@ class EpochAccounting:
     padded: int
     dropped: int
     steps: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How a multiset of trained sample indices covers a dataset."""
+
+    trained: int
+    exactly_once: int
+    repeated: int
+    missing: int
+
+
+def count_coverage(indices: np.ndarray, dataset_len: int) -> Coverage:
+    """Samples trained once, trainings beyond the first (repeats), and samples never trained.
+
+    Example:
+        >>> count_coverage(np.array([0, 1, 1]), 3)
+        Coverage(trained=3, exactly_once=1, repeated=1, missing=1)
+    """
+    counts = np.bincount(indices, minlength=dataset_len)
+    return Coverage(
+        trained=int(indices.size),
+        exactly_once=int(np.count_nonzero(counts == 1)),
+        repeated=int(indices.size - np.count_nonzero(counts)),
+        missing=int(np.count_nonzero(counts == 0)),
+    )
 
 
 def _dataset_len(node: Any) -> int | None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import chain
 from typing import Any
 
 import numpy as np
 
-from composer_sampling.order import derive_seed, mixture_schedule, permute, rank_positions
+from composer_sampling.order import derive_seed, iter_mapped_positions, mixture_schedule, permute, rank_count
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import check_int
 
@@ -117,18 +116,10 @@ class MixtureDistributedSampler(OrderedSampler):
         return out
 
     def __iter__(self) -> Iterator[int]:
-        total = sum(self.steps) * self.global_batch
-        start = self.sample_in_epoch
-        count = max(0, -(-(total - start - self.rank) // self.num_replicas))
-        return self._iterate(start, count)
-
-    def _iterate(self, start: int, count: int) -> Iterator[int]:
-        def chunk_indices(first: int) -> list[int]:
-            positions = rank_positions(start + first * self.num_replicas, self.rank, self.num_replicas,
-                                       min(_CHUNK, count - first))
-            return self.indices_at(positions).tolist()
-
-        return chain.from_iterable(map(chunk_indices, range(0, count, _CHUNK)))
+        start, end = self.sample_in_epoch, sum(self.steps) * self.global_batch
+        return iter_mapped_positions(self.indices_at, rank=self.rank, num_replicas=self.num_replicas,
+                                     count=rank_count(start, end, self.rank, self.num_replicas), start=start,
+                                     chunk=_CHUNK)
 
     def epoch_usage(self) -> tuple[int, int]:
         return self.dataset_len, sum(self.steps) * self.global_batch

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from composer_sampling.order import iter_rank_indices, samples_per_rank, split_window
+from composer_sampling.order import iter_rank_indices, rank_count, samples_per_rank, split_window
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import check_int, dataset_length
 
@@ -96,7 +96,7 @@ class SubEpochDistributedSampler(OrderedSampler):
         start, stop = self._window()
         first = start * self.num_replicas + self.sample_in_epoch
         end = stop * self.num_replicas
-        count = max(0, -(-(end - first - self.rank) // self.num_replicas))
+        count = rank_count(first, end, self.rank, self.num_replicas)
         return iter_rank_indices(
             self.dataset_len,
             rank=self.rank,
