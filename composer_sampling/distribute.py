@@ -11,6 +11,8 @@ from composer_sampling.graph import labelled_children
 from composer_sampling.order import MAX_SEED
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+from composer_sampling.samplers.delegation import refresh_state_capability
+from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.validate import check_int, resolve_replicas
 
@@ -88,6 +90,8 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
                 f'distribute cannot set {type(node).__name__}.{name} (read-only); build that level on a '
                 'ResumableDistributedSampler yourself and wrap the top in DistributedBatchAdapter',
             ) from None
+        if isinstance(rebuilt, NestedBatchSampler):  # its graph changed: it may now resume from a state
+            refresh_state_capability(rebuilt, NestedBatchSampler, StatefulNestedBatchSampler)
         return rebuilt
 
     settings = {name: getattr(dataloader, name) for name in _LOADER_SETTINGS if hasattr(dataloader, name)}

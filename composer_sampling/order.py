@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator
 from itertools import chain
 
@@ -25,6 +26,7 @@ import numpy as np
 __all__ = [
     'MAX_DATASET_LEN',
     'MAX_SEED',
+    'PassCursor',
     'derive_seed',
     'global_indices',
     'inverse_permute',
@@ -233,6 +235,54 @@ def global_indices(positions: np.ndarray, n: int, shuffle: bool, seed: int, epoc
     return permute(wrapped, n, seed, epoch) if shuffle else wrapped
 
 
+class PassCursor:
+    """How far one rank has read a pass, known without a per-index cost.
+
+    A pass starts at global position ``start`` and ends at ``end``; the rank reads
+    ``count`` positions, ``num_replicas`` apart. The iterator of the chunk being
+    read is a list iterator, whose remaining length is exact, so the count of
+    yielded indices is the chunk's first index plus what has left that chunk.
+
+    Example:
+        >>> cursor = PassCursor(start=4, end=20, num_replicas=2, count=8)
+        >>> items = iter_mapped_positions(lambda p: p, rank=0, num_replicas=2, count=8, start=4, cursor=cursor)
+        >>> cursor.position, next(items), next(items), cursor.position
+        (4, 4, 6, 8)
+        >>> rest = list(items)
+        >>> cursor.yielded, cursor.finished, cursor.position
+        (8, True, 20)
+    """
+
+    def __init__(self, *, start: int, end: int, num_replicas: int, count: int) -> None:
+        self.start, self.end, self.num_replicas, self.count = start, end, num_replicas, count
+        self._before = 0
+        self._chunk_len = 0
+        self._chunk: Iterator[int] = iter(())
+
+    def enter(self, first: int, values: list[int]) -> Iterator[int]:
+        """Start reading ``values``, the chunk whose first item is the rank's ``first``-th index."""
+        self._chunk = iter(values)
+        self._before, self._chunk_len = first, len(values)
+        return self._chunk
+
+    @property
+    def yielded(self) -> int:
+        """Indices this rank has taken from the pass so far."""
+        return self._before + self._chunk_len - operator.length_hint(self._chunk)
+
+    @property
+    def finished(self) -> bool:
+        """Whether every index of the pass has been taken."""
+        return self.yielded >= self.count
+
+    @property
+    def position(self) -> int:
+        """The global position the pass has reached: ``end`` once finished."""
+        if self.finished:
+            return max(self.end, self.start)
+        return min(self.start + self.yielded * self.num_replicas, self.end)
+
+
 def iter_mapped_positions(
     to_indices: Callable[[np.ndarray], np.ndarray],
     *,
@@ -241,20 +291,23 @@ def iter_mapped_positions(
     count: int,
     start: int,
     chunk: int = _CHUNK,
+    cursor: PassCursor | None = None,
 ) -> Iterator[int]:
     """``to_indices`` of one rank's ``count`` positions from ``start``, as Python ints, chunk by chunk.
 
     The chunks are chained by C iterators (no Python generator frame per index),
-    which is what makes iteration faster than torch's list of N ints.
+    which is what makes iteration faster than torch's list of N ints. A
+    ``cursor`` is told of every chunk, so it knows how far the pass has been read.
 
     Example:
         >>> list(iter_mapped_positions(lambda p: p * 10, rank=1, num_replicas=2, count=3, start=0))
         [10, 30, 50]
     """
 
-    def chunk_indices(first: int) -> list[int]:
+    def chunk_indices(first: int) -> list[int] | Iterator[int]:
         positions = rank_positions(start + first * num_replicas, rank, num_replicas, min(chunk, count - first))
-        return to_indices(positions).tolist()
+        values = to_indices(positions).tolist()
+        return values if cursor is None else cursor.enter(first, values)
 
     return chain.from_iterable(map(chunk_indices, range(0, count, chunk)))
 
@@ -270,6 +323,7 @@ def iter_rank_indices(
     seed: int,
     epoch: int,
     chunk: int = _CHUNK,
+    cursor: PassCursor | None = None,
 ) -> Iterator[int]:
     """The ``count`` sample indices of one rank of the epoch's global order, computed lazily.
 
@@ -279,7 +333,7 @@ def iter_rank_indices(
         [1, 3, 0]
     """
     return iter_mapped_positions(lambda positions: global_indices(positions, n, shuffle, seed, epoch), rank=rank,
-                                 num_replicas=num_replicas, count=count, start=start, chunk=chunk)
+                                 num_replicas=num_replicas, count=count, start=start, chunk=chunk, cursor=cursor)
 
 
 def mixture_schedule(steps: list[int], *, shuffle: bool, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:

@@ -2,58 +2,81 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sized
 from typing import Any
 
-from composer.utils import dist
+import numpy as np
+
+from composer_sampling.order import MAX_DATASET_LEN
 
 __all__ = ['check_bool', 'check_int', 'dataset_length', 'resolve_replicas']
 
 
+def _as_int(name: str, value: Any) -> int:
+    """``value`` as a Python int when it is an integer (numpy's too, through ``operator.index``); never a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f'{name} must be an int, got {value!r} ({type(value).__name__})')
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f'{name} must be an int, got {value!r} ({type(value).__name__})') from None
+
+
 def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) in ``[minimum, maximum]``, else raise.
+    """Return ``value`` as an int if it is an integer (not a bool) in ``[minimum, maximum]``, else raise.
+
+    numpy integers are accepted and returned as Python ints, as torch accepts them.
 
     Example:
-        >>> check_int('seed', 3)
-        3
+        >>> import numpy as np
+        >>> check_int('seed', 3), check_int('seed', np.int64(3))
+        (3, 3)
     """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f'{name} must be an int, got {value!r} ({type(value).__name__})')
-    if value < minimum or (maximum is not None and value > maximum):
+    number = _as_int(name, value)
+    if number < minimum or (maximum is not None and number > maximum):
         upper = 'inf)' if maximum is None else f'{maximum}]'
-        raise ValueError(f'{name} must be in the interval [{minimum}, {upper}, got {value}')
-    return value
+        raise ValueError(f'{name} must be in the interval [{minimum}, {upper}, got {number}')
+    return number
 
 
 def check_bool(name: str, value: Any) -> bool:
-    """Return ``value`` if it is a bool, else raise ``TypeError``.
+    """Return ``value`` if it is a bool (numpy's too), else raise ``TypeError``.
 
     Example:
         >>> check_bool('shuffle', True)
         True
     """
+    if isinstance(value, np.bool_):
+        return bool(value)
     if not isinstance(value, bool):
         raise TypeError(f'{name} must be a bool, got {value!r} ({type(value).__name__})')
     return value
 
 
 def dataset_length(dataset: Any) -> int:
-    """The length of a sized dataset, or ``dataset`` itself when it is an int.
+    """The length of a sized dataset, or ``dataset`` itself when it is an integer; in ``[1, 2**62]``.
 
     Example:
         >>> dataset_length(range(7)), dataset_length(7)
         (7, 7)
     """
-    if isinstance(dataset, int) and not isinstance(dataset, bool):
-        length = dataset
-    elif isinstance(dataset, Sized):
+    if isinstance(dataset, Sized) and not hasattr(dataset, '__index__'):
         length = len(dataset)
     else:
-        raise TypeError(
-            f'dataset must be a sized (map-style) dataset or an int length, got {type(dataset).__name__}',
-        )
+        try:
+            length = _as_int('dataset', dataset)
+        except TypeError:
+            raise TypeError(
+                f'dataset must be a sized (map-style) dataset or an int length, got {type(dataset).__name__}',
+            ) from None
     if length < 1:
         raise ValueError(f'dataset must hold at least one sample, got length {length}')
+    if length > MAX_DATASET_LEN:
+        raise ValueError(
+            f'dataset length must be in the interval [1, 2**62] (the largest order the samplers compute), '
+            f'got {length}',
+        )
     return length
 
 
@@ -64,13 +87,13 @@ def resolve_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, i
         >>> resolve_replicas(4, 3)
         (4, 3)
     """
-    if num_replicas is None:
-        num_replicas = dist.get_world_size()
-    if rank is None:
-        rank = dist.get_global_rank()
-    check_int('num_replicas', num_replicas, minimum=1)
-    if isinstance(rank, bool) or not isinstance(rank, int):
-        raise TypeError(f'rank must be an int, got {rank!r} ({type(rank).__name__})')
+    if num_replicas is None or rank is None:
+        from composer.utils import dist
+
+        num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+        rank = dist.get_global_rank() if rank is None else rank
+    num_replicas = check_int('num_replicas', num_replicas, minimum=1)
+    rank = _as_int('rank', rank)
     if not 0 <= rank < num_replicas:
         raise ValueError(f'Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]')
     return num_replicas, rank

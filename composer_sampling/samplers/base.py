@@ -1,12 +1,13 @@
-"""What every sampler of ours shares: validated arguments, seed, epoch, start offset, checkpoints."""
+"""What every sampler of ours shares: validated arguments, seed, epoch, one-shot start offset, checkpoints."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from torch.utils.data import DistributedSampler
 
-from composer_sampling.order import MAX_SEED
+from composer_sampling.order import MAX_SEED, PassCursor
 from composer_sampling.samplers.state import check_state, sampler_state
 from composer_sampling.validate import check_bool, check_int, resolve_replicas
 
@@ -17,10 +18,16 @@ class OrderedSampler(DistributedSampler):
     """Base of our samplers: a ``DistributedSampler`` whose order is a pure function of seed and epoch.
 
     Subclasses set ``dataset_len`` (or what defines their order), implement
-    ``__iter__``, ``num_samples`` and :meth:`order_signature`, and list in
-    ``_repr_fields`` the constructor arguments ``__repr__`` shows. The global start
-    offset :attr:`sample_in_epoch` survives ``set_epoch`` with the same epoch (the
-    trainer repeats it after a resume) and is cleared by a new epoch.
+    :meth:`_iter_pass`, :meth:`_pass_end`, ``num_samples`` and
+    :meth:`order_signature`, and list in ``_repr_fields`` the constructor arguments
+    ``__repr__`` shows.
+
+    Positions are global: a pass that starts at position ``s`` and of which this
+    rank has yielded ``k`` indices stands at ``s + k * num_replicas``, whatever the
+    rank, so a state taken on one world size resumes on another. A start offset
+    (:meth:`set_sample_in_epoch` or :meth:`load_state_dict`) applies to the next
+    pass only; ``set_epoch`` with the same epoch keeps a pending offset (the
+    trainer repeats it after a resume), a new epoch clears it.
     """
 
     _repr_fields: tuple[str, ...] = ()
@@ -38,7 +45,8 @@ class OrderedSampler(DistributedSampler):
         self.drop_last = check_bool('drop_last', drop_last)
         self._seed = check_int('seed', seed, 0, MAX_SEED)
         self.epoch = 0
-        self.sample_in_epoch = 0
+        self._next_start = 0
+        self._cursor: PassCursor | None = None
 
     @property
     def seed(self) -> int:
@@ -54,6 +62,11 @@ class OrderedSampler(DistributedSampler):
         """Indices across all ranks in the current epoch, padding included."""
         return self.num_samples * self.num_replicas
 
+    @property
+    def sample_in_epoch(self) -> int:
+        """The global position the next pass starts at (0 unless an offset is pending)."""
+        return self._next_start
+
     def __len__(self) -> int:
         return self.num_samples
 
@@ -62,30 +75,67 @@ class OrderedSampler(DistributedSampler):
         return self.dataset_len, self.total_size
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch's order; a new epoch starts at its beginning, the same epoch keeps its offset."""
-        check_int('epoch', epoch)
+        """Select the epoch's order; a new epoch starts at its beginning, the same epoch keeps a pending offset."""
+        epoch = check_int('epoch', epoch)
         if epoch != self.epoch:
-            self.sample_in_epoch = 0
+            self._next_start = 0
+            self._cursor = None
         self.epoch = epoch
 
     def set_sample_in_epoch(self, sample_in_epoch: int) -> None:
-        """Start the current epoch after ``sample_in_epoch`` samples trained across all ranks."""
-        self.sample_in_epoch = check_int('sample_in_epoch', sample_in_epoch)
+        """Start the next pass after ``sample_in_epoch`` samples of this epoch trained across all ranks."""
+        self._next_start = check_int('sample_in_epoch', sample_in_epoch)
+        self._cursor = None
+
+    def __iter__(self) -> Iterator[int]:
+        start, self._next_start = self._next_start, 0
+        return self._iter_pass(start)
+
+    def _cursor_for(self, start: int, count: int) -> PassCursor:
+        """A new cursor for the pass about to start; :meth:`state_dict` reads it."""
+        self._cursor = PassCursor(start=start, end=self._pass_end(), num_replicas=self.num_replicas, count=count)
+        return self._cursor
+
+    def _iter_pass(self, start: int) -> Iterator[int]:
+        """This rank's indices of the current epoch from global position ``start``; calls :meth:`_cursor_for`."""
+        raise NotImplementedError
+
+    def _pass_end(self) -> int:
+        """The global position at which the current epoch's pass ends."""
+        raise NotImplementedError
+
+    def position(self) -> int:
+        """Where the current pass stands as a global position: the next index a resume starts at.
+
+        Before a pass starts it is the pending offset; after a finished pass, the end of the epoch.
+        """
+        return self._next_start if self._cursor is None else self._cursor.position
 
     def order_signature(self) -> dict[str, Any]:
         """What fixes the global order besides seed and epoch; a resume must not change it."""
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, global start offset and seed: all that a resume needs."""
-        return sampler_state(self, epoch=self.epoch, sample_in_epoch=self.sample_in_epoch, seed=self._seed)
+        """Epoch, seed and :meth:`position`: resuming from it continues at the next index, on any rank."""
+        return sampler_state(self, epoch=self.epoch, sample_in_epoch=self.position(), seed=self._seed)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict`; refuses a state saved by a sampler of another order."""
+        """Resume from :meth:`state_dict` at the next pass; refuses a state saved by a sampler of another order.
+
+        The state's epoch and position apply unless this sampler was already moved to a later epoch
+        (torchdata's ``StatefulDataLoader`` loads a state only when it next iterates, after the
+        loop's ``set_epoch``): then the state belongs to an epoch that is over, and the new epoch
+        starts at its beginning.
+        """
         values = check_state(self, state, ('epoch', 'sample_in_epoch', 'seed'))
+        epoch = check_int('epoch', values['epoch'])
+        position = check_int('sample_in_epoch', values['sample_in_epoch'])
         self.seed = values['seed']
-        self.epoch = check_int('epoch', values['epoch'])
-        self.set_sample_in_epoch(values['sample_in_epoch'])
+        if epoch >= self.epoch:
+            self.epoch = epoch
+            self.set_sample_in_epoch(position)
+        else:
+            self.set_sample_in_epoch(0)
 
     def __repr__(self) -> str:
         fields = ', '.join(f'{name}={self._repr_value(name)}' for name in self._repr_fields)

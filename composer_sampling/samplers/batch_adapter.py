@@ -8,8 +8,9 @@ from typing import Any
 from torch.utils.data import DistributedSampler
 
 from composer_sampling.graph import iter_samplers, sharding_nodes
+from composer_sampling.samplers.delegation import DelegatedState, refresh_state_capability
 
-__all__ = ['DistributedBatchAdapter']
+__all__ = ['DistributedBatchAdapter', 'StatefulDistributedBatchAdapter']
 
 
 class DistributedBatchAdapter(DistributedSampler):
@@ -26,7 +27,10 @@ class DistributedBatchAdapter(DistributedSampler):
 
     ``set_epoch`` and ``seed`` are forwarded to every node below that has them, so
     the trainer's own ``set_epoch`` call reaches the whole graph even without
-    :class:`~composer_sampling.SamplerSync`.
+    :class:`~composer_sampling.SamplerSync`. Like
+    :class:`~composer_sampling.NestedBatchSampler`, it has ``state_dict`` (as a
+    :class:`StatefulDistributedBatchAdapter`) only when every sampler below that
+    decides the order has one.
 
     Args:
         batch_sampler: the batch sampler to present; its graph must contain a node
@@ -60,6 +64,7 @@ class DistributedBatchAdapter(DistributedSampler):
         self.batch_sampler = batch_sampler
         (self.num_replicas, self.rank), = shapes
         self.epoch = 0
+        refresh_state_capability(self, DistributedBatchAdapter, StatefulDistributedBatchAdapter)
 
     def _below(self) -> Iterator[Any]:
         nodes = iter_samplers(self.batch_sampler)
@@ -90,4 +95,8 @@ class DistributedBatchAdapter(DistributedSampler):
         return len(self.batch_sampler)
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}(batch_sampler={self.batch_sampler!r})'
+        return f'DistributedBatchAdapter(batch_sampler={self.batch_sampler!r})'
+
+
+class StatefulDistributedBatchAdapter(DistributedBatchAdapter, DelegatedState):
+    """A :class:`DistributedBatchAdapter` whose order-deciding samplers below all have a state; it delegates to them."""

@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling.order import derive_seed, iter_mapped_positions, mixture_schedule, permute, rank_count
+from composer_sampling.order import (
+    MAX_DATASET_LEN,
+    derive_seed,
+    iter_mapped_positions,
+    mixture_schedule,
+    permute,
+    rank_count,
+)
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import check_int
 
@@ -61,9 +68,16 @@ class MixtureDistributedSampler(OrderedSampler):
         shuffle: bool = True,
         seed: int = 0,
     ) -> None:
+        if isinstance(source_sizes, np.ndarray):
+            source_sizes = source_sizes.tolist()
         if isinstance(source_sizes, (str, bytes)) or not isinstance(source_sizes, Sequence) or not source_sizes:
             raise TypeError(f'source_sizes must be a non-empty sequence of ints, got {source_sizes!r}')
         self.source_sizes = [check_int(f'source_sizes[{k}]', size, minimum=0) for k, size in enumerate(source_sizes)]
+        if sum(self.source_sizes) > MAX_DATASET_LEN:
+            raise ValueError(
+                f'dataset length (the sum of source_sizes) must be in the interval [1, 2**62], got '
+                f'{sum(self.source_sizes)}',
+            )
         self.batch_size = check_int('batch_size', batch_size, minimum=1)
         super().__init__(num_replicas, rank, shuffle, seed, drop_last=True)  # it trims every source
         self.dataset_len = sum(self.source_sizes)
@@ -115,11 +129,13 @@ class MixtureDistributedSampler(OrderedSampler):
             out[mask] = picked + self.offsets[k]
         return out
 
-    def __iter__(self) -> Iterator[int]:
-        start, end = self.sample_in_epoch, sum(self.steps) * self.global_batch
-        return iter_mapped_positions(self.indices_at, rank=self.rank, num_replicas=self.num_replicas,
-                                     count=rank_count(start, end, self.rank, self.num_replicas), start=start,
-                                     chunk=_CHUNK)
+    def _pass_end(self) -> int:
+        return sum(self.steps) * self.global_batch
+
+    def _iter_pass(self, start: int) -> Iterator[int]:
+        count = rank_count(start, self._pass_end(), self.rank, self.num_replicas)
+        return iter_mapped_positions(self.indices_at, rank=self.rank, num_replicas=self.num_replicas, count=count,
+                                     start=start, chunk=_CHUNK, cursor=self._cursor_for(start, count))
 
     def epoch_usage(self) -> tuple[int, int]:
         return self.dataset_len, sum(self.steps) * self.global_batch

@@ -7,9 +7,10 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
+from composer_sampling.samplers.delegation import DelegatedState, refresh_state_capability
 from composer_sampling.validate import check_bool, check_int
 
-__all__ = ['NestedBatchSampler']
+__all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler']
 
 
 class NestedBatchSampler(Sampler[list[int]]):
@@ -21,6 +22,11 @@ class NestedBatchSampler(Sampler[list[int]]):
     inner order, so a graph of ours below it resumes at a sample offset, and
     :func:`~composer_sampling.distribute` can put a distributed sampler at its
     bottom however deep it is.
+
+    It has ``state_dict``/``load_state_dict`` (it is then a
+    :class:`StatefulNestedBatchSampler`) exactly when every sampler below it that
+    decides the order has them; it delegates to those. Otherwise it has none, and
+    torchdata's ``StatefulDataLoader`` fast-forwards it instead.
 
     Args:
         batch_sampler: any batch sampler (an iterable of index lists with ``len``).
@@ -44,6 +50,7 @@ class NestedBatchSampler(Sampler[list[int]]):
         self.batch_sampler = batch_sampler
         self.num_batches = check_int('num_batches', num_batches, minimum=1)
         self.drop_last = check_bool('drop_last', drop_last)
+        refresh_state_capability(self, NestedBatchSampler, StatefulNestedBatchSampler)
 
     def set_epoch(self, epoch: int) -> None:
         """Forward to the inner batch sampler (harmless when SamplerSync reaches it too)."""
@@ -67,5 +74,9 @@ class NestedBatchSampler(Sampler[list[int]]):
         return inner // self.num_batches if self.drop_last else -(-inner // self.num_batches)
 
     def __repr__(self) -> str:
-        return (f'{type(self).__name__}(batch_sampler={self.batch_sampler!r}, num_batches={self.num_batches}, '
+        return (f'NestedBatchSampler(batch_sampler={self.batch_sampler!r}, num_batches={self.num_batches}, '
                 f'drop_last={self.drop_last})')
+
+
+class StatefulNestedBatchSampler(NestedBatchSampler, DelegatedState):
+    """A :class:`NestedBatchSampler` whose order-deciding samplers below all have a state; it delegates to them."""

@@ -22,12 +22,16 @@ class ResumableDistributedSampler(OrderedSampler):
     start of the epoch's order repeated, at most ``W - 1`` samples) and
     ``drop_last`` (at most ``W - 1`` samples dropped) are torch's.
 
-    A run can start mid-epoch at a *global* sample count
+    A pass can start mid-epoch at a *global* sample count
     (:meth:`set_sample_in_epoch`, which :class:`~composer_sampling.SamplerSync`
     calls from Composer's ``timestamp.sample_in_epoch``). Rank ``r`` then reads
     positions ``start + r, start + r + W, ...`` to the end of the epoch: the same
-    samples the uninterrupted run would have read, on any world size. ``len()``
+    samples the uninterrupted run would have read, on any world size. The offset
+    applies to that one pass; the next pass is the whole epoch again. ``len()``
     stays the full epoch's count, as Composer expects.
+
+    ``state_dict()`` says how far the current pass has been read (a global
+    position), so torchdata's ``StatefulDataLoader`` resumes at the next index.
 
     Args:
         dataset (Sized | int): the dataset, or its length.
@@ -66,17 +70,21 @@ class ResumableDistributedSampler(OrderedSampler):
         """Indices per rank in a whole epoch (torch's definition)."""
         return samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last)
 
-    def __iter__(self) -> Iterator[int]:
-        count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, self.sample_in_epoch)
+    def _pass_end(self) -> int:
+        return self.total_size
+
+    def _iter_pass(self, start: int) -> Iterator[int]:
+        count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)
         return iter_rank_indices(
             self.dataset_len,
             rank=self.rank,
             num_replicas=self.num_replicas,
             count=count,
-            start=self.sample_in_epoch,
+            start=start,
             shuffle=self.shuffle,
             seed=self.seed,
             epoch=self.epoch,
+            cursor=self._cursor_for(start, count),
         )
 
     def order_signature(self) -> dict[str, Any]:

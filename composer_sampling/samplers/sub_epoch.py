@@ -92,11 +92,14 @@ class SubEpochDistributedSampler(OrderedSampler):
         """Dataset length and samples trained across ranks in one data epoch."""
         return self.dataset_len, self.rank_share * self.num_replicas
 
-    def __iter__(self) -> Iterator[int]:
+    def _pass_end(self) -> int:
         start, stop = self._window()
-        first = start * self.num_replicas + self.sample_in_epoch
-        end = stop * self.num_replicas
-        count = rank_count(first, end, self.rank, self.num_replicas)
+        return (stop - start) * self.num_replicas
+
+    def _iter_pass(self, offset: int) -> Iterator[int]:
+        start, stop = self._window()
+        first = start * self.num_replicas + offset
+        count = rank_count(first, stop * self.num_replicas, self.rank, self.num_replicas)
         return iter_rank_indices(
             self.dataset_len,
             rank=self.rank,
@@ -106,6 +109,7 @@ class SubEpochDistributedSampler(OrderedSampler):
             shuffle=self.shuffle,
             seed=self.seed,
             epoch=self.data_epoch,
+            cursor=self._cursor_for(offset, count),
         )
 
     def order_signature(self) -> dict[str, Any]:
