@@ -19,13 +19,14 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, IterableDataset
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, IterableDataset, Sampler
 
 __all__ = [
     'active_root',
     'children',
     'describe',
     'is_map_style',
+    'is_sampler_like',
     'iter_samplers',
     'keeps_child_order',
     'labelled_children',
@@ -74,11 +75,33 @@ def children(node: Any) -> list[Any]:
     return [child for _, child in labelled_children(node)]
 
 
+#: Deepest sampler graph walked; deeper means a cycle of new objects (a mock invents a child per attribute).
+MAX_DEPTH = 64
+
+
+def is_sampler_like(node: Any) -> bool:
+    """Whether the walk descends below ``node``: a torch ``Sampler``, or an object whose *type* defines ``__iter__``.
+
+    Example:
+        >>> from torch.utils.data import SequentialSampler
+        >>> is_sampler_like(SequentialSampler(range(3))), is_sampler_like(object())
+        (True, False)
+    """
+    return isinstance(node, Sampler) or callable(getattr(type(node), '__iter__', None))
+
+
+def _path(labels: list[str]) -> str:
+    return '.'.join(labels) if len(labels) <= 8 else '.'.join([*labels[:4], '...', *labels[-3:]])
+
+
 def iter_samplers(obj: Any) -> Iterator[Any]:
     """Yield every sampler-like object reachable from ``obj``, each exactly once, depth first.
 
-    ``obj`` may be a DataLoader (which itself is not yielded) or any sampler (which
-    is). Cycles are followed once.
+    ``obj`` may be a DataLoader or a loader-like object (not yielded) or any
+    sampler (which is). The root's ``sampler`` and ``batch_sampler``, and the ``sampler`` of its
+    ``batch_sampler``, are reached whatever they are (as Lightning does); below
+    them the walk descends only into sampler-like nodes (:func:`is_sampler_like`).
+    Cycles are followed once; a graph deeper than :data:`MAX_DEPTH` is an error.
 
     Example:
         >>> from torch.utils.data import SequentialSampler
@@ -88,14 +111,32 @@ def iter_samplers(obj: Any) -> Iterator[Any]:
         ['SequentialSampler']
     """
     seen: set[int] = set()
-    stack = list(reversed(children(obj))) if isinstance(obj, DataLoader) else [obj]
+    is_loader = isinstance(obj, DataLoader)
+    root_edges = labelled_children(obj)
+    stack: list[tuple[Any, list[str], bool]] = []
+    if is_loader or not is_sampler_like(obj):
+        # A loader (or a loader-like object, not yielded): its edges and its batch sampler's are always followed.
+        seen.add(id(obj))
+        stack = [(child, [label], label == 'batch_sampler') for label, child in reversed(root_edges)]
+    else:
+        stack = [(obj, [type(obj).__name__], False)]
     while stack:
-        node = stack.pop()
+        node, path, force_children = stack.pop()
         if id(node) in seen:
             continue
+        if len(path) > MAX_DEPTH:
+            raise ValueError(
+                f'the sampler graph is deeper than {MAX_DEPTH} levels at {_path(path)} '
+                f'({type(node).__name__}); a sampler graph that deep is a cycle of new objects (a mock?), '
+                'not a real sampler graph',
+            )
         seen.add(id(node))
         yield node
-        stack.extend(reversed(children(node)))
+        if force_children or is_sampler_like(node):
+            edges = labelled_children(node)
+            if force_children and not is_sampler_like(node):
+                edges = [(label, child) for label, child in edges if label == 'sampler']
+            stack.extend((child, [*path, label], False) for label, child in reversed(edges))
 
 
 def set_epoch_everywhere(obj: Any, epoch: int) -> None:

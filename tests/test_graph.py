@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from unittest.mock import MagicMock, Mock
 
 import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, Sampler, SequentialSampler
 
 from composer_sampling import iter_samplers
-from composer_sampling.graph import active_root, render_tree, sharding_problem
+from composer_sampling.graph import MAX_DEPTH, active_root, render_tree, set_epoch_everywhere, sharding_problem
 
 
 class Wrapper(Sampler[list[int]]):
@@ -92,11 +93,25 @@ def test_unhashable_samplers_are_walked() -> None:
     assert len(list(iter_samplers(top))) == 3
 
 
-def test_deep_chains_do_not_hit_the_recursion_limit() -> None:
+def test_chains_to_the_depth_bound_are_walked_and_deeper_ones_are_a_clear_error() -> None:
     node: Any = SequentialSampler(range(2))
-    for _ in range(5000):
+    for _ in range(MAX_DEPTH - 1):
         node = Wrapper(node)
-    assert len(list(iter_samplers(node))) == 5001
+    assert len(list(iter_samplers(node))) == MAX_DEPTH
+    with pytest.raises(ValueError, match=r'deeper than 64 levels at Wrapper\.batch_sampler\.batch_sampler.*\(SequentialSampler\)'):
+        list(iter_samplers(Wrapper(node)))
+
+
+def test_the_walk_ends_on_mocks_and_keeps_lightnings_reach() -> None:
+    loader = Mock()
+    set_epoch_everywhere(loader, 3)
+    for node in (loader.sampler, loader.batch_sampler, loader.batch_sampler.sampler):
+        node.set_epoch.assert_called_once_with(3)
+    assert len(list(iter_samplers(loader))) == 3  # not the loader itself, nothing below a non-sampler
+    with pytest.raises(ValueError, match='deeper than 64 levels'):
+        list(iter_samplers(MagicMock()))
+    with pytest.raises(ValueError, match='deeper than 64 levels'):
+        list(iter_samplers(DataLoader(range(4), batch_sampler=MagicMock())))
 
 
 def test_active_root_and_tree() -> None:
