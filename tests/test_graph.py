@@ -98,7 +98,8 @@ def test_chains_to_the_depth_bound_are_walked_and_deeper_ones_are_a_clear_error(
     for _ in range(MAX_DEPTH - 1):
         node = Wrapper(node)
     assert len(list(iter_samplers(node))) == MAX_DEPTH
-    with pytest.raises(ValueError, match=r'deeper than 64 levels at Wrapper\.batch_sampler\.batch_sampler.*\(SequentialSampler\)'):
+    message = r'deeper than 64 levels at Wrapper\.batch_sampler\.batch_sampler.*\(SequentialSampler\)'
+    with pytest.raises(ValueError, match=message):
         list(iter_samplers(Wrapper(node)))
 
 
