@@ -1,4 +1,4 @@
-"""Seeds, epochs and resume position for every sampler of the train dataloader."""
+"""Seeds, epochs and resume position for every sampler (or streaming dataset) of the train dataloader."""
 
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ from composer_sampling.graph import (
     supports_start_offset,
 )
 from composer_sampling.order import MAX_SEED
+from composer_sampling.seeding import default_seed, is_streaming_dataset, seeded_nodes
 from composer_sampling.validate import check_bool, check_int
 
 __all__ = ['SamplerSync']
 
 log = logging.getLogger(__name__)
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2 added 'replication'; version 1 states load with replication 1
 
 
 class SamplerSync(Callback):
@@ -43,23 +44,35 @@ class SamplerSync(Callback):
     * ``FIT_START``: the data seed is ``data_seed``, else the trainer's
       ``rank_zero_seed`` (never ``state.seed``, which differs per rank); it is
       checked to be identical on every rank and set as ``seed`` on every sampler of
-      the graph that has one. Every sampler gets ``set_epoch`` for the current
-      epoch. With ``check_sharding``, a multi-rank run whose graph does not shard by
-      rank, or shards with the wrong ``num_replicas``/``rank``, is refused. After a
-      checkpoint load, the graph's order signature (dataset length, shuffle) must
-      match the checkpoint's; if every index sampler can start at an offset, they
-      start at ``timestamp.sample_in_epoch`` and Composer's dataloader spin is
-      switched off, otherwise the spin stays and a warning names the sampler.
-    * ``EPOCH_START``: ``set_epoch(epoch)`` on every node that has it, at any depth.
+      the graph that has one (and as ``shuffle_seed`` of a mosaicml-streaming
+      ``StreamingDataset``). A seed that differs from its class's default (a
+      user's ``DistributedSampler(seed=42)``) is replaced with a warning that
+      says how to keep it. Every sampler gets ``set_epoch`` for the current
+      epoch, once. With ``check_sharding``, a multi-rank run whose graph does not
+      shard by rank as ``replication`` says is refused. After a checkpoint load,
+      the graph's order signature (dataset length, shuffle) must match the
+      checkpoint's; if every index sampler can start at an offset, they start at
+      ``timestamp.sample_in_epoch`` (divided by ``replication``) and Composer's
+      dataloader spin is switched off, otherwise the spin stays (refused when it
+      would land on another sample because the global batch changed).
+    * ``EPOCH_START``: ``set_epoch(epoch)`` on every node that has it, at any depth,
+      and on an iterable dataset that has it.
 
-    On resume the checkpointed data seed wins over the constructor's (a new seed in
-    the middle of an epoch would repeat and skip samples), with a warning.
+    Iterable datasets order themselves: a ``StreamingDataset`` gets the data seed,
+    another iterable dataset with ``set_epoch`` gets the epoch, any other one a
+    warning that it cannot be ordered. On resume the checkpointed data seed wins
+    over the constructor's (a new seed in the middle of an epoch would repeat and
+    skip samples), with a warning. One ``SamplerSync`` per Trainer.
 
     Args:
         data_seed (int, optional): seed of the data order, in ``[0, 2**64 - 1]``.
             Default: ``None``, the trainer's seed.
         check_sharding (bool): refuse graphs that do not shard by rank correctly.
             Default: ``True``.
+        replication (int): groups of ``replication`` consecutive ranks read the same
+            data (tensor or sequence parallelism, llm-foundry's ``replication``):
+            samplers must then use ``num_replicas = world_size / replication`` and
+            ``rank = global_rank // replication``. Default: ``1``.
 
     Example:
         >>> from composer import Trainer
@@ -79,47 +92,124 @@ class SamplerSync(Callback):
     +---------------+-------------------------------------------------------+
     """
 
-    def __init__(self, data_seed: int | None = None, check_sharding: bool = True) -> None:
+    def __init__(self, data_seed: int | None = None, check_sharding: bool = True, replication: int = 1) -> None:
         if data_seed is not None:
-            check_int('data_seed', data_seed, 0, MAX_SEED)
+            data_seed = check_int('data_seed', data_seed, 0, MAX_SEED)
         self.data_seed = data_seed
         self.check_sharding = check_bool('check_sharding', check_sharding)
+        self.replication = check_int('replication', replication, minimum=1)
         self.seed_in_use: int | None = None
         self._checkpoint_seed: int | None = None
         self._checkpoint_signatures: list[dict[str, Any]] | None = None
+        self._checkpoint_replication: int | None = None
         self._graph_signatures: list[dict[str, Any]] | None = None
+        self._epoch_set_at_fit_start: int | None = None
+        self._set_resumption = False
+        self._warned: set[tuple[int, int, int]] = set()
+
+    def __repr__(self) -> str:
+        return (f'SamplerSync(data_seed={self.data_seed!r}, check_sharding={self.check_sharding!r}, '
+                f'replication={self.replication!r})')
 
     def fit_start(self, state: State, logger: Logger) -> None:
+        _refuse_another_sync(self, state)
         loader = state.train_dataloader
-        if not isinstance(loader, DataLoader) or not is_map_style(loader):
+        if not isinstance(loader, DataLoader):
             return
-        seed = self._agreed_seed(state, loader)
+        map_style = is_map_style(loader)
+        seed = self._agreed_seed(state, loader, map_style)
         self.seed_in_use = seed
-        for node in iter_samplers(loader):
-            if hasattr(node, 'seed'):
-                node.seed = seed
         logger.log_hyperparameters({'data_seed': seed})
+        epoch = int(state.timestamp.epoch)
+        self._epoch_set_at_fit_start = epoch
+        if not map_style:
+            self._order_iterable(loader.dataset, seed, epoch)
+            return
+        for node in seeded_nodes(loader):
+            self._reseed(node, 'seed', seed)
         self._check_signatures(loader)
-        set_epoch_everywhere(loader, int(state.timestamp.epoch))
+        set_epoch_everywhere(loader, epoch)
         self._resume_in_epoch(state, loader)
 
     def epoch_start(self, state: State, logger: Logger) -> None:
         loader = state.train_dataloader
-        if isinstance(loader, DataLoader):
-            set_epoch_everywhere(loader, int(state.timestamp.epoch))
+        epoch = int(state.timestamp.epoch)
+        if self._epoch_set_at_fit_start == epoch:  # fit start has just set it: once per node per epoch
+            self._epoch_set_at_fit_start = None
+            return
+        self._epoch_set_at_fit_start = None
+        if not isinstance(loader, DataLoader):
+            return
+        if is_map_style(loader):
+            set_epoch_everywhere(loader, epoch)
+        elif callable(getattr(loader.dataset, 'set_epoch', None)) and not is_streaming_dataset(loader.dataset):
+            loader.dataset.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
         return {
             'version': _STATE_VERSION,
             'data_seed': self.seed_in_use if self.seed_in_use is not None else self.data_seed,
             'order_signatures': self._graph_signatures,
+            'replication': self.replication,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._checkpoint_seed = state.get('data_seed')
-        self._checkpoint_signatures = state.get('order_signatures')
+        if not isinstance(state, dict):
+            raise TypeError(f'SamplerSync.load_state_dict expects a dict, got {state!r:.100} ({type(state).__name__})')
+        version = state.get('version', 1)
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= _STATE_VERSION:
+            raise ValueError(
+                f'SamplerSync state has version {version!r}; this version of composer-sampling reads versions 1 to '
+                f'{_STATE_VERSION}. Upgrade composer-sampling to resume this checkpoint',
+            )
+        seed = state.get('data_seed')
+        if seed is not None:
+            seed = check_int('SamplerSync state data_seed', seed, 0, MAX_SEED)
+        signatures = state.get('order_signatures')
+        if signatures is not None and (
+            not isinstance(signatures, list) or not all(isinstance(item, dict) for item in signatures)
+        ):
+            raise TypeError(
+                f'SamplerSync state order_signatures must be a list of dicts or None, got {signatures!r:.200}',
+            )
+        replication = check_int('SamplerSync state replication', state.get('replication', 1), minimum=1)
+        self._checkpoint_seed = seed
+        self._checkpoint_signatures = signatures
+        self._checkpoint_replication = replication
 
-    def _agreed_seed(self, state: State, loader: DataLoader) -> int:
+    def _reseed(self, node: Any, attribute: str, seed: int) -> None:
+        """Set ``node.<attribute> = seed``, warning once when that overwrites a seed the user chose."""
+        old = getattr(node, attribute)
+        if old == seed:
+            return
+        default = default_seed(node, attribute)
+        key = (id(node), old, seed)
+        if old != default and key not in self._warned:
+            self._warned.add(key)
+            where = describe(node) if attribute == 'seed' else f'{type(node).__name__}.{attribute}'
+            warnings.warn(
+                f'SamplerSync: {where} had seed {old}; it now uses the data seed {seed} (the same on every rank). '
+                f'To keep {old}, pass SamplerSync(data_seed={old})',
+                stacklevel=3,
+            )
+        setattr(node, attribute, seed)
+
+    def _order_iterable(self, dataset: Any, seed: int, epoch: int) -> None:
+        """Seed a streaming dataset, give the epoch to one with ``set_epoch``, warn about any other."""
+        if is_streaming_dataset(dataset):
+            self._reseed(dataset, 'shuffle_seed', seed)
+            log.info('SamplerSync: %s shuffles with seed %d', type(dataset).__name__, seed)
+        elif callable(getattr(dataset, 'set_epoch', None)):
+            dataset.set_epoch(epoch)
+        else:
+            warnings.warn(
+                f'SamplerSync cannot order {type(dataset).__name__}: an iterable dataset orders itself, and this one '
+                'has neither set_epoch nor a shuffle_seed SamplerSync knows. Give it set_epoch(epoch) to be told '
+                'the epoch, and seed it from the trainer seed yourself',
+                stacklevel=3,
+            )
+
+    def _agreed_seed(self, state: State, loader: DataLoader, map_style: bool) -> int:
         """The data seed, checked identical on every rank, together with the sharding check."""
         seed = self.data_seed if self.data_seed is not None else state.rank_zero_seed
         if self._checkpoint_seed is not None and self._checkpoint_seed != seed:
@@ -127,12 +217,13 @@ class SamplerSync(Callback):
                 f'SamplerSync: the checkpoint was trained with data seed {self._checkpoint_seed}, this run asks '
                 f'for {seed}; keeping {self._checkpoint_seed} so that the current epoch neither repeats nor '
                 'skips samples',
-                stacklevel=2,
+                stacklevel=3,
             )
             seed = self._checkpoint_seed
         problem = None
-        if self.check_sharding:
-            problem = sharding_problem(active_root(loader), dist.get_world_size(), dist.get_global_rank())
+        if self.check_sharding and map_style:
+            problem = sharding_problem(active_root(loader), dist.get_world_size(), dist.get_global_rank(),
+                                       self.replication)
         gathered = dist.all_gather_object((seed, problem))
         seeds = [rank_seed for rank_seed, _ in gathered]
         if len(set(seeds)) > 1:
@@ -167,29 +258,93 @@ class SamplerSync(Callback):
                         'would skip or repeat samples. Resume with the same dataset and sampler settings',
                     )
 
-    @staticmethod
-    def _resume_in_epoch(state: State, loader: DataLoader) -> None:
+    def _resume_in_epoch(self, state: State, loader: DataLoader) -> None:
         """Start every index sampler at the global sample offset, so Composer need not spin."""
-        if int(state.timestamp.epoch) == 0 and int(state.timestamp.batch_in_epoch) == 0:
-            return
+        root = active_root(loader)
+        offsettable = [node for node in iter_samplers(root) if supports_start_offset(node)]
         blocker = next(
-            (
-                node for node in iter_samplers(active_root(loader))
-                if not supports_start_offset(node) and not keeps_child_order(node)
-            ),
+            (node for node in iter_samplers(root) if not supports_start_offset(node) and not keeps_child_order(node)),
             None,
         )
-        if blocker is not None:
-            if int(state.timestamp.batch_in_epoch) > 0:
-                log.warning(
-                    'SamplerSync: %s cannot start at a sample offset, so Composer will load and skip the %d '
-                    'batches already trained in this epoch. Use composer_sampling samplers (or give the class '
-                    'keeps_child_order = True if it only groups the indices below it) to resume without it',
-                    describe(blocker),
-                    int(state.timestamp.batch_in_epoch),
-                )
+        batch_in_epoch = int(state.timestamp.batch_in_epoch)
+        if self._set_resumption:  # set by an earlier fit of this trainer: decide afresh
+            state.dataset_resumption.pop('train', None)
+            self._set_resumption = False
+        for node in offsettable:  # no offset from an earlier fit (reset_time, a new duration) survives
+            node.set_sample_in_epoch(0)
+        if batch_in_epoch == 0:
+            if int(state.timestamp.epoch) > 0 and blocker is None and 'train' not in state.dataset_resumption:
+                state.dataset_resumption['train'] = True  # nothing to spin: every sampler is set by epoch
+                self._set_resumption = True
             return
-        for node in iter_samplers(active_root(loader)):
-            if supports_start_offset(node):
-                node.set_sample_in_epoch(int(state.timestamp.sample_in_epoch))
-        state.dataset_resumption['train'] = True
+        if _is_subset(state, loader):
+            log.info(
+                'SamplerSync: train_subset_num_batches=%d is shorter than the train dataloader (%d batches), so '
+                'Composer spins the dataloader to batch %d instead of starting the samplers at an offset',
+                int(state.dataloader_len), len(loader), batch_in_epoch,
+            )
+            return
+        if blocker is not None:
+            _refuse_a_misplaced_spin(state, loader, blocker)
+            log.warning(
+                'SamplerSync: %s cannot start at a sample offset, so Composer will load and skip the %d batches '
+                'already trained in this epoch. Use composer_sampling samplers (or give the class '
+                'keeps_child_order = True if it only groups the indices below it) to resume without it',
+                describe(blocker), batch_in_epoch,
+            )
+            return
+        replication = self._checkpoint_replication or self.replication
+        offset = int(state.timestamp.sample_in_epoch) // replication
+        for node in offsettable:
+            node.set_sample_in_epoch(offset)
+        if 'train' not in state.dataset_resumption:
+            state.dataset_resumption['train'] = True
+            self._set_resumption = True
+
+
+def _refuse_another_sync(callback: SamplerSync, state: State) -> None:
+    syncs = [cb for cb in state.callbacks if isinstance(cb, SamplerSync)]
+    if len(syncs) > 1:
+        raise ValueError(
+            f'the Trainer has {len(syncs)} SamplerSync callbacks ({", ".join(map(repr, syncs))}); they would '
+            'overwrite each other\'s seed in silence. Keep exactly one',
+        )
+
+
+def _is_subset(state: State, loader: DataLoader) -> bool:
+    """Whether ``train_subset_num_batches`` cuts the epoch short (Composer islices each fresh iterator)."""
+    if state.dataloader_len is None:
+        return False
+    try:
+        return int(state.dataloader_len) < len(loader)
+    except TypeError:
+        return False
+
+
+def _device_batch(loader: DataLoader) -> int | None:
+    """Samples per batch this rank's loader yields, when the loader or its batch sampler says."""
+    if loader.batch_size is not None:
+        return loader.batch_size
+    size = getattr(active_root(loader), 'batch_size', None)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _refuse_a_misplaced_spin(state: State, loader: DataLoader, blocker: Any) -> None:
+    """Composer's spin skips ``batch_in_epoch`` batches of the *current* batch: refuse if that is not the count."""
+    device_batch = _device_batch(loader)
+    if device_batch is None:
+        return
+    batches = int(state.timestamp.batch_in_epoch)
+    trained = int(state.timestamp.sample_in_epoch)
+    global_batch = device_batch * dist.get_world_size()
+    if batches * global_batch == trained:
+        return
+    raise ValueError(
+        f'SamplerSync: {describe(blocker)} cannot start at a sample offset, so Composer would resume by skipping '
+        f'{batches} batches of the new global batch {global_batch} ({batches * global_batch} samples), but the '
+        f'checkpoint trained {trained} samples of this epoch in {batches} batches (global batch '
+        f'{trained / batches:g}); '
+        'the rest of the epoch would repeat or skip samples. Resume with the global batch of the checkpoint, or '
+        'build the graph on composer_sampling samplers (ResumableDistributedSampler), which resume at the exact '
+        'sample with any batch size',
+    )

@@ -32,6 +32,7 @@ __all__ = [
     'labelled_children',
     'order_signature',
     'render_tree',
+    'replication_layout',
     'set_epoch_everywhere',
     'sharding_nodes',
     'sharding_problem',
@@ -187,28 +188,69 @@ def sharding_nodes(root: Any) -> list[Any]:
     ]
 
 
-def sharding_problem(root: Any, world_size: int, rank: int) -> str | None:
+def replication_layout(num_replicas: int, node_rank: int, world_size: int, rank: int) -> int | None:
+    """The replication ``R > 1`` whose layout a sampler of ``(num_replicas, node_rank)`` matches, or None.
+
+    With replication ``R`` (tensor or sequence parallelism, llm-foundry's ``replication``)
+    every group of ``R`` consecutive ranks reads the same data: ``num_replicas = W / R``
+    and ``rank = global_rank // R``.
+
+    Example:
+        >>> replication_layout(2, 1, world_size=4, rank=3), replication_layout(4, 3, world_size=4, rank=3)
+        (2, None)
+    """
+    if num_replicas < 1 or world_size % num_replicas:
+        return None
+    factor = world_size // num_replicas
+    return factor if factor > 1 and node_rank == rank // factor else None
+
+
+def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1) -> str | None:
     """Why the graph under ``root`` would train the wrong data on ``rank`` of ``world_size``, or None.
 
     Composer only checks that a ``DistributedSampler`` sits at the top; this checks
-    that some node shards by rank and that every sharding node uses the real
-    world size and rank.
+    that some node shards by rank and that every sharding node uses the expected
+    layout: ``num_replicas = world_size / replication`` and ``rank = rank // replication``.
+    A graph that matches a replication layout nobody asked for is refused with the
+    ``replication`` that would accept it: on two ranks, ``num_replicas=1`` is both
+    a forgotten ``num_replicas`` and a replication of 2.
 
     Example:
         >>> from torch.utils.data import RandomSampler
         >>> sharding_problem(RandomSampler(range(4)), world_size=2, rank=0)[:40]
         'world size is 2 but no sampler of the tr'
     """
+    if replication < 1 or world_size % replication:
+        return (
+            f'replication={replication} must divide the world size {world_size} (valid: '
+            f'{", ".join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)})'
+        )
+    want_replicas, want_rank = world_size // replication, rank // replication
     sharding = sharding_nodes(root)
     for node in sharding:
-        if node.num_replicas != world_size or node.rank != rank:
+        if (node.num_replicas, node.rank) == (want_replicas, want_rank):
+            continue
+        expected = (
+            f'num_replicas={want_replicas}, rank={want_rank} (world size {world_size} / replication {replication})'
+            if replication > 1 else f'num_replicas={world_size}, rank={rank}'
+        )
+        text = (
+            f'{describe(node)} shards for num_replicas={node.num_replicas}, rank={node.rank}, but this '
+            f'process is rank {rank} of world size {world_size} and expects {expected}'
+        )
+        layout = replication_layout(node.num_replicas, node.rank, world_size, rank)
+        if layout is not None and layout != replication:
             return (
-                f'{describe(node)} shards for num_replicas={node.num_replicas}, rank={node.rank}, but this '
-                f'process is rank {rank} of world size {world_size}; build the sampler with '
-                'num_replicas=composer.utils.dist.get_world_size() and rank=dist.get_global_rank(), or leave '
-                'them None in composer_sampling samplers'
+                f'{text}. That is the layout of replication {layout} (groups of {layout} ranks reading the same '
+                f'data, as tensor or sequence parallelism does): if you meant it, pass '
+                f'SamplerSync(replication={layout}); otherwise build the sampler with num_replicas='
+                'composer.utils.dist.get_world_size() and rank=dist.get_global_rank()'
             )
-    if world_size > 1 and not sharding:
+        return (
+            f'{text}; build the sampler with num_replicas=composer.utils.dist.get_world_size() and '
+            'rank=dist.get_global_rank(), or leave them None in composer_sampling samplers'
+        )
+    if want_replicas > 1 and not sharding:
         names = ', '.join(type(node).__name__ for node in iter_samplers(root))
         return (
             f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from composer.loggers import InMemoryLogger
-from streaming_helpers import SIZE, STREAMING_DEFAULT_SEED, streaming_loader, write_mds
+from streaming_helpers import BATCH, SIZE, STREAMING_DEFAULT_SEED, streaming_loader, write_mds
 from torch.utils.data import DataLoader, IterableDataset
 
 from composer_sampling import SamplerSync
@@ -117,8 +117,8 @@ def test_mid_epoch_resume_trains_exactly_the_rest(mds: Path, tmp_path: Path, sto
     saved = torch.load(checkpoint(tmp_path, stop), map_location='cpu', weights_only=False)
     stream_state = saved['state']['dataset_state']['train']
     assert stream_state['shuffle_seed'] == 1, 'Composer checkpoints the StreamingDataset with the data seed'
-    epoch, batch_in_epoch = divmod(stop, SIZE // 8)
-    assert (stream_state['epoch'], stream_state['sample_in_epoch']) == (epoch, 8 * batch_in_epoch)
+    epoch, batch_in_epoch = divmod(stop, SIZE // BATCH)
+    assert (stream_state['epoch'], stream_state['sample_in_epoch']) == (epoch, BATCH * batch_in_epoch)
 
     loader = streaming_loader(mds)  # a new dataset object over the same folder, as a new process would build
     resumed = train(loader, '2ep', load=checkpoint(tmp_path, stop), seed=1)
@@ -126,6 +126,8 @@ def test_mid_epoch_resume_trains_exactly_the_rest(mds: Path, tmp_path: Path, sto
     assert loader.dataset.shuffle_seed == 1
 
 
+# With workers, streaming restores the checkpointed shuffle_seed only in the worker copies of the dataset, for
+# the resumed epoch; the next epoch's workers copy the main process's dataset, whose seed SamplerSync set.
 @pytest.mark.parametrize('num_workers', [0, 2])
 def test_resume_keeps_the_checkpointed_seed_over_a_new_data_seed(mds: Path, tmp_path: Path,
                                                                   num_workers: int) -> None:
@@ -178,7 +180,7 @@ class EpochBlindStream(IterableDataset):
 
 def test_an_iterable_dataset_with_set_epoch_gets_every_epoch() -> None:
     dataset = EpochAwareStream()
-    ledger = _fit(DataLoader(dataset, batch_size=8), seed=1, epochs=3)
+    ledger = _fit(DataLoader(dataset, batch_size=BATCH), seed=1, epochs=3)
     assert dataset.iterated_in == [0, 1, 2], 'each epoch was iterated after set_epoch(epoch)'
     assert sorted(set(dataset.given)) == [0, 1, 2]
     assert dataset.given == sorted(dataset.given)
@@ -186,6 +188,6 @@ def test_an_iterable_dataset_with_set_epoch_gets_every_epoch() -> None:
 
 
 def test_an_iterable_dataset_without_set_epoch_warns_once() -> None:
-    ledger, caught = _recording(lambda: _fit(DataLoader(EpochBlindStream(), batch_size=8), seed=1, epochs=2))
+    ledger, caught = _recording(lambda: _fit(DataLoader(EpochBlindStream(), batch_size=BATCH), seed=1, epochs=2))
     assert len(_messages(caught, 'cannot order')) == 1, [str(w.message) for w in caught]
-    assert len(ledger.batches) == 2 * SIZE // 8, 'it still trains'
+    assert len(ledger.batches) == 2 * SIZE // BATCH, 'it still trains'

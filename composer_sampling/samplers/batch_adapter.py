@@ -46,6 +46,7 @@ class DistributedBatchAdapter(DistributedSampler):
     """
 
     keeps_child_order = True
+    forwards_seed = True  # its seed is the samplers' below: SamplerSync seeds those
 
     def __init__(self, batch_sampler: Any) -> None:
         below = sharding_nodes(batch_sampler)
