@@ -30,7 +30,7 @@ __all__ = ['SamplerSync']
 
 log = logging.getLogger(__name__)
 
-_STATE_VERSION = 2  # 2 added 'replication'; version 1 states load with replication 1
+_STATE_VERSION = 2  # 2 added 'replication' and 'global_batch'; version 1 states load without them
 
 
 class SamplerSync(Callback):
@@ -102,6 +102,8 @@ class SamplerSync(Callback):
         self._checkpoint_seed: int | None = None
         self._checkpoint_signatures: list[dict[str, Any]] | None = None
         self._checkpoint_replication: int | None = None
+        self._checkpoint_global_batch: int | None = None
+        self._global_batch: int | None = None
         self._graph_signatures: list[dict[str, Any]] | None = None
         self._epoch_set_at_fit_start: int | None = None
         self._set_resumption = False
@@ -128,6 +130,7 @@ class SamplerSync(Callback):
         for node in seeded_nodes(loader):
             self._reseed(node, 'seed', seed)
         self._check_signatures(loader)
+        self._global_batch = _global_batch(loader)
         set_epoch_everywhere(loader, epoch)
         self._resume_in_epoch(state, loader)
 
@@ -151,6 +154,7 @@ class SamplerSync(Callback):
             'data_seed': self.seed_in_use if self.seed_in_use is not None else self.data_seed,
             'order_signatures': self._graph_signatures,
             'replication': self.replication,
+            'global_batch': self._global_batch,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -176,6 +180,9 @@ class SamplerSync(Callback):
         self._checkpoint_seed = seed
         self._checkpoint_signatures = signatures
         self._checkpoint_replication = replication
+        global_batch = state.get('global_batch')
+        self._checkpoint_global_batch = None if global_batch is None else check_int(
+            'SamplerSync state global_batch', global_batch, minimum=1)
 
     def _reseed(self, node: Any, attribute: str, seed: int) -> None:
         """Set ``node.<attribute> = seed``, warning once when that overwrites a seed the user chose."""
@@ -285,7 +292,7 @@ class SamplerSync(Callback):
             )
             return
         if blocker is not None:
-            _refuse_a_misplaced_spin(state, loader, blocker)
+            _refuse_a_misplaced_spin(loader, blocker, batch_in_epoch, self._checkpoint_global_batch)
             log.warning(
                 'SamplerSync: %s cannot start at a sample offset, so Composer will load and skip the %d batches '
                 'already trained in this epoch. Use composer_sampling samplers (or give the class '
@@ -322,29 +329,38 @@ def _is_subset(state: State, loader: DataLoader) -> bool:
 
 
 def _device_batch(loader: DataLoader) -> int | None:
-    """Samples per batch this rank's loader yields, when the loader or its batch sampler says."""
+    """Samples per batch this rank's loader yields, as far as the loader or its sampler graph says.
+
+    The loader's ``batch_size``, else the first ``batch_size`` in the graph, times the
+    ``num_batches`` of every batch-of-batches above it; None when nothing says.
+    """
     if loader.batch_size is not None:
         return loader.batch_size
-    size = getattr(active_root(loader), 'batch_size', None)
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
+    factor = 1
+    for node in iter_samplers(active_root(loader)):
+        size = getattr(node, 'batch_size', None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            return size * factor
+        joined = getattr(node, 'num_batches', None)
+        if isinstance(joined, int) and not isinstance(joined, bool):
+            factor *= joined
+    return None
 
 
-def _refuse_a_misplaced_spin(state: State, loader: DataLoader, blocker: Any) -> None:
-    """Composer's spin skips ``batch_in_epoch`` batches of the *current* batch: refuse if that is not the count."""
+def _global_batch(loader: DataLoader) -> int | None:
     device_batch = _device_batch(loader)
-    if device_batch is None:
-        return
-    batches = int(state.timestamp.batch_in_epoch)
-    trained = int(state.timestamp.sample_in_epoch)
-    global_batch = device_batch * dist.get_world_size()
-    if batches * global_batch == trained:
+    return None if device_batch is None else device_batch * dist.get_world_size()
+
+
+def _refuse_a_misplaced_spin(loader: DataLoader, blocker: Any, batches: int, saved_global_batch: int | None) -> None:
+    """Composer's spin skips ``batches`` batches of the *current* global batch: refuse if the checkpoint's differed."""
+    global_batch = _global_batch(loader)
+    if saved_global_batch is None or global_batch is None or global_batch == saved_global_batch:
         return
     raise ValueError(
         f'SamplerSync: {describe(blocker)} cannot start at a sample offset, so Composer would resume by skipping '
-        f'{batches} batches of the new global batch {global_batch} ({batches * global_batch} samples), but the '
-        f'checkpoint trained {trained} samples of this epoch in {batches} batches (global batch '
-        f'{trained / batches:g}); '
-        'the rest of the epoch would repeat or skip samples. Resume with the global batch of the checkpoint, or '
-        'build the graph on composer_sampling samplers (ResumableDistributedSampler), which resume at the exact '
-        'sample with any batch size',
+        f'{batches} batches of the new global batch {global_batch}, but the checkpoint trained its {batches} batches '
+        f'with global batch {saved_global_batch}; the rest of the epoch would repeat or skip samples. Resume with '
+        f'global batch {saved_global_batch} (device batch x world size), or build the graph on composer_sampling '
+        'samplers (ResumableDistributedSampler), which resume at the exact sample with any batch size',
     )
