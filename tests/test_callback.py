@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import warnings
 from typing import Any
 
 import pytest
@@ -138,3 +139,108 @@ def test_state_dict_tolerates_old_checkpoints() -> None:
     sync = SamplerSync()
     sync.load_state_dict({})
     assert sync.state_dict()['data_seed'] is None
+
+
+def _seed_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(item.message) for item in caught if 'had seed' in str(item.message)]
+
+
+def _fit_recording_warnings(loader: DataLoader, **kwargs: Any) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        make_trainer(loader, max_duration='2ep', **kwargs).fit()
+    return _seed_warnings(caught)
+
+
+def test_overwriting_a_chosen_seed_warns_once_and_says_how_to_keep_it() -> None:
+    dataset = synthetic()
+    sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=42)
+    found = _fit_recording_warnings(DataLoader(dataset, batch_size=8, sampler=sampler), callbacks=[SamplerSync()])
+    assert len(found) == 1
+    assert 'DistributedSampler(' in found[0] and 'had seed 42; it now uses the data seed 17' in found[0]
+    assert 'To keep 42, pass SamplerSync(data_seed=42)' in found[0]
+    assert sampler.seed == 17
+    kept = DistributedSampler(dataset, num_replicas=1, rank=0, seed=42)
+    loader = DataLoader(dataset, batch_size=8, sampler=kept)
+    assert _fit_recording_warnings(loader, callbacks=[SamplerSync(data_seed=42)]) == []
+
+
+@pytest.mark.parametrize('make', [
+    lambda data: DistributedSampler(data, num_replicas=1, rank=0),  # seed 0: also Composer's dist.get_sampler
+    lambda data: ResumableDistributedSampler(data),
+    lambda data: ResumableDistributedSampler(data, seed=17),  # already the data seed
+])
+def test_class_defaults_are_reseeded_quietly(make: Any) -> None:
+    dataset = synthetic()
+    assert _fit_recording_warnings(DataLoader(dataset, batch_size=8, sampler=make(dataset)),
+                                   callbacks=[SamplerSync()]) == []
+
+
+def test_a_custom_batch_samplers_chosen_seed_warns() -> None:
+    dataset = synthetic()
+    custom = BatchShuffleSampler(BatchSampler(DistributedSampler(dataset, num_replicas=1, rank=0), 8, False), seed=5)
+    found = _fit_recording_warnings(DataLoader(dataset, batch_sampler=custom), callbacks=[SamplerSync()],
+                                    device_train_microbatch_size=8)
+    assert len(found) == 1 and 'BatchShuffleSampler(seed=5' in found[0]
+
+
+def test_two_sampler_syncs_are_refused_at_fit_start() -> None:
+    ledger = IndexLedger()
+    trainer = make_trainer(_resumable_loader(), callbacks=[SamplerSync(), SamplerSync(data_seed=3), ledger])
+    with pytest.raises(ValueError, match=r'2 SamplerSync callbacks .*Keep exactly one'):
+        trainer.fit()
+    assert not ledger.batches
+
+
+class CountingSampler(ResumableDistributedSampler):
+    """Records every set_epoch call."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[int] = []
+
+    def set_epoch(self, epoch: int) -> None:
+        self.calls.append(epoch)
+        super().set_epoch(epoch)
+
+
+def test_set_epoch_reaches_every_node_once_per_epoch() -> None:
+    dataset = synthetic()
+    inner = CountingSampler(dataset)
+    loader = DataLoader(dataset, batch_sampler=BatchShuffleSampler(BatchSampler(inner, 8, False)))
+    make_trainer(loader, max_duration='3ep', device_train_microbatch_size=8, callbacks=[SamplerSync()]).fit()
+    assert inner.calls == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ('state', 'error', 'message'),
+    [
+        (None, TypeError, 'expects a dict, got None'),
+        ({'version': 99}, ValueError, 'version 99; this version of composer-sampling reads versions 1 to 2'),
+        ({'version': 1, 'data_seed': 'x'}, TypeError, 'data_seed must be an int'),
+        ({'version': 1, 'data_seed': -3}, ValueError, 'data_seed must be in the interval'),
+        ({'version': 1, 'order_signatures': 5}, TypeError, 'order_signatures must be a list of dicts or None'),
+        ({'version': 2, 'replication': 0}, ValueError, 'replication must be in the interval'),
+    ],
+)
+def test_malformed_states_are_refused(state: Any, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        SamplerSync().load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    ('kwargs', 'error', 'message'),
+    [
+        ({'replication': 0}, ValueError, r'replication must be in the interval \[1, inf\), got 0'),
+        ({'replication': True}, TypeError, 'replication must be an int'),
+    ],
+)
+def test_bad_replication(kwargs: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        SamplerSync(**kwargs)
+
+
+def test_repr_shows_the_arguments() -> None:
+    assert repr(SamplerSync(data_seed=4, replication=2)) == (
+        'SamplerSync(data_seed=4, check_sharding=True, replication=2)'
+    )
