@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,8 +135,15 @@ class OrderedSampler(DistributedSampler):
         if epoch >= self.epoch:
             self.epoch = epoch
             self.set_sample_in_epoch(position)
-        else:
-            self.set_sample_in_epoch(0)
+            return
+        if position < self._pass_end():
+            warnings.warn(
+                f'{type(self).__name__}: the loaded state stopped at position {position} of epoch {epoch}, but this '
+                f'sampler is already at epoch {self.epoch}; the rest of epoch {epoch} is skipped. Call '
+                f'set_epoch({epoch}) before loading to finish it',
+                stacklevel=2,
+            )
+        self.set_sample_in_epoch(0)
 
     def __repr__(self) -> str:
         fields = ', '.join(f'{name}={self._repr_value(name)}' for name in self._repr_fields)

@@ -590,3 +590,16 @@ def test_a_dataset_length_beyond_the_order_domain_is_refused_at_construction(mak
 def test_bools_are_still_refused(call: Callable[[], Any]) -> None:
     with pytest.raises(TypeError):
         call()
+
+
+def test_a_mid_epoch_state_loaded_into_a_later_epoch_warns_that_the_rest_is_skipped() -> None:
+    sampler = ResumableDistributedSampler(40, num_replicas=2, rank=0, seed=3)
+    sampler.set_epoch(2)
+    items = iter(sampler)
+    for _ in range(5):
+        next(items)
+    later = ResumableDistributedSampler(40, num_replicas=2, rank=0, seed=3)
+    later.set_epoch(3)
+    with pytest.warns(UserWarning, match='stopped at position 10 of epoch 2, but this sampler is already at epoch 3'):
+        later.load_state_dict(sampler.state_dict())
+    assert later.epoch == 3 and len(list(later)) == 20
