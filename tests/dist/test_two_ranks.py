@@ -124,3 +124,45 @@ def test_nested_batch_recipe_partitions_every_epoch() -> None:
     for epoch in range(2):
         sizes = [len(batch) for e, batch in ledger.batches if e == epoch]
         assert set(sizes[:-1]) == {32} and sum(sizes) == 719  # 4 inner batches of 8 joined; 1438 / 2 a rank
+
+
+def _replicated_loader() -> DataLoader:
+    """llm-foundry's replication 2 on two ranks: one sharding group, both ranks read the same data."""
+    dataset = synthetic(SIZE)
+    return DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset, num_replicas=1, rank=0))
+
+
+def test_a_replication_layout_is_refused_unless_asked_for_and_names_the_fix() -> None:
+    ledger = IndexLedger()
+    trainer = make_trainer(_replicated_loader(), callbacks=[SamplerSync(), ledger], dist_timeout=60)
+    with pytest.raises(ValueError, match=r'layout of replication 2 .*pass SamplerSync\(replication=2\)'):
+        trainer.fit()
+    assert not ledger.batches
+
+
+def test_replication_accepts_exactly_its_layout() -> None:
+    dataset = synthetic(SIZE)
+    sharded = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+    trainer = make_trainer(sharded, callbacks=[SamplerSync(replication=2)], dist_timeout=60)
+    with pytest.raises(ValueError, match=r'expects num_replicas=1, rank=0 \(world size 2 / replication 2\)'):
+        trainer.fit()
+    ledger = IndexLedger()
+    make_trainer(_replicated_loader(), max_duration='2ep', callbacks=[SamplerSync(replication=2), ledger],
+                 dist_timeout=60).fit()
+    first, second = dist.all_gather_object(ledger.batches)
+    assert first == second, 'both ranks of a replication group train the same batches'
+    for epoch in range(2):
+        assert sorted(ledger.trained[epoch]) == list(range(SIZE))
+
+
+def test_replication_resumes_at_the_sample_composer_counted_twice(tmp_path: Path) -> None:
+    folder = Path(dist.all_gather_object(str(tmp_path))[0])  # one folder for both ranks
+    whole = IndexLedger()
+    make_trainer(_replicated_loader(), max_duration='1ep', callbacks=[SamplerSync(replication=2), whole],
+                 dist_timeout=60).fit()
+    make_trainer(_replicated_loader(), max_duration='5ba', callbacks=[SamplerSync(replication=2)], dist_timeout=60,
+                 save_folder=str(folder), save_interval='5ba').fit()
+    resumed = IndexLedger()
+    make_trainer(_replicated_loader(), max_duration='1ep', callbacks=[SamplerSync(replication=2), resumed],
+                 dist_timeout=60, load_path=str(folder / 'ep0-ba5-rank0.pt')).fit()
+    assert resumed.batches == whole.batches[5:]  # Composer's sample_in_epoch is 80: 40 samples, each read twice
