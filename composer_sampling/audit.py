@@ -121,7 +121,10 @@ def audit_folder(folder: Path) -> AuditReport:
     dropped = max(header.get('dropped', 0) for header, _ in attempts)
     per_epoch: dict[int, list[np.ndarray]] = collections.defaultdict(list)
     last_batch = max((record.batch for _, _, record in lineage), default=0)
+    replication = {number: header.get('replication', 1) for number, (header, _) in enumerate(attempts)}
     for number, rank, record in lineage:
+        if rank % replication[number]:
+            continue  # a replication group records its samples once per rank: count its first rank only
         epoch = record.epoch // first['sub_epochs_per_epoch']
         per_epoch[epoch].append(record.indices)
         key = (number, rank, epoch)

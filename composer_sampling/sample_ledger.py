@@ -78,6 +78,7 @@ class SampleLedger(Callback):
             'start_batch': int(state.timestamp.batch),
             'start_epoch': int(state.timestamp.epoch),
             'sub_epochs_per_epoch': 1,
+            'replication': _replication(state),
         }
         if isinstance(loader, DataLoader):
             accounting = epoch_accounting(loader, dist.get_world_size())
@@ -114,3 +115,10 @@ class SampleLedger(Callback):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.lineage = state.get('lineage')
+
+
+def _replication(state: State) -> int:
+    """The replication SamplerSync was given: groups of that many ranks record the same samples."""
+    from composer_sampling.callback import SamplerSync
+
+    return next((cb.replication for cb in state.callbacks if isinstance(cb, SamplerSync)), 1)

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 from composer.loggers import InMemoryLogger
-from streaming_helpers import BATCH, SIZE, STREAMING_DEFAULT_SEED, streaming_loader, write_mds
 from torch.utils.data import DataLoader, IterableDataset
 
 from composer_sampling import SamplerSync
 
 from helpers import IndexLedger, checkpoint, make_trainer, synthetic
 from helpers import train_with_ledger as train
+from streaming_helpers import BATCH, SIZE, STREAMING_DEFAULT_SEED, streaming_loader, write_mds
 
 
 @pytest.fixture(scope='module')

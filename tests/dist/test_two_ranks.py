@@ -14,7 +14,8 @@ import pytest
 from composer.utils import dist
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from composer_sampling import ResumableDistributedSampler, SamplerSync
+from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
+from composer_sampling.audit import audit_folder
 from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.recipe import load_recipe
 from composer_sampling.train import train
@@ -156,6 +157,7 @@ def test_replication_accepts_exactly_its_layout() -> None:
 
 
 def test_replication_resumes_at_the_sample_composer_counted_twice(tmp_path: Path) -> None:
+    dist.initialize_dist('cpu', timeout=60)  # a no-op once a Trainer has done it
     folder = Path(dist.all_gather_object(str(tmp_path))[0])  # one folder for both ranks
     whole = IndexLedger()
     make_trainer(_replicated_loader(), max_duration='1ep', callbacks=[SamplerSync(replication=2), whole],
@@ -166,3 +168,13 @@ def test_replication_resumes_at_the_sample_composer_counted_twice(tmp_path: Path
     make_trainer(_replicated_loader(), max_duration='1ep', callbacks=[SamplerSync(replication=2), resumed],
                  dist_timeout=60, load_path=str(folder / 'ep0-ba5-rank0.pt')).fit()
     assert resumed.batches == whole.batches[5:]  # Composer's sample_in_epoch is 80: 40 samples, each read twice
+
+
+def test_audit_counts_a_replication_group_once(tmp_path: Path) -> None:
+    dist.initialize_dist('cpu', timeout=60)
+    folder = Path(dist.all_gather_object(str(tmp_path))[0]) / 'ledger'
+    make_trainer(_replicated_loader(), max_duration='2ep', dist_timeout=60,
+                 callbacks=[SamplerSync(replication=2), SampleLedger(str(folder))]).fit()
+    dist.barrier()
+    report = audit_folder(folder)
+    assert [(epoch.exactly_once, epoch.repeated, epoch.status) for epoch in report.epochs] == [(SIZE, 0, 'ok')] * 2
