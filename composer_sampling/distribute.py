@@ -57,8 +57,8 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
         >>> ranked = distribute(loader, num_replicas=2, rank=1)
         >>> [len(batch) for batch in ranked]
         [15]
-        >>> type(ranked.batch_sampler).__name__, type(loader.batch_sampler).__name__
-        ('DistributedBatchAdapter', 'NestedBatchSampler')
+        >>> type(ranked.batch_sampler).__name__, type(loader.batch_sampler).__name__  # ours has a state_dict
+        ('StatefulDistributedBatchAdapter', 'NestedBatchSampler')
     """
     if not isinstance(dataloader, DataLoader):
         raise TypeError(f'distribute expects a torch DataLoader, got {type(dataloader).__name__}')
