@@ -3,10 +3,13 @@
 In Composer the dataloader yields the whole per-device batch and
 ``device_train_microbatch_size`` splits it, so gradient accumulation steps are
 ``device batch / microbatch`` and the global batch is ``device batch x world size``.
+With replication ``R`` (groups of ``R`` ranks reading the same data, for tensor or
+sequence parallelism) the global batch counts distinct samples:
+``device batch x world size / R``.
 
 Example:
     >>> plan_batches(256, world_size=2, accumulation_steps=4)
-    BatchPlan(world_size=2, global_batch=256, device_batch=128, microbatch=32, accumulation_steps=4)
+    BatchPlan(world_size=2, global_batch=256, device_batch=128, microbatch=32, accumulation_steps=4, replication=1)
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ class BatchPlan:
     device_batch: int
     microbatch: int
     accumulation_steps: int
+    replication: int = 1
+
+    @property
+    def data_parallel(self) -> int:
+        """Ranks that read different data: ``world_size / replication``."""
+        return self.world_size // self.replication
 
 
 def _nearby_multiples(value: int, factor: int) -> str:
@@ -42,6 +51,7 @@ def plan_batches(
     world_size: int,
     microbatch: int | None = None,
     accumulation_steps: int | None = None,
+    replication: int = 1,
 ) -> BatchPlan:
     """Derive device batch, microbatch and accumulation steps; every division must be exact.
 
@@ -58,24 +68,35 @@ def plan_batches(
         ('world size', world_size),
         ('device_train_microbatch_size', microbatch),
         ('gradient_accumulation_steps', accumulation_steps),
+        ('callbacks.sampler_sync.replication', replication),
     ):
         if value is not None and value < 1:
             raise BatchPlanError(f'{field} must be at least 1, got {value}')
-    if global_batch % world_size:
+    if world_size % replication:
+        valid = ', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)
         raise BatchPlanError(
-            f'global_train_batch_size={global_batch} is not divisible by the world size {world_size}; '
-            f'use a multiple of {world_size}, such as {_nearby_multiples(global_batch, world_size)}',
+            f'callbacks.sampler_sync.replication={replication} does not divide the world size {world_size}; '
+            f'valid: {valid}',
         )
-    device_batch = global_batch // world_size
+    ranks = world_size // replication
+    ranks_text = f'the world size {world_size}' if replication == 1 else (
+        f'the {ranks} data-parallel ranks (world size {world_size} / replication {replication})')
+    if global_batch % ranks:
+        raise BatchPlanError(
+            f'global_train_batch_size={global_batch} is not divisible by {ranks_text}; '
+            f'use a multiple of {ranks}, such as {_nearby_multiples(global_batch, ranks)}',
+        )
+    device_batch = global_batch // ranks
+    per = f'world size {world_size}' if replication == 1 else f'{ranks} data-parallel ranks'
     if microbatch is not None and device_batch % microbatch:
         raise BatchPlanError(
             f'device_train_microbatch_size={microbatch} does not divide the device batch {device_batch} '
-            f'(global_train_batch_size={global_batch} / world size {world_size}); use a divisor of {device_batch}',
+            f'(global_train_batch_size={global_batch} / {per}); use a divisor of {device_batch}',
         )
     if accumulation_steps is not None and device_batch % accumulation_steps:
         raise BatchPlanError(
             f'gradient_accumulation_steps={accumulation_steps} does not divide the device batch {device_batch} '
-            f'(global_train_batch_size={global_batch} / world size {world_size}); use a divisor of {device_batch}',
+            f'(global_train_batch_size={global_batch} / {per}); use a divisor of {device_batch}',
         )
     if microbatch is not None and accumulation_steps is not None and device_batch // microbatch != accumulation_steps:
         raise BatchPlanError(
@@ -91,4 +112,5 @@ def plan_batches(
         device_batch=device_batch,
         microbatch=microbatch,
         accumulation_steps=device_batch // microbatch,
+        replication=replication,
     )

@@ -76,6 +76,14 @@ class Run:
     data_seed: int
 
 
+def replication_of(recipe: Recipe) -> int:
+    """``callbacks.sampler_sync.replication``: groups of that many ranks read the same data (1 without it)."""
+    value = (recipe.callbacks.get('sampler_sync') or {}).get('replication', 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RecipeError(f'callbacks.sampler_sync.replication must be an int in [1, world size], got {value!r}')
+    return value
+
+
 def batch_plan(recipe: Recipe, world_size: int) -> BatchPlan:
     """The recipe's batch math for ``world_size`` processes, as a :class:`RecipeError` if it does not divide."""
     try:
@@ -84,6 +92,7 @@ def batch_plan(recipe: Recipe, world_size: int) -> BatchPlan:
             world_size,
             microbatch=recipe.device_train_microbatch_size,
             accumulation_steps=recipe.gradient_accumulation_steps,
+            replication=replication_of(recipe),
         )
     except BatchPlanError as error:
         raise RecipeError(str(error)) from None
@@ -118,7 +127,7 @@ def split_into_sources(dataset: Dataset, fractions: list[float]) -> ConcatDatase
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a train loader runs: ``rank`` of ``num_replicas``, drawing with ``data_seed``."""
+    """Where a train loader runs: ``rank`` of ``num_replicas`` (data-parallel ranks), drawing with ``data_seed``."""
 
     num_replicas: int
     rank: int
@@ -218,8 +227,9 @@ def build_run(recipe: Recipe, world_size: int | None = None, rank: int | None = 
     callbacks = build_callbacks(recipe)
     data_seed = data_seed_of(recipe, callbacks)
     train_dataset, eval_dataset = build_datasets(recipe)
-    train_loader = build_train_loader(recipe, train_dataset, plan, Placement(world_size, rank, data_seed))
-    problem = sharding_problem(active_root(train_loader), world_size, rank)
+    where = Placement(plan.data_parallel, rank // plan.replication, data_seed)
+    train_loader = build_train_loader(recipe, train_dataset, plan, where)
+    problem = sharding_problem(active_root(train_loader), world_size, rank, plan.replication)
     if problem is not None:
         raise RecipeError(f'train_loader.sampler.name={recipe.train_loader.sampler.name!r}: {problem}')
     return Run(

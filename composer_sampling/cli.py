@@ -46,6 +46,8 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
         ('steps per epoch', epoch.steps), ('samples per epoch', f'{epoch.trained} of {epoch.dataset_len}'),
         ('padded / dropped', f'{epoch.padded} / {epoch.dropped}'), ('data seed', report.data_seed),
     ]
+    if plan.replication > 1:
+        rows.insert(1, ('replication', f'{plan.replication} ({plan.data_parallel} data-parallel ranks)'))
     if report.sub_epochs > 1:
         rows.append(('sub-epochs', f'{report.sub_epochs} trainer epochs per pass over the data'))
     print(tabulate(rows, tablefmt='plain'))
@@ -60,7 +62,8 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
         headers = ['epoch' if report.sub_epochs == 1 else 'data epoch', 'trained', 'exactly once', 'repeated',
                    'missing', 'on several ranks', 'check']
         print('\n' + tabulate(table, headers=headers, tablefmt='github'))
-    print(f'\nchecked {len(report.epochs)} passes on {plan.world_size} ranks in {seconds:.1f} s')
+    groups = '' if plan.replication == 1 else f' ({plan.data_parallel} data-parallel groups of {plan.replication})'
+    print(f'\nchecked {len(report.epochs)} passes on {plan.world_size} ranks{groups} in {seconds:.1f} s')
 
 
 def _plan(args: argparse.Namespace) -> int:

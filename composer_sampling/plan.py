@@ -107,16 +107,19 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
     plan = batch_plan(recipe, world_size)
     data_seed = data_seed_of(recipe, build_callbacks(recipe))
     dataset, _ = build_datasets(recipe)
-    loaders = [build_train_loader(recipe, dataset, plan, Placement(world_size, rank, data_seed))
-               for rank in range(world_size)]
+    # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
+    loaders = [build_train_loader(recipe, dataset, plan, Placement(plan.data_parallel, rank, data_seed))
+               for rank in range(plan.data_parallel)]
     first = loaders[0]
     graph = list(iter_samplers(active_root(first)))
     sub_epochs = next((node.sub_epochs_per_epoch for node in graph if hasattr(node, 'sub_epochs_per_epoch')), 1)
     sources = next((node.source_report() for node in graph if hasattr(node, 'source_report')), [])
-    report = PlanReport(plan, epoch_accounting(first, world_size), data_seed, render_tree(first), sources, sub_epochs)
+    report = PlanReport(plan, epoch_accounting(first, plan.data_parallel), data_seed, render_tree(first), sources,
+                        sub_epochs)
 
-    problems = [(rank, text) for rank, loader in enumerate(loaders)
-                if (text := sharding_problem(active_root(loader), world_size, rank))]
+    problems = [(rank, text) for rank in range(world_size)
+                if (text := sharding_problem(active_root(loaders[rank // plan.replication]), world_size, rank,
+                                             plan.replication))]
     if problems:
         rank, text = problems[0]
         report.problems.append(f'real sharding (rank {rank}): {text}')

@@ -81,7 +81,7 @@ class SampleLedger(Callback):
             'replication': _replication(state),
         }
         if isinstance(loader, DataLoader):
-            accounting = epoch_accounting(loader, dist.get_world_size())
+            accounting = epoch_accounting(loader, dist.get_world_size() // header['replication'])
             header.update(dataset_len=accounting.dataset_len, padded=accounting.padded, dropped=accounting.dropped)
             header['sub_epochs_per_epoch'] = next(
                 (node.sub_epochs_per_epoch for node in iter_samplers(active_root(loader))

@@ -91,11 +91,15 @@ def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
 
 def render_summary(plan: BatchPlan, loader: DataLoader, data_seed: int, seed_source: str) -> str:
     """Text of the run summary."""
-    epoch = epoch_accounting(loader, plan.world_size)
-    rows = [
-        ('world size', plan.world_size),
+    epoch = epoch_accounting(loader, plan.data_parallel)
+    rows: list[tuple[str, Any]] = [('world size', plan.world_size)]
+    if plan.replication > 1:
+        rows.append(('replication', f'{plan.replication} ({plan.data_parallel} data-parallel ranks; each group of '
+                                    f'{plan.replication} reads the same data)'))
+    divisor = 'world size' if plan.replication == 1 else 'data-parallel ranks'
+    rows += [
         ('global batch', plan.global_batch),
-        ('device batch', f'{plan.device_batch} (global batch / world size)'),
+        ('device batch', f'{plan.device_batch} (global batch / {divisor})'),
         ('microbatch', plan.microbatch),
         ('accumulation steps', f'{plan.accumulation_steps} (device batch / microbatch)'),
         ('steps per epoch', epoch.steps),

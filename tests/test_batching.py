@@ -41,3 +41,13 @@ def test_divisible_settings_multiply_back(world: int, micro: int, steps: int) ->
 def test_errors_name_the_field(args: tuple, message: str) -> None:
     with pytest.raises(BatchPlanError, match=message.replace('(', r'\(').replace(')', r'\)')):
         plan_batches(*args)
+
+
+def test_replication_divides_the_global_batch_over_data_parallel_ranks() -> None:
+    plan = plan_batches(256, 4, accumulation_steps=4, replication=2)
+    assert (plan.device_batch, plan.microbatch, plan.data_parallel) == (128, 32, 2)
+    with pytest.raises(BatchPlanError, match=r'not divisible by the 4 data-parallel ranks \(world size 8 / '
+                                             r'replication 2\); use a multiple of 4, such as 96 or 100'):
+        plan_batches(98, 8, replication=2)
+    with pytest.raises(BatchPlanError, match='replication=3 does not divide the world size 4; valid: 1, 2, 4'):
+        plan_batches(64, 4, replication=3)

@@ -91,3 +91,20 @@ def test_console_script_and_llm_foundry_entry_points() -> None:
     entries = {entry.name: entry for entry in importlib.metadata.entry_points(group='llmfoundry_callbacks')}
     assert entries['sampler_sync'].load() is SamplerSync
     assert entries['sample_ledger'].load() is SampleLedger
+
+
+@pytest.mark.parametrize('path', RECIPES, ids=lambda p: p.name)
+def test_replication_plans_one_order_per_data_parallel_group(path: Path, capsys) -> None:
+    assert main(['plan', str(path), '--world-size', '4', '--epochs', '2', 'callbacks.sampler_sync.replication=2']) == 0
+    out = capsys.readouterr().out
+    assert 'replication         2 (2 data-parallel ranks)' in out
+    assert 'on 4 ranks (2 data-parallel groups of 2)' in out
+    assert 'every guarantee holds' in out
+    assert 'num_replicas=2, rank=0' in out  # rank 0's sampler shards over the 2 groups
+
+
+def test_replication_that_does_not_divide_the_world_size_exits_2(capsys) -> None:
+    recipe = str(ROOT / 'yamls' / 'digits.yaml')
+    assert main(['plan', recipe, '--world-size', '4', 'callbacks.sampler_sync.replication=3']) == 2
+    assert 'callbacks.sampler_sync.replication=3 does not divide the world size 4; valid: 1, 2, 4' in (
+        capsys.readouterr().err)

@@ -178,3 +178,12 @@ def test_audit_counts_a_replication_group_once(tmp_path: Path) -> None:
     dist.barrier()
     report = audit_folder(folder)
     assert [(epoch.exactly_once, epoch.repeated, epoch.status) for epoch in report.epochs] == [(SIZE, 0, 'ok')] * 2
+
+
+def test_a_recipe_with_replication_trains_the_same_data_on_both_ranks() -> None:
+    result, ledger = _recipe_ledger('digits.yaml', 'max_duration=2ep', 'eval_interval=2ep',
+                                    'callbacks.sampler_sync.replication=2')
+    first, second = dist.all_gather_object(ledger.batches)
+    assert first == second
+    for epoch in range(2):
+        assert sorted(ledger.trained[epoch]) == list(range(len(result.run.train_dataset)))
