@@ -81,9 +81,15 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _print_audit(report: AuditReport) -> None:
     print(tabulate(report.attempts, headers='keys', tablefmt='github'))
+    print(f'\nlineage counted: {" -> ".join(report.lineage)}')
+    if report.tie:
+        print(f'tie: {report.tie}')
+    for branch in report.abandoned:
+        print(f'abandoned branch {branch["attempt"]}: {branch["origin"]}, trained {branch["trained"]} '
+              f'({branch["samples"]} samples); not counted, the final model does not descend from it')
     if report.superseded:
-        print(f'\n{report.superseded} samples trained after the checkpoint a resume started from were superseded '
-              '(lost with the crash, trained again by the resume)')
+        print(f'{report.superseded} samples trained after the checkpoint a resume started from were superseded '
+              '(lost with a crash or left behind by the resume, which trained those batches again)')
     table = [(e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.status) for e in report.epochs]
     print('\n' + tabulate(table, headers=['epoch', 'trained', 'exactly once', 'repeated', 'missing', 'status'],
                           tablefmt='github'))

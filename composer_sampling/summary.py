@@ -38,10 +38,16 @@ class Coverage:
 def count_coverage(indices: np.ndarray, dataset_len: int) -> Coverage:
     """Samples trained once, trainings beyond the first (repeats), and samples never trained.
 
+    Raises :class:`ValueError` for an index outside ``[0, dataset_len)``: it would
+    otherwise be counted as a sample of another dataset.
+
     Example:
         >>> count_coverage(np.array([0, 1, 1]), 3)
         Coverage(trained=3, exactly_once=1, repeated=1, missing=1)
     """
+    if indices.size and (indices.min() < 0 or indices.max() >= dataset_len):
+        bad = int(indices[(indices < 0) | (indices >= dataset_len)][0])
+        raise ValueError(f'sample index {bad} is outside [0, {dataset_len}), the range of dataset_len={dataset_len}')
     counts = np.bincount(indices, minlength=dataset_len)
     return Coverage(
         trained=int(indices.size),

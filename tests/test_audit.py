@@ -1,19 +1,26 @@
-"""composer-sampling audit: coverage per epoch from every rank's ledger, resumed runs included."""
+"""composer-sampling audit: coverage per epoch from every rank's ledger along the lineage of the final model."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
+from composer.core import Callback, State
+from composer.loggers import Logger
 from torch.utils.data import DataLoader
 
-from composer_sampling import ResumableDistributedSampler, SampleLedger
+from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
 from composer_sampling.cli import main
-from composer_sampling.ledger import LedgerWriter
+from composer_sampling.ledger import LedgerWriter, read_ledger
 
-from helpers import checkpoint, synthetic, train_with_ledger
+from helpers import checkpoint, make_trainer, synthetic, train_with_ledger
 
 SIZE = 50  # 7 batches of 8 an epoch
 
@@ -43,11 +50,22 @@ def test_a_resumed_run_supersedes_what_the_crash_lost(tmp_path: Path, capsys) ->
     assert '26 samples trained after the checkpoint a resume started from were superseded' in out
 
 
+def _rewrite(path: Path, **changes: object) -> None:
+    """Write ``path`` again (a valid ledger with its checksum) with some header fields changed."""
+    header, records = read_ledger(path)
+    header.pop('version')
+    path.unlink()
+    writer = LedgerWriter(path, {**header, **changes})
+    for record in records:
+        writer.append(record.epoch, record.batch, record.indices)
+    writer.close()
+
+
 def test_without_superseding_the_same_ledgers_would_show_repeats(tmp_path: Path) -> None:
     ledger = _crashed_and_resumed(tmp_path)
-    # Rewrite the resumed attempt as if it had started from scratch: nothing is superseded any more.
-    (resumed,) = [path for path in ledger.glob('*.bin') if b'"start_batch": 5' in path.read_bytes()[:400]]
-    resumed.write_bytes(resumed.read_bytes().replace(b'"start_batch": 5', b'"start_batch": 9'))
+    # Rewrite the resumed attempt as if it had started at batch 9: nothing is superseded any more.
+    (resumed,) = [path for path in ledger.glob('*.bin') if read_ledger(path)[0]['start_batch'] == 5]
+    _rewrite(resumed, start_batch=9)
     report = audit_folder(ledger)
     assert report.epochs[0].repeated == 26 - 16 and report.epochs[0].status == 'VIOLATION'
 
@@ -59,8 +77,9 @@ def test_plot(tmp_path: Path) -> None:
 
 
 def _header(**overrides) -> dict:
-    return {'lineage': 'one', 'attempt': 'a1', 'started': 1.0, 'rank': 0, 'world_size': 1, 'start_batch': 0,
-            'start_epoch': 0, 'dataset_len': 4, 'padded': 0, 'dropped': 0, 'sub_epochs_per_epoch': 1, **overrides}
+    return {'lineage': 'one', 'attempt': 'a1', 'resumed_from': None, 'started': 1.0, 'rank': 0, 'world_size': 1,
+            'start_batch': 0, 'start_epoch': 0, 'dataset_len': 4, 'padded': 0, 'dropped': 0, 'sub_epochs_per_epoch': 1,
+            **overrides}
 
 
 def test_a_violation_exits_1(tmp_path: Path, capsys) -> None:
@@ -114,3 +133,168 @@ def test_unknown_arguments_are_refused(capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(['audit', 'folder', 'extra=1'])
     assert exit_info.value.code == 2
+
+
+LONG = 160  # 20 batches of 8 an epoch: checkpoints ep0-ba10, ep0-ba20, ep1-ba30, ep1-ba40
+
+
+class DiesBeforeItsFirstBatch(Callback):
+    """A host that goes away after the fit started and before the first batch trained."""
+
+    def batch_start(self, state: State, logger: Logger) -> None:
+        raise RuntimeError('the host went away')
+
+
+def _fit(ledger: Path, duration: str, *, save: Path | None = None, load: Path | None = None,
+         extra: tuple[Callback, ...] = ()) -> None:
+    dataset = synthetic(LONG)
+    loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+    make_trainer(loader, max_duration=duration, callbacks=[SamplerSync(), SampleLedger(str(ledger)), *extra],
+                 save_folder=None if save is None else str(save), save_interval='10ba',
+                 load_path=None if load is None else str(load)).fit()
+
+
+def _attempts_by_start(ledger: Path) -> dict[int, str]:
+    return {header['start_batch']: header['attempt'] for header, _ in map(read_ledger, ledger.glob('*.bin'))}
+
+
+@pytest.fixture(scope='module')
+def main_line(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """2 epochs with a ledger and a checkpoint every 10 batches: the ledger folder and the save folder."""
+    root = tmp_path_factory.mktemp('main')
+    _fit(root / 'ledger', '2ep', save=root / 'main')
+    return root / 'ledger', root / 'main'
+
+
+@pytest.fixture(scope='module')
+def side_branch(main_line: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The main line; a branch resumed from ep0-ba10 into another save folder for 2 batches; the main line
+    resumed from ep1-ba30 to the end. The ledger folder holds all three attempts."""
+    ledger, main = main_line
+    root = tmp_path_factory.mktemp('side')
+    shutil.copytree(ledger, root / 'ledger')
+    _fit(root / 'ledger', '12ba', save=root / 'side', load=main / 'ep0-ba10-rank0.pt')
+    _fit(root / 'ledger', '2ep', load=main / 'ep1-ba30-rank0.pt')
+    return root / 'ledger'
+
+
+def test_an_abandoned_side_branch_does_not_erase_the_main_line(side_branch: Path, capsys) -> None:
+    report = audit_folder(side_branch)
+    assert [(e.epoch, e.exactly_once, e.repeated, e.missing, e.status) for e in report.epochs] == [
+        (0, LONG, 0, 0, 'ok'), (1, LONG, 0, 0, 'ok')]
+    ids = _attempts_by_start(side_branch)
+    assert report.lineage == [ids[0], ids[30]]
+    assert [(b['attempt'], b['trained'], b['samples']) for b in report.abandoned] == [(ids[10], 'batches 11-12', 16)]
+    assert report.superseded == 10 * 8  # the first attempt's batches 31-40, trained again by the resume
+    assert main(['audit', str(side_branch)]) == 0
+    out = capsys.readouterr().out
+    assert f'lineage counted: {ids[0]} -> {ids[30]}' in out
+    assert (f'abandoned branch {ids[10]}: resumed from {ids[0]} at batch 10, trained batches 11-12 (16 samples); '
+            'not counted') in out
+
+
+def test_the_console_script_lists_the_abandoned_branch(side_branch: Path) -> None:
+    result = subprocess.run([str(Path(sys.executable).parent / 'composer-sampling'), 'audit', str(side_branch)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f'abandoned branch {_attempts_by_start(side_branch)[10]}: resumed from' in result.stdout
+    assert 'VIOLATION' not in result.stdout
+
+
+def test_the_clocks_of_the_hosts_do_not_change_the_verdict(side_branch: Path, tmp_path: Path) -> None:
+    expected = audit_folder(side_branch)
+    ledger = Path(shutil.copytree(side_branch, tmp_path / 'ledger'))
+    # Every attempt ran on a host whose clock is further behind than the last one's: start times and file
+    # modification times come out in the reverse order of what happened.
+    for path in ledger.glob('*.bin'):
+        header, _ = read_ledger(path)
+        _rewrite(path, started=-header['started'])
+        os.utime(path, (2e9 - header['started'], 2e9 - header['started']))
+    report = audit_folder(ledger)
+    assert (report.epochs, report.lineage, report.abandoned, report.superseded) == (
+        expected.epochs, expected.lineage, expected.abandoned, expected.superseded)
+
+
+def test_a_resume_that_dies_before_its_first_batch_erases_nothing(main_line: tuple[Path, Path],
+                                                                   tmp_path: Path) -> None:
+    ledger = Path(shutil.copytree(main_line[0], tmp_path / 'ledger'))
+    with pytest.raises(RuntimeError, match='the host went away'):
+        _fit(ledger, '2ep', load=main_line[1] / 'ep0-ba10-rank0.pt', extra=(DiesBeforeItsFirstBatch(),))
+    report = audit_folder(ledger)
+    assert [e.status for e in report.epochs] == ['ok', 'ok'] and report.superseded == 0
+    ids = _attempts_by_start(ledger)
+    assert [(b['attempt'], b['trained'], b['samples']) for b in report.abandoned] == [(ids[10], 'no batch', 0)]
+
+
+def test_a_checkpoint_without_the_attempt_id_still_resumes(main_line: tuple[Path, Path], tmp_path: Path) -> None:
+    ledger = Path(shutil.copytree(main_line[0], tmp_path / 'ledger'))
+    state = torch.load(main_line[1] / 'ep0-ba10-rank0.pt', weights_only=False)
+    assert state['state']['callbacks']['SampleLedger']['batch'] == 10
+    state['state']['callbacks']['SampleLedger'] = {'lineage': state['state']['callbacks']['SampleLedger']['lineage']}
+    torch.save(state, tmp_path / 'older.pt')  # as written before the attempt id was recorded
+    _fit(ledger, '12ba', load=tmp_path / 'older.pt')
+    (resumed,) = [header for header, _ in map(read_ledger, ledger.glob('*.bin')) if header['start_batch'] == 10]
+    assert resumed['resumed_from'] is None
+    report = audit_folder(ledger)  # the main line trained further: the unlinked attempt is listed, not counted
+    assert [b['origin'] for b in report.abandoned] == ['started at batch 10']
+    assert [e.status for e in report.epochs] == ['ok', 'ok']
+
+
+def _write(folder: Path, attempt: str, records: list[tuple[int, int, list[int]]], **header: object) -> Path:
+    path = folder / f'{attempt}-rank0.bin'
+    writer = LedgerWriter(path, _header(attempt=attempt, **header))
+    for epoch, batch, indices in records:
+        writer.append(epoch, batch, indices)
+    writer.close()
+    return path
+
+
+def test_a_tie_between_branches_goes_to_the_one_written_last(tmp_path: Path, capsys) -> None:
+    # dataset_len 4, 2 batches of 2 an epoch; b1 and c1 both resume from a1 at batch 2 and reach batch 4.
+    _write(tmp_path, 'a1', [(0, 1, [0, 1]), (0, 2, [2, 3]), (1, 3, [3, 0]), (1, 4, [1, 2])])
+    later = {}
+    for attempt in ('b1', 'c1'):
+        later[attempt] = _write(tmp_path, attempt, [(1, 3, [1, 2]), (1, 4, [3, 0])], start_batch=2,
+                                resumed_from={'attempt': 'a1', 'batch': 2})
+    for written_last, other in (('b1', 'c1'), ('c1', 'b1')):
+        os.utime(later[written_last], (3e9, 3e9))
+        os.utime(later[other], (2e9, 2e9))
+        report = audit_folder(tmp_path)
+        assert report.lineage == ['a1', written_last]
+        assert [b['attempt'] for b in report.abandoned] == [other]
+        assert report.tie == (f'branches {written_last} and {other} both reached batch 4; counted {written_last}, '
+                              'whose ledger files were written last')
+    assert main(['audit', str(tmp_path)]) == 0
+    assert 'tie: branches c1 and b1 both reached batch 4' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ('setup', 'message'),
+    [
+        ('orphan', 'attempt b1 resumed at batch 2 from attempt gone, whose ledgers are not in this folder'),
+        ('unnamed', 'attempt b1 started at batch 2 from a checkpoint that names no attempt'),
+        ('gap', 'attempt b1 resumed at batch 2 from attempt a1, whose rank 0 ledger ends at batch 1: the records '
+                'in between are missing'),
+        ('edited', 'is corrupted: its header fails its checksum'),
+        ('index', r'the record of batch 2 \(byte \d+\) holds index 7, outside \[0, 4\)'),
+        ('negative', r'holds index -1, outside \[0, 4\)'),
+    ],
+)
+def test_a_lineage_with_a_gap_or_a_damaged_ledger_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> None:
+    resumed = {'start_batch': 2, 'resumed_from': {'attempt': 'a1', 'batch': 2}}
+    if setup == 'orphan':
+        _write(tmp_path, 'b1', [(1, 3, [0, 1])], **{**resumed, 'resumed_from': {'attempt': 'gone', 'batch': 2}})
+    if setup == 'unnamed':
+        _write(tmp_path, 'b1', [(1, 3, [0, 1])], **{**resumed, 'resumed_from': None})
+    if setup == 'gap':
+        _write(tmp_path, 'a1', [(0, 1, [0, 1])])
+        _write(tmp_path, 'b1', [(0, 3, [2, 3])], **resumed)
+    if setup == 'edited':  # the same length of header text, another dataset_len
+        path = _write(tmp_path, 'a1', [(0, 1, [0, 1, 2, 3])])
+        path.write_bytes(path.read_bytes().replace(b'"dataset_len": 4', b'"dataset_len": 5'))
+    if setup in ('index', 'negative'):
+        _write(tmp_path, 'a1', [(0, 1, [0, 1]), (0, 2, [2, 7] if setup == 'index' else [-1, 3])])
+    assert main(['audit', str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and len(err.splitlines()) == 1
+    assert re.search(message, err), err

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import re
+import struct
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
+from composer import Trainer
+from composer.models import ComposerModel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from composer_sampling import ResumableDistributedSampler, SampleLedger
+from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.build import build_callbacks
-from composer_sampling.ledger import LedgerError, LedgerWriter, read_ledger
+from composer_sampling.ledger import MAGIC, LedgerError, LedgerWriter, read_ledger
 from composer_sampling.recipe import RecipeError, load_recipe
+from composer_sampling.sample_ledger import read_indices
 from composer_sampling.train import main
 
 from helpers import synthetic, train_with_ledger
@@ -92,9 +100,132 @@ def test_batches_without_indices_get_a_clear_error(tmp_path: Path) -> None:
 
     loader = DataLoader(WithoutIndex(), batch_size=4)
     trainer = make_trainer(loader, callbacks=[SampleLedger(str(tmp_path))])
-    with pytest.raises(ValueError, match="SampleLedger needs every batch to be a mapping with the sample indices under "
-                                         "'index'; got a dict with keys \\['input', 'target'\\]"):
+    with pytest.raises(ValueError, match=re.escape(
+            "SampleLedger(index_key='index') found no sample indices: the batch is a dict with keys ['input', "
+            "'target']. Return the dataset index of each sample from the dataset and pass index_key=<its key>")):
         trainer.fit()
+    assert trainer.state.timestamp.batch == 1  # stopped at the first batch
+
+
+class TupleModel(ComposerModel):
+    """A linear classifier for ``(input, target, index)`` batches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(64, 10)
+
+    def forward(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return self.net(batch[0])
+
+    def loss(self, outputs: torch.Tensor, batch: tuple[torch.Tensor, ...], *args: Any, **kwargs: Any) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(outputs, batch[1])
+
+
+def _tuple_loader(size: int = 24) -> DataLoader:
+    items = [synthetic(size)[index] for index in range(size)]
+    dataset = TensorDataset(torch.stack([torch.as_tensor(item['input']) for item in items]),
+                            torch.tensor([item['target'] for item in items]), torch.arange(size))
+    return DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+
+
+def _fit_tuples(folder: Path, index_key: Any, loader: DataLoader | None = None) -> None:
+    model = TupleModel()
+    Trainer(model=model, train_dataloader=loader or _tuple_loader(), max_duration='2ep', device='cpu',
+            optimizers=torch.optim.SGD(model.parameters(), lr=0.1), device_train_microbatch_size=4,
+            progress_bar=False, log_to_console=False, load_progress_bar=False,
+            callbacks=[SamplerSync(), SampleLedger(str(folder), index_key=index_key)]).fit()
+
+
+@pytest.mark.parametrize('index_key', [2, -1, lambda batch: batch[2]], ids=['position', 'negative', 'callable'])
+def test_tuple_batches_need_no_subclass(tmp_path: Path, index_key: Any) -> None:
+    _fit_tuples(tmp_path, index_key)
+    (path,) = tmp_path.glob('*-rank0.bin')
+    _, records = read_ledger(path)
+    assert [r.batch for r in records] == list(range(1, 7))
+    for epoch in (0, 1):
+        assert sorted(i for r in records if r.epoch == epoch for i in r.indices.tolist()) == list(range(24))
+
+
+@pytest.mark.parametrize(
+    ('index_key', 'message'),
+    [
+        ('index', "SampleLedger(index_key='index') found no sample indices: the batch is a list of 3 (Tensor[8, 64] "
+                  'float32, Tensor[8] int64, Tensor[8] int64). For a tuple or list batch pass index_key=<the position '
+                  'of the indices> (0 to 2), or a callable batch -> indices'),
+        (3, 'SampleLedger(index_key=3) found no sample indices: the position 3 is outside [0, 3) for a batch that is '
+            'a list of 3'),
+        (0, 'SampleLedger(index_key=0) read Tensor[8, 64] float32 from a batch that is a list of 3 (Tensor[8, 64] '
+            'float32, Tensor[8] int64, Tensor[8] int64): sample indices must be integers'),
+        (1, None),  # the targets: integers, but 7 is outside the 4 samples of the dataset below
+    ],
+)
+def test_a_batch_without_indices_stops_the_first_batch(tmp_path: Path, index_key: Any, message: str | None) -> None:
+    loader = _tuple_loader()
+    if message is None:
+        dataset = TensorDataset(*(tensor[:4] for tensor in loader.dataset.tensors))
+        dataset.tensors[1][:] = 7
+        loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+        message = ('SampleLedger(index_key=1) read sample index 7 in batch 1, outside [0, 4) for a dataset of 4 '
+                   'samples: index_key must select the dataset indices')
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _fit_tuples(tmp_path, index_key, loader)
+    (path,) = tmp_path.glob('*-rank0.bin')
+    assert read_ledger(path)[1] == []  # nothing recorded
+
+
+def test_an_int_index_key_on_a_mapping_batch_says_what_to_pass() -> None:
+    with pytest.raises(ValueError, match=re.escape(
+            "SampleLedger(index_key=2) found no sample indices: an int index_key is a position in a tuple or list "
+            "batch, and the batch is a dict with keys ['index', 'input']. Return the dataset index")):
+        read_indices({'input': torch.zeros(2, 3), 'index': torch.tensor([0, 1])}, 2)
+
+
+@pytest.mark.parametrize('index_key', [True, 1.5, None, ['index']])
+def test_index_key_must_be_a_key_a_position_or_a_callable(index_key: Any) -> None:
+    with pytest.raises(TypeError, match=re.escape('index_key must be a str (a mapping key), an int (a position in a '
+                                                  'tuple or list batch) or a callable batch -> indices, got')):
+        SampleLedger('ledger', index_key=index_key)
+
+
+def test_state_dict_carries_the_attempt_and_tolerates_older_checkpoints() -> None:
+    ledger = SampleLedger('ledger')
+    ledger.load_state_dict({'lineage': 'abc'})  # written before attempt and batch were recorded
+    assert ledger.state_dict() == {'lineage': 'abc', 'attempt': None, 'batch': None}
+    ledger.load_state_dict({'lineage': 'abc', 'attempt': 'f00d', 'batch': 30})
+    assert ledger.state_dict() == {'lineage': 'abc', 'attempt': 'f00d', 'batch': 30}
+    with pytest.raises(ValueError, match="SampleLedger state has batch='30'; it must be a int or None"):
+        ledger.load_state_dict({'lineage': 'abc', 'attempt': 'f00d', 'batch': '30'})
+
+
+def test_the_header_is_checksummed(tmp_path: Path) -> None:
+    path = tmp_path / 'rank0.bin'
+    LedgerWriter(path, {'rank': 0, 'dataset_len': 50}).close()
+    path.write_bytes(path.read_bytes().replace(b'"dataset_len": 50', b'"dataset_len": 51'))
+    with pytest.raises(LedgerError, match=r'rank0.bin is corrupted: its header fails its checksum \(was it edited\?\)'):
+        read_ledger(path)
+
+
+@pytest.mark.parametrize('version', [1, 3])
+def test_other_format_versions_are_refused(tmp_path: Path, version: int) -> None:
+    path = tmp_path / 'rank0.bin'
+    text = json.dumps({'version': version, 'rank': 0}).encode()
+    record = struct.pack('<IqI', 0, 1, 1) + struct.pack('<q', 0)
+    path.write_bytes(MAGIC + struct.pack('<I', len(text)) + text + record + struct.pack('<I', zlib.crc32(record)))
+    with pytest.raises(LedgerError, match=re.escape(f'rank0.bin has ledger format version {version}; this version '
+                                                    'of composer-sampling reads version 2 only (version 1 has no '
+                                                    'header checksum)')):
+        read_ledger(path)
+
+
+def test_indices_outside_the_dataset_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / 'rank0.bin'
+    writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 4})
+    writer.append(0, 1, [0, 1])
+    writer.append(0, 2, [3, 4])
+    writer.close()
+    with pytest.raises(LedgerError, match=r'rank0.bin: the record of batch 2 \(byte \d+\) holds index 4, outside '
+                                          r'\[0, 4\) \(dataset_len in its header\)'):
+        read_ledger(path)
 
 
 def test_recipes_put_the_ledger_in_the_save_folder(tmp_path: Path, capsys) -> None:
