@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from itertools import chain
+from itertools import chain, pairwise, repeat
 
 import numpy as np
 
@@ -27,6 +27,7 @@ __all__ = [
     'MAX_DATASET_LEN',
     'MAX_SEED',
     'PassCursor',
+    'chunk_bounds',
     'derive_seed',
     'global_indices',
     'inverse_permute',
@@ -51,6 +52,8 @@ _GOLDEN = 0x9E3779B97F4A7C15
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 _CHUNK = 1 << 16
+#: The first chunk of a pass: small, so the first index costs well under a millisecond; chunks then double.
+_FIRST_CHUNK = 1 << 8
 
 
 def _splitmix64(value: int) -> int:
@@ -296,7 +299,9 @@ def iter_mapped_positions(
     """``to_indices`` of one rank's ``count`` positions from ``start``, as Python ints, chunk by chunk.
 
     The chunks are chained by C iterators (no Python generator frame per index),
-    which is what makes iteration faster than torch's list of N ints. A
+    which is what makes iteration faster than torch's list of N ints. They grow
+    from a few hundred positions to ``chunk`` (:func:`chunk_bounds`), so the first
+    index comes at once and steady iteration pays the per-chunk cost rarely. A
     ``cursor`` is told of every chunk, so it knows how far the pass has been read.
 
     Example:
@@ -304,12 +309,35 @@ def iter_mapped_positions(
         [10, 30, 50]
     """
 
-    def chunk_indices(first: int) -> list[int] | Iterator[int]:
-        positions = rank_positions(start + first * num_replicas, rank, num_replicas, min(chunk, count - first))
+    def chunk_indices(first: int, size: int) -> list[int] | Iterator[int]:
+        positions = rank_positions(start + first * num_replicas, rank, num_replicas, min(size, count - first))
         values = to_indices(positions).tolist()
         return values if cursor is None else cursor.enter(first, values)
 
-    return chain.from_iterable(map(chunk_indices, range(0, count, chunk)))
+    firsts, sizes = chunk_bounds(count, chunk)
+    return chain.from_iterable(map(chunk_indices, firsts, sizes))
+
+
+def chunk_bounds(count: int, chunk: int, first_chunk: int = _FIRST_CHUNK) -> tuple[Iterator[int], Iterator[int]]:
+    """First item and size of every chunk of ``count`` items: ``first_chunk`` items, then doubling up to ``chunk``.
+
+    Lazy (a pass of 2**62 positions is fine); the last size may run past ``count``.
+
+    Example:
+        >>> firsts, sizes = chunk_bounds(40, chunk=16, first_chunk=4)
+        >>> list(zip(firsts, sizes))
+        [(0, 4), (4, 4), (8, 8), (16, 16), (32, 16)]
+    """
+    first_chunk = max(1, min(first_chunk, chunk))
+    small: list[int] = []
+    edge, size = 0, first_chunk
+    while edge < min(count, chunk):
+        small.append(edge)
+        edge += size
+        size = edge
+    small_sizes = [b - a for a, b in pairwise([*small, edge])]
+    return (chain(small, range(edge, count, chunk)),
+            chain(small_sizes, repeat(chunk)))
 
 
 def iter_rank_indices(

@@ -10,6 +10,7 @@ from torch.utils.data import DistributedSampler
 
 from composer_sampling.order import (
     MAX_DATASET_LEN,
+    chunk_bounds,
     global_indices,
     inverse_permute,
     iter_rank_indices,
@@ -148,3 +149,18 @@ def test_rejects_out_of_range_domain() -> None:
         permute(np.arange(1), 0, 0, 0)
     with pytest.raises(ValueError, match='seed must be in'):
         permute(np.arange(1), 1, -1, 0)
+
+
+@settings(max_examples=60)
+@given(count=st.integers(0, 3000), chunk=st.integers(1, 700), first_chunk=st.integers(1, 300))
+def test_chunk_bounds_tile_the_pass_whatever_the_sizes(count: int, chunk: int, first_chunk: int) -> None:
+    firsts, sizes = chunk_bounds(count, chunk, first_chunk)
+    covered = [i for first, size in zip(firsts, sizes, strict=False) for i in range(first, min(first + size, count))]
+    assert covered == list(range(count))
+
+
+def test_the_first_chunk_is_small_and_chunks_grow_to_the_steady_size() -> None:
+    _, sizes = chunk_bounds(10**9, chunk=1 << 16)
+    first_sizes = [next(sizes) for _ in range(12)]
+    assert first_sizes[0] == 256 and first_sizes[-1] == 1 << 16
+    assert first_sizes == sorted(first_sizes)
