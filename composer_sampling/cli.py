@@ -18,7 +18,7 @@ from tabulate import tabulate
 
 from composer_sampling.audit import AuditReport, audit_folder
 from composer_sampling.ledger import LedgerError
-from composer_sampling.plan import PlanReport, plan_recipe
+from composer_sampling.plan import PlanReport, plan_recipe, verdict
 from composer_sampling.recipe import RecipeError, load_recipe
 
 __all__ = ['main']
@@ -63,7 +63,9 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
                    'missing', 'on several ranks', 'check']
         print('\n' + tabulate(table, headers=headers, tablefmt='github'))
     groups = '' if plan.replication == 1 else f' ({plan.data_parallel} data-parallel groups of {plan.replication})'
-    print(f'\nchecked {len(report.epochs)} passes on {plan.world_size} ranks{groups} in {seconds:.1f} s')
+    passes = f'{len(report.epochs)} pass{"es" * (len(report.epochs) != 1)}'
+    ranks = f'{plan.world_size} rank{"s" * (plan.world_size != 1)}'
+    print(f'\nchecked {passes} on {ranks}{groups} in {seconds:.1f} s')
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -75,7 +77,7 @@ def _plan(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f'FAILED guarantee: {problem}', file=sys.stderr)
     if report.ok:
-        print('every guarantee holds: exactly once per epoch, no overlap between ranks, identical seeds')
+        print(verdict(report))
     return 0 if report.ok else 1
 
 

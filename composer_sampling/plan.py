@@ -33,7 +33,7 @@ from composer_sampling.graph import active_root, iter_samplers, render_tree, set
 from composer_sampling.recipe import Recipe
 from composer_sampling.summary import EpochAccounting, count_coverage, epoch_accounting
 
-__all__ = ['EpochCoverage', 'PlanReport', 'plan_recipe', 'rank_indices']
+__all__ = ['EpochCoverage', 'PlanReport', 'plan_recipe', 'rank_indices', 'verdict']
 
 
 @dataclass(frozen=True)
@@ -79,14 +79,34 @@ def rank_indices(loader: DataLoader, epoch: int) -> np.ndarray:
 
 
 def _coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAccounting, complete: bool) -> EpochCoverage:
+    """One pass's coverage over every data-parallel rank's indices, and the first guarantee it breaks.
+
+    Example: 3 samples on 4 ranks; the fourth rank would train a padding repeat only.
+        >>> accounting = EpochAccounting(dataset_len=3, trained=4, padded=1, dropped=0, steps=1)
+        >>> print(_coverage(0, [np.array([i % 3]) for i in range(4)], accounting, True).problem)
+        ... # doctest: +NORMALIZE_WHITESPACE
+        every rank trains: the dataset has 3 samples for 4 data-parallel ranks, so 1 rank would train only
+        padding (repeats of samples other ranks train) in epoch 0; use at least 4 samples or at most 3
+        data-parallel ranks
+    """
     everything = np.concatenate(per_rank) if per_rank else np.empty(0, np.int64)
     coverage = count_coverage(everything, accounting.dataset_len)
     repeated, missing = coverage.repeated, coverage.missing
     ranks_per_sample = np.bincount(np.concatenate([np.unique(indices) for indices in per_rank]),
                                    minlength=accounting.dataset_len)
     overlap = int(np.count_nonzero(ranks_per_sample > 1))
+    ranks, size = len(per_rank), accounting.dataset_len
+    idle = sum(indices.size == 0 for indices in per_rank)
+    fix = f'; use at least {ranks} samples or at most {size} data-parallel ranks' if size < ranks else ''
     problem = None
-    if repeated > accounting.padded:
+    if idle and (complete or size < ranks):
+        problem = (f'every rank trains: {idle} of the {ranks} data-parallel ranks would train nothing in epoch '
+                   f'{epoch} (the dataset has {size} samples, the sampler drops {accounting.dropped}){fix}')
+    elif size < ranks:
+        problem = (f'every rank trains: the dataset has {size} samples for {ranks} data-parallel ranks, so '
+                   f'{ranks - size} rank{"s" * (ranks - size > 1)} would train only padding (repeats of samples other '
+                   f'ranks train) in epoch {epoch}{fix}')
+    elif repeated > accounting.padded:
         problem = (f'exactly once per epoch: {repeated} samples trained again in epoch {epoch}, padding allows '
                    f'{accounting.padded}')
     elif overlap > accounting.padded:
@@ -96,6 +116,53 @@ def _coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAccountin
                    f'{accounting.dropped}')
     return EpochCoverage(epoch, coverage.trained, coverage.exactly_once, repeated, missing, overlap, complete,
                          problem)
+
+
+def verdict(report: PlanReport) -> str | None:
+    """The line ``plan`` prints when every guarantee holds, in the numbers of its own table (``None`` if one fails).
+
+    Padding and dropped samples are named: a plan whose table shows repeats or
+    samples on several ranks never reads "every sample exactly once".
+
+    Example:
+        >>> from composer_sampling.batching import BatchPlan
+        >>> accounting = EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=3)
+        >>> report = PlanReport(BatchPlan(4, 4, 1, 1, 1), accounting, 0, '', [], 1)
+        >>> report.epochs.append(EpochCoverage(0, 12, 8, 2, 0, 2, True, None))
+        >>> print(verdict(report))  # doctest: +NORMALIZE_WHITESPACE
+        every guarantee holds: 8 of 10 samples exactly once per epoch, 2 twice (padding repeats 2 so that the 4
+        ranks train equal shares), no overlap between ranks except the 2 padded samples, identical seeds
+    """
+    if not report.ok:
+        return None
+    accounting, ranks = report.accounting, report.plan.data_parallel
+    complete = [epoch for epoch in report.epochs if epoch.complete]
+    parts = []
+    if not complete:
+        parts.append(f'no repeats beyond padding in the partial pass checked (a whole pass takes {report.sub_epochs} '
+                     f'epochs: pass --epochs {report.sub_epochs} to check one)')
+    elif not accounting.padded and not accounting.dropped:
+        parts.append('every sample exactly once per epoch')
+    else:
+        epoch = min(complete, key=lambda e: e.exactly_once)
+        again = accounting.dataset_len - epoch.exactly_once - epoch.missing
+        numbers = [f'{epoch.exactly_once} of {accounting.dataset_len} samples exactly once per epoch']
+        reasons = []
+        if again:
+            numbers.append(f'{again} {"twice" if epoch.repeated == again else "more than once"}')
+        if epoch.missing:
+            numbers.append(f'{epoch.missing} not at all')
+        if accounting.padded:
+            reasons.append(f'padding repeats {accounting.padded} so that the {ranks} ranks train equal shares')
+        if accounting.dropped:
+            reasons.append(f'the sampler drops {accounting.dropped}: drop_last, or a mixture trimmed to whole '
+                           'global steps')
+        parts.append(f'{", ".join(numbers)} ({"; ".join(reasons)})')
+    overlap = max((epoch.overlap for epoch in report.epochs), default=0)
+    parts.append(f'no overlap between ranks except the {overlap} padded samples' if overlap
+                 else 'no overlap between ranks')
+    parts.append('identical seeds')
+    return 'every guarantee holds: ' + ', '.join(parts)
 
 
 def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
