@@ -1,21 +1,64 @@
-"""Correct, reproducible and resumable data order for MosaicML Composer."""
+"""Correct, reproducible and resumable data order for MosaicML Composer.
 
-from composer_sampling.callback import SamplerSync
+The public names are imported on first use, so that a part which does not need
+Composer (the samplers, :func:`check_checkpoint`, recipe validation) does not
+import it. ``distribute`` is imported at once: its module has the same name, and
+importing that module later would otherwise put the module where the function belongs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from composer_sampling.distribute import distribute
-from composer_sampling.graph import iter_samplers
-from composer_sampling.sample_ledger import SampleLedger
-from composer_sampling.samplers.mixture import MixtureDistributedSampler
-from composer_sampling.samplers.nested import NestedBatchSampler
-from composer_sampling.samplers.resumable import ResumableDistributedSampler
-from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
+
+if TYPE_CHECKING:
+    from composer_sampling.callback import SamplerSync
+    from composer_sampling.checkpoint_check import CheckpointError, check_checkpoint
+    from composer_sampling.graph import iter_samplers
+    from composer_sampling.sample_ledger import SampleLedger
+    from composer_sampling.samplers.mixture import MixtureDistributedSampler
+    from composer_sampling.samplers.nested import NestedBatchSampler
+    from composer_sampling.samplers.resumable import ResumableDistributedSampler
+    from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
+
+#: Each public name and the module that defines it.
+_MODULES = {
+    'CheckpointError': 'composer_sampling.checkpoint_check',
+    'MixtureDistributedSampler': 'composer_sampling.samplers.mixture',
+    'NestedBatchSampler': 'composer_sampling.samplers.nested',
+    'ResumableDistributedSampler': 'composer_sampling.samplers.resumable',
+    'SampleLedger': 'composer_sampling.sample_ledger',
+    'SamplerSync': 'composer_sampling.callback',
+    'SubEpochDistributedSampler': 'composer_sampling.samplers.sub_epoch',
+    'check_checkpoint': 'composer_sampling.checkpoint_check',
+    'iter_samplers': 'composer_sampling.graph',
+}
 
 __all__ = [
+    'CheckpointError',
     'MixtureDistributedSampler',
     'NestedBatchSampler',
     'ResumableDistributedSampler',
     'SampleLedger',
     'SamplerSync',
     'SubEpochDistributedSampler',
+    'check_checkpoint',
     'distribute',
     'iter_samplers',
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first access (PEP 562)."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

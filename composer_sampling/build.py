@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +30,19 @@ from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, R
 
 from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
 from composer_sampling.callback import SamplerSync
+from composer_sampling.checkpoint_check import (
+    CheckpointError,
+    check_checkpoint,
+    composer_load_path,
+    resolve_safe_global,
+    uri_scheme,
+)
 from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.demo.data import SyntheticDataset, digits_splits
 from composer_sampling.demo.model import MLPClassifier
 from composer_sampling.distribute import distribute
 from composer_sampling.graph import active_root, sharding_problem
-from composer_sampling.recipe import Recipe, RecipeError
+from composer_sampling.recipe import DURATION_UNITS, Recipe, RecipeError, parse_duration
 from composer_sampling.sample_ledger import SampleLedger
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
@@ -43,6 +52,7 @@ from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
 __all__ = [
     'CALLBACKS',
+    'Checked',
     'Placement',
     'Run',
     'batch_plan',
@@ -50,6 +60,8 @@ __all__ = [
     'build_datasets',
     'build_run',
     'build_train_loader',
+    'check_load_path',
+    'check_run',
 ]
 
 #: Callback names a recipe may list under ``callbacks``.
@@ -216,6 +228,160 @@ def build_callbacks(recipe: Recipe) -> list[Callback]:
     return built
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What :func:`check_run` builds while it checks a recipe: the parts ``plan`` and ``train`` both start from."""
+
+    plan: BatchPlan
+    callbacks: list[Callback]
+    data_seed: int
+    train_dataset: Dataset
+    eval_dataset: Dataset
+
+
+def check_run(recipe: Recipe, world_size: int) -> Checked:
+    """Every check of ``recipe`` on ``world_size`` ranks that needs no process group, Trainer or training.
+
+    The one validation behind ``composer-sampling plan`` and ``scripts/train.py``:
+    both refuse the same recipes with the same message. On top of
+    :func:`~composer_sampling.recipe.check_recipe`: the batch math, the seed for
+    this world size, the callbacks, the datasets (splits, global batch, token
+    units, mixture sources) and the checkpoint at ``load_path``.
+
+    Raises:
+        RecipeError: naming the field and what would be valid.
+
+    Example:
+        >>> from composer_sampling.recipe import load_recipe
+        >>> check_run(load_recipe(None, ['seed=4294967295']), world_size=2)
+        Traceback (most recent call last):
+        ...
+        composer_sampling.recipe.RecipeError: seed=4294967295 is too large for 2 ranks: ...
+    """
+    plan = batch_plan(recipe, world_size)
+    check_seed(recipe.seed, world_size)
+    callbacks = build_callbacks(recipe)
+    data_seed = data_seed_of(recipe, callbacks)
+    train_dataset, eval_dataset = build_datasets(recipe)
+    check_splits(recipe, plan, train_dataset, eval_dataset)
+    check_token_units(recipe, train_dataset)
+    check_sources(recipe, plan, train_dataset)
+    check_load_path(recipe)
+    return Checked(plan, callbacks, data_seed, train_dataset, eval_dataset)
+
+
+def check_seed(seed: int, world_size: int) -> None:
+    """Composer seeds rank ``r`` with ``seed + r`` and refuses 2**32 and above: ``seed <= 2**32 - world_size``.
+
+    Example:
+        >>> check_seed(2**32 - 8, world_size=8)
+    """
+    limit = 2**32 - world_size
+    if seed > limit:
+        raise RecipeError(f'seed={seed} is too large for {world_size} ranks: Composer seeds rank r with seed + r, '
+                          f'which must stay below 2**32; use a seed in [0, {limit}]')
+
+
+def check_splits(recipe: Recipe, plan: BatchPlan, train: Dataset, held_out: Dataset) -> None:
+    """Both splits hold samples and the train split holds at least one global batch."""
+    config = recipe.train_loader.dataset
+    train_len, held_out_len = len(train), len(held_out)  # type: ignore[arg-type]
+    if held_out_len == 0 or train_len == 0:
+        empty = 'held-out' if held_out_len == 0 else 'train'
+        raise RecipeError(f'train_loader.dataset.eval_fraction={config.eval_fraction} leaves the {empty} split of '
+                          f'the {config.name} dataset ({train_len + held_out_len} samples) empty; use a fraction that '
+                          'leaves samples in both')
+    if plan.global_batch > train_len:
+        ranks = plan.data_parallel
+        largest = train_len // ranks * ranks
+        multiple = f' (a multiple of the {ranks} data-parallel ranks)' if ranks > 1 else ''
+        raise RecipeError(f'global_train_batch_size={plan.global_batch} is larger than the train split of '
+                          f'{train_len} samples (train_loader.dataset: {config.name}); use at most {largest}{multiple}')
+
+
+def counts_tokens(dataset: Dataset) -> bool:
+    """Whether Composer counts tokens in batches of ``dataset``: samples with ``input_ids``, or a ``max_seq_len``.
+
+    Example:
+        >>> counts_tokens([{'input_ids': [1, 2]}]), counts_tokens([{'input': 0.5}])
+        (True, False)
+    """
+    if hasattr(dataset, 'max_seq_len'):
+        return True
+    if len(dataset) == 0:  # type: ignore[arg-type]
+        return False
+    sample = dataset[0]
+    return isinstance(sample, Mapping) and 'input_ids' in sample
+
+
+def check_token_units(recipe: Recipe, train: Dataset) -> None:
+    """A duration in ``tok`` only where Composer counts tokens: otherwise the run never reaches it."""
+    in_tokens = [name for name in DURATION_UNITS if parse_duration(getattr(recipe, name))[1] == 'tok']
+    if in_tokens and not counts_tokens(train):
+        name = in_tokens[0]
+        effect = 'train forever' if name == 'max_duration' else 'never reach it'
+        raise RecipeError(f'{name}={getattr(recipe, name)!r} counts tokens, but Composer counts none in this run '
+                          f'(the {recipe.train_loader.dataset.name} dataset yields no input_ids and has no '
+                          f'max_seq_len), so the run would {effect}; use ep, ba or sp')
+
+
+def check_sources(recipe: Recipe, plan: BatchPlan, train: Dataset) -> None:
+    """Every mixture source holds at least one global step, or it would never be trained."""
+    fractions = recipe.train_loader.sampler.source_fractions
+    if fractions is None:
+        return
+    sizes = [len(source) for source in train.datasets]  # type: ignore[attr-defined]
+    total, step = sum(sizes), plan.global_batch
+    short = [k for k, size in enumerate(sizes) if size < step]
+    if not short:
+        return
+    k = short[0]
+    ranks = plan.data_parallel
+    largest = min(sizes) // ranks * ranks
+    smallest_fraction = -(-step * 1000 // total) / 1000
+    batch = f', or a global_train_batch_size of at most {largest}' if largest >= ranks else ''
+    raise RecipeError(
+        f'train_loader.sampler.source_fractions={list(fractions)}: source {k} (fraction {fractions[k]}) holds '
+        f'{sizes[k]} of the {total} train samples, fewer than one global step of {step}, so it would never be '
+        f'trained; give every source a fraction of at least {smallest_fraction} ({step} / {total}){batch}',
+    )
+
+
+def check_load_path(recipe: Recipe) -> None:
+    """The checkpoint at ``load_path`` loads without running code (:func:`check_checkpoint`), unless trusted.
+
+    Checked as Composer reads it: ``{run_name}`` filled (the recipe's, else
+    ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank placeholders as rank 0's.
+    """
+    if recipe.load_path is None:
+        return
+    run_name = recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
+    try:
+        path = composer_load_path(recipe.load_path, run_name)
+    except CheckpointError as error:
+        raise RecipeError(f'load_path: {error}') from None
+    field = 'load_path' if path == recipe.load_path else f'load_path {recipe.load_path!r}'
+    if recipe.trust_checkpoint:
+        if uri_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
+            raise RecipeError(f'{field}: {path} does not exist')
+        return
+    extra = []
+    for k, spec in enumerate(recipe.checkpoint_safe_globals):
+        try:
+            extra.extend(resolve_safe_global(spec))
+        except CheckpointError as error:
+            raise RecipeError(f'checkpoint_safe_globals[{k}]: {error}') from None
+    try:
+        check_checkpoint(path, extra)
+    except CheckpointError as error:
+        hint = {
+            'unsafe': "; if you trust this file, add what it needs to checkpoint_safe_globals ('module:Name') or "
+                      'set trust_checkpoint: true',
+            'unchecked': '; set trust_checkpoint: true to load it unchecked if you trust it',
+        }.get(error.reason, '')
+        raise RecipeError(f'{field}: {error}{hint}') from None
+
+
 def build_run(recipe: Recipe, world_size: int | None = None, rank: int | None = None) -> Run:
     """Datasets, loaders and callbacks for this process; raises :class:`RecipeError` before any training.
 
@@ -223,24 +389,22 @@ def build_run(recipe: Recipe, world_size: int | None = None, rank: int | None = 
     """
     world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
-    plan = batch_plan(recipe, world_size)
-    callbacks = build_callbacks(recipe)
-    data_seed = data_seed_of(recipe, callbacks)
-    train_dataset, eval_dataset = build_datasets(recipe)
-    where = Placement(plan.data_parallel, rank // plan.replication, data_seed)
-    train_loader = build_train_loader(recipe, train_dataset, plan, where)
+    checked = check_run(recipe, world_size)
+    plan = checked.plan
+    where = Placement(plan.data_parallel, rank // plan.replication, checked.data_seed)
+    train_loader = build_train_loader(recipe, checked.train_dataset, plan, where)
     problem = sharding_problem(active_root(train_loader), world_size, rank, plan.replication)
     if problem is not None:
         raise RecipeError(f'train_loader.sampler.name={recipe.train_loader.sampler.name!r}: {problem}')
     return Run(
         recipe=recipe,
         plan=plan,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
+        train_dataset=checked.train_dataset,
+        eval_dataset=checked.eval_dataset,
         train_loader=train_loader,
-        eval_loader=build_eval_loader(recipe, eval_dataset),
-        callbacks=callbacks,
-        data_seed=data_seed,
+        eval_loader=build_eval_loader(recipe, checked.eval_dataset),
+        callbacks=checked.callbacks,
+        data_seed=checked.data_seed,
     )
 
 

@@ -21,14 +21,7 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from composer_sampling.batching import BatchPlan
-from composer_sampling.build import (
-    Placement,
-    batch_plan,
-    build_callbacks,
-    build_datasets,
-    build_train_loader,
-    data_seed_of,
-)
+from composer_sampling.build import Placement, build_train_loader, check_run
 from composer_sampling.graph import active_root, iter_samplers, render_tree, set_epoch_everywhere, sharding_problem
 from composer_sampling.recipe import Recipe
 from composer_sampling.summary import EpochAccounting, count_coverage, epoch_accounting
@@ -89,6 +82,12 @@ def _coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAccountin
         padding (repeats of samples other ranks train) in epoch 0; use at least 4 samples or at most 3
         data-parallel ranks
     """
+    for rank, indices in enumerate(per_rank):
+        bad = indices[(indices < 0) | (indices >= accounting.dataset_len)]
+        if bad.size:  # counting them would credit samples of another dataset
+            problem = (f'indices within the dataset: rank {rank} yields index {int(bad[0])} in epoch {epoch}, '
+                       f'outside [0, {accounting.dataset_len})')
+            return EpochCoverage(epoch, sum(i.size for i in per_rank), 0, 0, 0, 0, complete, problem)
     everything = np.concatenate(per_rank) if per_rank else np.empty(0, np.int64)
     coverage = count_coverage(everything, accounting.dataset_len)
     repeated, missing = coverage.repeated, coverage.missing
@@ -168,12 +167,12 @@ def verdict(report: PlanReport) -> str | None:
 def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
     """Build every rank's loader for ``world_size`` and check ``epochs`` trainer epochs of their orders.
 
-    Raises :class:`~composer_sampling.recipe.RecipeError` for fields that cannot
-    run at this world size (the batch math, a sampler option).
+    Raises :class:`~composer_sampling.recipe.RecipeError` for everything
+    ``scripts/train.py`` refuses at this world size (:func:`~composer_sampling.build.check_run`,
+    the one validation of both), and for a sampler option that cannot run.
     """
-    plan = batch_plan(recipe, world_size)
-    data_seed = data_seed_of(recipe, build_callbacks(recipe))
-    dataset, _ = build_datasets(recipe)
+    checked = check_run(recipe, world_size)
+    plan, data_seed, dataset = checked.plan, checked.data_seed, checked.train_dataset
     # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
     loaders = [build_train_loader(recipe, dataset, plan, Placement(plan.data_parallel, rank, data_seed))
                for rank in range(plan.data_parallel)]

@@ -1,0 +1,293 @@
+"""Refuse a checkpoint that could run code, before Composer unpickles it.
+
+Composer 0.32.1 reads ``load_path`` with ``torch.load(weights_only=False)``: a
+checkpoint is a pickle, and a pickle can call any function while it loads.
+:func:`check_checkpoint` loads the file first with ``weights_only=True``, allowing
+torch's own safe types plus exactly the few a Composer checkpoint needs
+(:func:`composer_safe_globals`), and raises :class:`CheckpointError` for anything
+else. Only torch and numpy are imported, not Composer.
+
+Example:
+    >>> import tempfile, torch
+    >>> path = tempfile.mkdtemp() + '/weights.pt'
+    >>> torch.save({'state': {'model': {'w': torch.zeros(2)}}, 'rng': []}, path)
+    >>> check_checkpoint(path) == path
+    True
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import pickle
+import re
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+import torch.serialization
+from torch.torch_version import TorchVersion
+
+__all__ = [
+    'CheckpointError',
+    'check_checkpoint',
+    'composer_load_path',
+    'composer_safe_globals',
+    'resolve_safe_global',
+]
+
+#: The placeholders Composer fills in ``load_path`` (``{run_name}``, then the rank ones with rank 0's values).
+LOAD_PATH_FIELDS = ('run_name', 'rank', 'local_rank', 'node_rank')
+_ZIP_MAGIC = b'PK\x03\x04'  # torch.save's format since torch 1.6
+_PICKLE_PROTOCOL = b'\x80'  # the PROTO opcode a legacy torch.save file starts with
+_GLOBAL_SPEC = re.compile(r'^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$')
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be checked, cannot be read, or needs a type outside the allow-list.
+
+    ``reason`` says which: ``'unsafe'`` (it needs a type outside the allow-list, or
+    the weights-only unpickler refuses it), ``'unchecked'`` (a URI, a directory or
+    an archive, which this check cannot open) or ``'invalid'`` (missing, unreadable,
+    not a Composer checkpoint, a bad path or allow-list entry).
+    """
+
+    def __init__(self, message: str, reason: str = 'invalid') -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _numpy_reconstruct() -> Any:
+    """numpy's array-unpickling function, whichever module it lives in (``numpy.core`` or ``numpy._core``)."""
+    return np.ndarray.__reduce__(np.zeros(0))[0]
+
+
+def composer_safe_globals() -> list[Any]:
+    """The types a Composer checkpoint needs beyond torch's weights-only defaults, under every name they pickle as.
+
+    The run's timestamp holds ``datetime.timedelta``; the metadata a ``TorchVersion``;
+    numpy's RNG state an array of ``uint32`` (``ndarray``, ``dtype``, numpy's
+    ``_reconstruct`` and the uint32 dtype class). numpy 1.x pickles ``_reconstruct``
+    as ``numpy.core.multiarray._reconstruct``, numpy 2.x as
+    ``numpy._core.multiarray._reconstruct``: both names are allowed.
+
+    Example:
+        >>> names = {entry[1] for entry in composer_safe_globals() if isinstance(entry, tuple)}
+        >>> sorted(name for name in names if 'reconstruct' in name)
+        ['numpy._core.multiarray._reconstruct', 'numpy.core.multiarray._reconstruct']
+    """
+    reconstruct = _numpy_reconstruct()
+    return [
+        (datetime.timedelta, 'datetime.timedelta'),
+        (TorchVersion, 'torch.torch_version.TorchVersion'),
+        (np.ndarray, 'numpy.ndarray'),
+        (np.dtype, 'numpy.dtype'),
+        (reconstruct, 'numpy.core.multiarray._reconstruct'),
+        (reconstruct, 'numpy._core.multiarray._reconstruct'),
+        type(np.dtype(np.uint32)),  # checked by identity when the dtype's state is set, whatever its name
+    ]
+
+
+def resolve_safe_global(spec: str) -> list[Any]:
+    """Import ``'module:Name'`` (``Name`` may be dotted) and return it as allow-list entries.
+
+    The entry is registered under ``module.Name`` and under the object's own
+    ``__module__.__qualname__`` (the name a pickle of it carries), if they differ.
+
+    Example:
+        >>> resolve_safe_global('collections:Counter')
+        [(<class 'collections.Counter'>, 'collections.Counter')]
+    """
+    if not isinstance(spec, str) or not _GLOBAL_SPEC.match(spec):
+        raise CheckpointError(f"a safe global must look like 'module:Name', e.g. 'my_package.callbacks:MyState', "
+                              f'got {spec!r}')
+    module_name, _, qualname = spec.partition(':')
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split('.'):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as error:
+        raise CheckpointError(f'safe global {spec!r} cannot be imported: {error}') from None
+    names = [f'{module_name}.{qualname}']
+    own = f'{getattr(obj, "__module__", module_name)}.{getattr(obj, "__qualname__", qualname)}'
+    if own not in names:
+        names.append(own)
+    return [(obj, name) for name in names]
+
+
+def _allow_list(extra_safe_globals: Iterable[Any]) -> list[Any]:
+    entries = composer_safe_globals()
+    for item in extra_safe_globals:
+        entries.extend(resolve_safe_global(item) if isinstance(item, str) else [item])
+    return entries
+
+
+def composer_load_path(load_path: str, run_name: str | None = None) -> str:
+    """The path Composer 0.32.1 reads for a non-sharded ``load_path``: every rank reads rank 0's file.
+
+    Composer fills ``{run_name}``, then ``{rank}``, ``{local_rank}`` and ``{node_rank}``
+    with rank 0's values (0), and treats anything with a URI scheme as remote.
+    A ``{run_name}`` without a run name cannot be resolved (Composer would invent a
+    random one).
+
+    Example:
+        >>> composer_load_path('checkpoints/{run_name}/ep1-ba20-rank{rank}.pt', run_name='digits')
+        'checkpoints/digits/ep1-ba20-rank0.pt'
+    """
+    if '{run_name}' in load_path and not run_name:
+        raise CheckpointError(f'{load_path} uses {{run_name}} but the run has no run_name: set run_name, or write '
+                              'the path out')
+    values = {'run_name': run_name or '', 'rank': 0, 'local_rank': 0, 'node_rank': 0}
+    try:
+        return load_path.format(**values)
+    except (KeyError, IndexError, ValueError) as error:
+        raise CheckpointError(f'{load_path} cannot be formatted as Composer does ({error}); its placeholders may be '
+                              f'{", ".join("{" + name + "}" for name in LOAD_PATH_FIELDS)}') from None
+
+
+def uri_scheme(path: str) -> str | None:
+    """The scheme of ``path`` if it is a URI Composer would download (``s3``, ``https``...), else ``None``.
+
+    Example:
+        >>> uri_scheme('s3://bucket/ep1.pt'), uri_scheme('checkpoints/ep1.pt')
+        ('s3', None)
+    """
+    scheme = urlparse(path).scheme
+    return scheme or None
+
+
+def _unsafe_type(error: BaseException) -> str | None:
+    """The offending type named in a weights-only unpickling error, if it names one."""
+    text = str(error)
+    found = re.search(r'Unsupported global: GLOBAL (\S+)', text) or re.search(r"but got <class '([^']+)'>", text)
+    if found:
+        return found.group(1)
+    found = re.search(r'for unrecognized function (.+?)(?:\.|$)', text, flags=re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _detail(error: BaseException) -> str:
+    """The one informative line of a torch loading error."""
+    found = re.search(r'WeightsUnpickler error: (.+)', str(error))
+    if found:
+        return found.group(1).strip()
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f'{type(error).__name__}: {lines[0]}' if lines else type(error).__name__
+
+
+def _static_unsafe_globals(path: Path) -> list[str]:
+    """The pickle GLOBALs of a zip checkpoint outside the allow-list, found without unpickling (empty if unreadable)."""
+    try:
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+    except Exception:  # unreadable files are named by the load below
+        return []
+
+
+def _local_file(path: str) -> Path:
+    """``path`` as a local single file, or a :class:`CheckpointError` saying why it cannot be checked."""
+    file = Path(path)
+    scheme = uri_scheme(path)
+    unchecked = None
+    if scheme is not None:
+        unchecked = f'is a URI ({scheme}://) that Composer would download and unpickle unchecked; download it first'
+    elif path.endswith('.symlink') or (not file.exists() and Path(path + '.symlink').is_file()):
+        unchecked = 'is a Composer .symlink pointer; give the checkpoint file it points to'
+    elif file.is_dir():
+        unchecked = 'is a directory (a sharded checkpoint?); only a single-file checkpoint can be checked'
+    elif file.is_file() and _is_archive(path):
+        unchecked = 'is an archive Composer would unpack before unpickling; only a plain .pt file can be checked'
+    if unchecked is not None:
+        raise CheckpointError(f'{path} {unchecked}', reason='unchecked')
+    if not file.exists():
+        raise CheckpointError(f'{path} does not exist')
+    if not file.is_file():
+        raise CheckpointError(f'{path} is not a regular file')
+    with file.open('rb') as stream:
+        head = stream.read(4)
+    if not head:
+        raise CheckpointError(f'{path} is empty, not a checkpoint')
+    if head != _ZIP_MAGIC and head[:1] != _PICKLE_PROTOCOL:
+        raise CheckpointError(f'{path} is not a readable checkpoint (not written by torch.save): it is neither a '
+                              'zip archive nor a pickle')
+    return file
+
+
+def _is_archive(path: str) -> bool:
+    """Whether Composer would untar or decompress ``path`` (``.tar``, ``.tgz``, ``.pt.gz``...)."""
+    parts = path.split('.')
+    return len(parts) > 1 and ('tar' in parts[-2:] or parts[-1] == 'tgz' or (parts[-2] == 'pt' and
+                                                                               parts[-1] != 'symlink'))
+
+
+def check_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[Any] = ()) -> str:
+    """Load ``path`` with ``weights_only=True`` and the allow-list; return the path if it is a safe Composer checkpoint.
+
+    Use it before handing a checkpoint you did not write to Composer, which
+    unpickles with ``weights_only=False``:
+    ``Trainer(load_path=check_checkpoint(path), ...)``.
+
+    Args:
+        path: a local single-file checkpoint (a URI, a directory or an archive is refused).
+        extra_safe_globals: more allowed types for your own models and callbacks, as
+            objects, ``(object, 'pickled.name')`` pairs or ``'module:Name'`` strings.
+
+    Raises:
+        CheckpointError: the file is missing, not a single local file, unreadable,
+            not a Composer checkpoint, or needs a type outside the allow-list (named).
+
+    Example:
+        >>> import tempfile, torch
+        >>> path = tempfile.mkdtemp() + '/weights.pt'
+        >>> torch.save({'state': {}, 'note': frozenset()}, path)
+        >>> check_checkpoint(path)
+        Traceback (most recent call last):
+        ...
+        composer_sampling.checkpoint_check.CheckpointError: ... needs builtins.frozenset, ...
+    """
+    text = os.fspath(path)
+    file = _local_file(text)
+    allowed = _allow_list(extra_safe_globals)
+    with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # torch warns about pickle protocols it then refuses anyway
+        unsafe = _static_unsafe_globals(file)
+        if unsafe:
+            raise CheckpointError(_refusal(text, unsafe), reason='unsafe')
+        try:
+            loaded = torch.load(file, map_location='cpu', weights_only=True)
+        except pickle.UnpicklingError as error:
+            offending = _unsafe_type(error)
+            if offending is not None:
+                raise CheckpointError(_refusal(text, [offending]), reason='unsafe') from None
+            raise CheckpointError(f'{text} is refused by the weights-only unpickler ({_detail(error)}): it is not a '
+                                  'checkpoint torch.save wrote, or it needs code to load', reason='unsafe') from None
+        except Exception as error:  # truncated zips, other formats: torch raises several kinds
+            raise CheckpointError(f'{text} is not a readable checkpoint (truncated, or not written by torch.save): '
+                                  f'{_detail(error)}') from None
+    if not isinstance(loaded, dict) or not isinstance(loaded.get('state'), dict):
+        kind = f'a dict of {list(loaded)[:5]}' if isinstance(loaded, dict) else f'a {type(loaded).__name__}'
+        raise CheckpointError(f"{text} is not a Composer checkpoint: it holds {kind}, without a 'state' mapping")
+    return text
+
+
+def _refusal(path: str, types: list[str]) -> str:
+    return (f'{path} needs {", ".join(types)}, outside the types a Composer checkpoint needs; loading it would let '
+            'the file call or build them')
+
+
+def iter_allowed_names(extra_safe_globals: Iterable[Any] = ()) -> Iterator[str]:
+    """Every pickled name the allow-list admits (torch's defaults not included), for messages and docs.
+
+    Example:
+        >>> 'datetime.timedelta' in set(iter_allowed_names())
+        True
+    """
+    for entry in _allow_list(extra_safe_globals):
+        if isinstance(entry, tuple):
+            yield entry[1]
+        else:
+            yield f'{entry.__module__}.{entry.__qualname__}'

@@ -1,0 +1,245 @@
+"""A checkpoint cannot run code: load_path is checked with weights_only=True before Composer unpickles it."""
+
+from __future__ import annotations
+
+import decimal
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from composer_sampling import CheckpointError, check_checkpoint
+from composer_sampling.build import check_run
+from composer_sampling.checkpoint_check import composer_load_path, composer_safe_globals, resolve_safe_global
+from composer_sampling.cli import main as cli_main
+from composer_sampling.recipe import RecipeError, load_recipe
+from composer_sampling.train import main as train_main
+
+ROOT = Path(__file__).resolve().parent.parent
+DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
+
+
+class WritesMarker:
+    """Unpickling this calls ``exec``, which writes ``marker``: the payload of a crafted checkpoint."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return exec, (f'open({str(self.marker)!r}, "w").write("ran")',)
+
+
+def _script(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
+    return subprocess.run([sys.executable, 'scripts/train.py', *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.fixture(scope='module')
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The save folder of a digits recipe run that saved after batches 1 and 2."""
+    folder = tmp_path_factory.mktemp('run') / 'checkpoints'
+    assert train_main([DIGITS, 'max_duration=2ba', f'save_folder={folder}', 'save_interval=1ba']) == 0
+    return folder
+
+
+@pytest.fixture()
+def evil(tmp_path: Path) -> tuple[Path, Path]:
+    """A crafted checkpoint (a Composer-shaped dict) whose unpickling would write a marker file."""
+    marker = tmp_path / 'MARKER'
+    path = tmp_path / 'evil.pt'
+    torch.save({'state': {'model': WritesMarker(marker)}, 'rng': []}, path)
+    return path, marker
+
+
+def test_the_payload_is_real(tmp_path: Path) -> None:
+    """What Composer's own load would do: the crafted file runs its code."""
+    marker = tmp_path / 'ran-with-weights-only-false'
+    torch.save({'state': WritesMarker(marker)}, tmp_path / 'evil.pt')
+    torch.load(tmp_path / 'evil.pt', weights_only=False)
+    assert marker.read_text() == 'ran'
+
+
+def test_a_checkpoint_our_recipe_wrote_passes(written: Path) -> None:
+    for name in ('ep0-ba1-rank0.pt', 'ep0-ba2-rank0.pt', 'latest-rank0.pt'):
+        assert check_checkpoint(written / name) == str(written / name)
+    recipe = load_recipe(DIGITS, [f'load_path={written}/ep0-ba2-rank{{rank}}.pt', 'max_duration=3ba'])
+    check_run(recipe, world_size=2)  # every rank reads rank 0's file, as Composer does
+
+
+def test_the_allow_list_is_exactly_what_composer_needs(written: Path) -> None:
+    """Each entry is needed by a real checkpoint, except the name numpy's other major version pickles under."""
+    other_numpy = ('numpy.core.multiarray._reconstruct' if np.__version__ >= '2'
+                   else 'numpy._core.multiarray._reconstruct')
+    entries = [entry for entry in composer_safe_globals() if not (isinstance(entry, tuple) and entry[1] == other_numpy)]
+    for dropped in entries:
+        with torch.serialization.safe_globals([e for e in entries if e is not dropped]), \
+                pytest.raises(Exception, match='Weights only load failed'):
+            torch.load(written / 'ep0-ba2-rank0.pt', weights_only=True)
+
+
+def _with_numpy_1_names(source: Path, target: Path) -> None:
+    """``source`` re-zipped with numpy 1.x's module name for ``_reconstruct``, as numpy 1.x pickles it."""
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, 'w') as new:
+        for info in old.infolist():
+            data = old.read(info.filename)
+            if info.filename.endswith('/data.pkl'):
+                assert b'numpy._core.multiarray\n' in data
+                data = data.replace(b'numpy._core.multiarray\n', b'numpy.core.multiarray\n')
+            new.writestr(info.filename, data)
+
+
+@pytest.mark.skipif(np.__version__ < '2', reason='numpy 2 writes the numpy._core names this rewrites')
+def test_numpy_1_and_2_names_both_pass(written: Path, tmp_path: Path) -> None:
+    old_names = tmp_path / 'numpy1.pt'
+    _with_numpy_1_names(written / 'ep0-ba2-rank0.pt', old_names)
+    assert 'numpy.core.multiarray._reconstruct' in torch.serialization.get_unsafe_globals_in_checkpoint(old_names)
+    assert check_checkpoint(old_names) == str(old_names)
+
+
+def test_a_crafted_pickle_is_refused_and_runs_nothing(evil: tuple[Path, Path]) -> None:
+    path, marker = evil
+    with pytest.raises(CheckpointError, match=r'needs builtins\.exec, outside the types') as error:
+        check_checkpoint(path)
+    assert error.value.reason == 'unsafe'
+    assert not marker.exists()
+
+
+def test_the_script_refuses_a_crafted_pickle_before_anything_runs(evil: tuple[Path, Path]) -> None:
+    path, marker = evil
+    result = _script(DIGITS, f'load_path={path}')
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f'error: load_path: {path} needs builtins.exec'), result.stderr
+    assert 'trust_checkpoint: true' in result.stderr
+    assert 'run summary' not in result.stdout
+    assert not marker.exists()
+
+
+def test_plan_refuses_it_with_the_same_message(evil: tuple[Path, Path], capsys) -> None:
+    path, marker = evil
+    assert train_main([DIGITS, f'load_path={path}']) == 2
+    trained = capsys.readouterr()
+    assert cli_main(['plan', DIGITS, f'load_path={path}']) == 2
+    planned = capsys.readouterr()
+    assert trained.err == planned.err != ''
+    assert 'run summary' not in trained.out
+    assert not marker.exists()
+
+
+@pytest.fixture()
+def with_decimal(written: Path, tmp_path: Path) -> Path:
+    """A real checkpoint that also carries a ``decimal.Decimal``: a type outside the allow-list, trusted here."""
+    checkpoint = torch.load(written / 'ep0-ba2-rank0.pt', weights_only=False)  # our own file
+    checkpoint['note'] = decimal.Decimal('1.5')
+    path = tmp_path / 'with-decimal.pt'
+    torch.save(checkpoint, path)
+    return path
+
+
+def test_a_recipe_extends_the_allow_list_or_trusts_the_file(with_decimal: Path, capsys) -> None:
+    load = f'load_path={with_decimal}'
+    assert train_main([DIGITS, load]) == 2
+    assert f'error: load_path: {with_decimal} needs decimal.Decimal' in capsys.readouterr().err
+    check_run(load_recipe(DIGITS, [load, 'checkpoint_safe_globals=[decimal:Decimal]']), world_size=1)
+    check_run(load_recipe(DIGITS, [load, 'trust_checkpoint=true']), world_size=1)
+    with pytest.raises(RecipeError, match=r"checkpoint_safe_globals\[0\]: safe global 'decimal:Dezimal' cannot be"):
+        check_run(load_recipe(DIGITS, [load, 'checkpoint_safe_globals=[decimal:Dezimal]']), world_size=1)
+
+
+def test_trust_checkpoint_lets_a_trusted_checkpoint_resume(with_decimal: Path) -> None:
+    result = _script(DIGITS, f'load_path={with_decimal}', 'trust_checkpoint=true', 'max_duration=3ba')
+    assert result.returncode == 0, result.stderr
+    assert 'run summary' in result.stdout
+    assert 'held-out accuracy after 0 epochs' in result.stdout
+
+
+def _truncated(written: Path, tmp_path: Path) -> Path:
+    data = (written / 'ep0-ba2-rank0.pt').read_bytes()
+    path = tmp_path / 'truncated.pt'
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def _text(tmp_path: Path) -> Path:
+    path = tmp_path / 'notes.pt'
+    path.write_text('not a checkpoint\n')
+    return path
+
+
+def _tensor(tmp_path: Path) -> Path:
+    path = tmp_path / 'tensor.pt'
+    torch.save(torch.zeros(3), path)
+    return path
+
+
+def _empty(tmp_path: Path) -> Path:
+    path = tmp_path / 'empty.pt'
+    path.touch()
+    return path
+
+
+@pytest.mark.parametrize(
+    ('make', 'message', 'reason'),
+    [
+        (lambda written, tmp: tmp / 'missing.pt', 'missing.pt does not exist', 'invalid'),
+        (lambda written, tmp: written, 'is a directory (a sharded checkpoint?)', 'unchecked'),
+        (_truncated, 'truncated.pt is not a readable checkpoint (truncated, or not written by torch.save)', 'invalid'),
+        (lambda written, tmp: _text(tmp), 'notes.pt is not a readable checkpoint', 'invalid'),
+        (lambda written, tmp: _tensor(tmp), "tensor.pt is not a Composer checkpoint: it holds a Tensor", 'invalid'),
+        (lambda written, tmp: _empty(tmp), 'empty.pt is empty, not a checkpoint', 'invalid'),
+        (lambda written, tmp: 's3://bucket/run/ep1-rank0.pt', 'is a URI (s3://)', 'unchecked'),
+        (lambda written, tmp: 'https://example.com/ep1.pt', 'is a URI (https://)', 'unchecked'),
+    ],
+    ids=['missing', 'directory', 'truncated', 'text', 'tensor', 'empty', 's3', 'https'],
+)
+def test_files_that_cannot_be_checked_are_named_errors(make, message, reason, written, tmp_path, capsys) -> None:
+    path = make(written, tmp_path)
+    with pytest.raises(CheckpointError, match=re.escape(message)) as error:
+        check_checkpoint(path)
+    assert error.value.reason == reason
+    assert train_main([DIGITS, f'load_path={path}']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'error: load_path: {path}') and message in err
+    assert ('trust_checkpoint: true' in err) == (reason == 'unchecked')
+
+
+def test_trust_checkpoint_passes_what_cannot_be_checked_but_not_a_missing_file(written, tmp_path) -> None:
+    for path in ('s3://bucket/run/ep1-rank0.pt', str(written)):
+        check_run(load_recipe(DIGITS, [f'load_path={path}', 'trust_checkpoint=true']), world_size=1)
+    with pytest.raises(RecipeError, match=r'missing\.pt does not exist'):
+        check_run(load_recipe(DIGITS, [f'load_path={tmp_path}/missing.pt', 'trust_checkpoint=true']), world_size=1)
+
+
+def test_load_path_is_formatted_as_composer_formats_it(written: Path) -> None:
+    assert composer_load_path('a/{run_name}/ba2-rank{rank}-{local_rank}-{node_rank}.pt', 'r') == 'a/r/ba2-rank0-0-0.pt'
+    with pytest.raises(CheckpointError, match=r'uses \{run_name\} but the run has no run_name'):
+        composer_load_path('a/{run_name}/ba2.pt')
+    with pytest.raises(CheckpointError, match=r'cannot be formatted as Composer does .*\{run_name\}, \{rank\}'):
+        composer_load_path('a/ep{epoch}.pt')
+    recipe = load_recipe(DIGITS, [f'load_path={written.parent}/{{run_name}}/ep0-ba2-rank{{rank}}.pt',
+                                  'run_name=checkpoints'])
+    check_run(recipe, world_size=2)
+    with pytest.raises(RecipeError, match=r"load_path '.*ep0-ba9-rank\{rank\}.pt': .*ep0-ba9-rank0.pt does not"):
+        check_run(load_recipe(DIGITS, [f'load_path={written}/ep0-ba9-rank{{rank}}.pt']), world_size=2)
+
+
+def test_safe_globals_are_named_module_colon_name() -> None:
+    assert resolve_safe_global('decimal:Decimal') == [(decimal.Decimal, 'decimal.Decimal')]
+    with pytest.raises(CheckpointError, match="must look like 'module:Name'"):
+        resolve_safe_global('decimal.Decimal')
+    with pytest.raises(RecipeError, match=r"checkpoint_safe_globals\[0\] must look like 'module:Name'"):
+        load_recipe(DIGITS, ['checkpoint_safe_globals=[os.system]'])
+
+
+def test_the_check_imports_no_composer() -> None:
+    code = ('import sys; from composer_sampling import check_checkpoint; import composer_sampling.recipe; '
+            "print(sorted(m for m in sys.modules if m == 'composer' or m.startswith('composer.')))")
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == '[]'
