@@ -83,3 +83,26 @@ def test_two_nodes_of_one_process_each_on_loopback(tmp_path: Path) -> None:
     for process, output in zip(processes, outputs, strict=True):
         assert process.returncode == 0, output
         assert '1 passed' in output, output
+
+
+class _WritesMarker:
+    """Unpickling this calls ``exec``, which writes ``marker``: a crafted checkpoint's payload."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return exec, (f'open({str(self.marker)!r}, "w").write("ran")',)
+
+
+def test_a_crafted_checkpoint_on_two_ranks_runs_nothing(tmp_path: Path) -> None:
+    import torch
+
+    marker, evil = tmp_path / 'MARKER', tmp_path / 'evil.pt'
+    torch.save({'state': {'model': _WritesMarker(marker)}, 'rng': []}, evil)
+    result, output = launch(['-n', '2', 'scripts/train.py', 'yamls/digits.yaml', f'load_path={evil}'],
+                            tmp_path / 'out')
+    assert result.returncode != 0
+    assert f'error: load_path: {evil} needs builtins.exec, outside the types a Composer checkpoint needs' in output
+    assert 'run summary' not in output
+    assert not marker.exists()
