@@ -115,6 +115,8 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
         value = header[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
+    if isinstance(header['started'], bool) or not isinstance(header['started'], (int, float)):
+        raise LedgerError(f'{path} has started={header["started"]!r} in its header; it must be a time in seconds')
     if header['rank'] >= header['world_size']:
         raise LedgerError(f'{path} has rank={header["rank"]} in its header, outside [0, {header["world_size"]}) '
                           'for its world_size')

@@ -164,3 +164,9 @@ def test_the_verdict_says_what_padding_repeats_and_what_is_dropped(args: list[st
     assert out.rstrip().splitlines()[-1] == expected
     exactly_once = re.findall(r'^\|\s+\d\s+\|\s+\d+\s+\|\s+(\d+)\s+\|', out, re.M)
     assert exactly_once == [expected.split()[3] if 'of 1438' in expected else '1438'] * 2  # the table's numbers
+
+
+def test_an_index_outside_the_dataset_is_a_failed_guarantee_not_a_wrong_count() -> None:
+    accounting = EpochAccounting(dataset_len=4, trained=4, padded=0, dropped=0, steps=1)
+    coverage = _coverage(0, [np.array([0, 1]), np.array([2, 4])], accounting, complete=True)
+    assert coverage.problem == 'indices within the dataset: rank 1 yields index 4 in epoch 0, outside [0, 4)'
