@@ -152,11 +152,11 @@ def test_a_recipe_extends_the_allow_list_or_trusts_the_file(with_decimal: Path, 
         check_run(load_recipe(DIGITS, [load, 'checkpoint_safe_globals=[decimal:Dezimal]']), world_size=1)
 
 
-def test_trust_checkpoint_lets_a_trusted_checkpoint_resume(with_decimal: Path) -> None:
-    result = _script(DIGITS, f'load_path={with_decimal}', 'trust_checkpoint=true', 'max_duration=3ba')
-    assert result.returncode == 0, result.stderr
-    assert 'run summary' in result.stdout
-    assert 'held-out accuracy after 0 epochs' in result.stdout
+def test_trust_checkpoint_lets_a_trusted_checkpoint_resume(with_decimal: Path, capsys) -> None:
+    assert train_main([DIGITS, f'load_path={with_decimal}', 'trust_checkpoint=true', 'max_duration=3ba']) == 0
+    out = capsys.readouterr().out
+    assert 'run summary' in out
+    assert 'held-out accuracy after 0 epochs' in out
 
 
 def _truncated(written: Path, tmp_path: Path) -> Path:
