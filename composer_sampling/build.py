@@ -291,6 +291,10 @@ def check_splits(recipe: Recipe, plan: BatchPlan, train: Dataset, held_out: Data
         raise RecipeError(f'train_loader.dataset.eval_fraction={config.eval_fraction} leaves the {empty} split of '
                           f'the {config.name} dataset ({train_len + held_out_len} samples) empty; use a fraction that '
                           'leaves samples in both')
+    if train_len < plan.data_parallel:
+        raise RecipeError(f'the train split of {train_len} samples (train_loader.dataset: {config.name}) is smaller '
+                          f'than the {plan.data_parallel} data-parallel ranks: some rank would train nothing; use a '
+                          'larger dataset or fewer ranks')
     if plan.global_batch > train_len:
         ranks = plan.data_parallel
         largest = train_len // ranks * ranks

@@ -137,9 +137,11 @@ def test_eight_ranks_on_three_samples_never_hold_every_guarantee(drop_last: str,
                  'train_loader.dataset.name=synthetic', 'train_loader.dataset.size=3',
                  f'train_loader.sampler.drop_last={drop_last}'])
     out, err = capsys.readouterr()
-    assert code != 0 and 'every guarantee holds' not in out
-    # The recipe validation refuses the global batch first (exit 2); without it the plan fails 'every rank trains'.
-    assert 'FAILED guarantee: every rank trains' in err or 'global_train_batch_size=8' in err, err
+    assert code == 2 and 'every guarantee holds' not in out
+    # The recipe validation refuses it (exit 2) before the plan's own 'every rank trains' guarantee is reached.
+    expected = ('the train split of 3 samples (train_loader.dataset: synthetic) is smaller than the 8 data-parallel '
+                'ranks: some rank would train nothing')
+    assert expected in err, err
 
 
 @pytest.mark.parametrize(
