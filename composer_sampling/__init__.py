@@ -9,19 +9,27 @@ importing that module later would otherwise put the module where the function be
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
 from composer_sampling.distribute import distribute
+
+try:
+    __version__ = importlib.metadata.version('composer-sampling')
+except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = '0+unknown'
 
 if TYPE_CHECKING:
     from composer_sampling.callback import SamplerSync
     from composer_sampling.checkpoint_check import CheckpointError, check_checkpoint
     from composer_sampling.graph import iter_samplers
+    from composer_sampling.plan import check_plan
     from composer_sampling.sample_ledger import SampleLedger
     from composer_sampling.samplers.mixture import MixtureDistributedSampler
     from composer_sampling.samplers.nested import NestedBatchSampler
     from composer_sampling.samplers.resumable import ResumableDistributedSampler
     from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
+    from composer_sampling.summary import summarize
 
 #: Each public name and the module that defines it.
 _MODULES = {
@@ -33,7 +41,9 @@ _MODULES = {
     'SamplerSync': 'composer_sampling.callback',
     'SubEpochDistributedSampler': 'composer_sampling.samplers.sub_epoch',
     'check_checkpoint': 'composer_sampling.checkpoint_check',
+    'check_plan': 'composer_sampling.plan',
     'iter_samplers': 'composer_sampling.graph',
+    'summarize': 'composer_sampling.summary',
 }
 
 __all__ = [
@@ -44,9 +54,12 @@ __all__ = [
     'SampleLedger',
     'SamplerSync',
     'SubEpochDistributedSampler',
+    '__version__',
     'check_checkpoint',
+    'check_plan',
     'distribute',
     'iter_samplers',
+    'summarize',
 ]
 
 

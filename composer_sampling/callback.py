@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 from composer_sampling.graph import (
     active_root,
     describe,
+    device_batch,
     is_map_style,
     iter_samplers,
     keeps_child_order,
@@ -73,6 +74,9 @@ class SamplerSync(Callback):
             data (tensor or sequence parallelism, llm-foundry's ``replication``):
             samplers must then use ``num_replicas = world_size / replication`` and
             ``rank = global_rank // replication``. Default: ``1``.
+        print_summary (bool): print the run summary (epoch accounting, data seed,
+            sampler graph; :func:`~composer_sampling.summarize`) once on rank 0 at fit
+            start. The recipe runner prints its own. Default: ``False``.
 
     Example:
         >>> from composer import Trainer
@@ -92,12 +96,14 @@ class SamplerSync(Callback):
     +---------------+-------------------------------------------------------+
     """
 
-    def __init__(self, data_seed: int | None = None, check_sharding: bool = True, replication: int = 1) -> None:
+    def __init__(self, data_seed: int | None = None, check_sharding: bool = True, replication: int = 1,
+                 print_summary: bool = False) -> None:
         if data_seed is not None:
             data_seed = check_int('data_seed', data_seed, 0, MAX_SEED)
         self.data_seed = data_seed
         self.check_sharding = check_bool('check_sharding', check_sharding)
         self.replication = check_int('replication', replication, minimum=1)
+        self.print_summary = check_bool('print_summary', print_summary)
         self.seed_in_use: int | None = None
         self._checkpoint_seed: int | None = None
         self._checkpoint_signatures: list[dict[str, Any]] | None = None
@@ -111,7 +117,7 @@ class SamplerSync(Callback):
 
     def __repr__(self) -> str:
         return (f'SamplerSync(data_seed={self.data_seed!r}, check_sharding={self.check_sharding!r}, '
-                f'replication={self.replication!r})')
+                f'replication={self.replication!r}, print_summary={self.print_summary!r})')
 
     def fit_start(self, state: State, logger: Logger) -> None:
         _refuse_another_sync(self, state)
@@ -133,6 +139,11 @@ class SamplerSync(Callback):
         self._global_batch = _global_batch(loader)
         set_epoch_everywhere(loader, epoch)
         self._resume_in_epoch(state, loader)
+        if self.print_summary and dist.get_global_rank() == 0:
+            from composer_sampling.summary import summarize
+
+            source = 'SamplerSync data_seed' if self.data_seed is not None else 'the trainer seed'
+            print(summarize(loader, data_seed=seed, seed_source=source), flush=True)
 
     def epoch_start(self, state: State, logger: Logger) -> None:
         loader = state.train_dataloader
@@ -328,28 +339,9 @@ def _is_subset(state: State, loader: DataLoader) -> bool:
         return False
 
 
-def _device_batch(loader: DataLoader) -> int | None:
-    """Samples per batch this rank's loader yields, as far as the loader or its sampler graph says.
-
-    The loader's ``batch_size``, else the first ``batch_size`` in the graph, times the
-    ``num_batches`` of every batch-of-batches above it; None when nothing says.
-    """
-    if loader.batch_size is not None:
-        return loader.batch_size
-    factor = 1
-    for node in iter_samplers(active_root(loader)):
-        size = getattr(node, 'batch_size', None)
-        if isinstance(size, int) and not isinstance(size, bool):
-            return size * factor
-        joined = getattr(node, 'num_batches', None)
-        if isinstance(joined, int) and not isinstance(joined, bool):
-            factor *= joined
-    return None
-
-
 def _global_batch(loader: DataLoader) -> int | None:
-    device_batch = _device_batch(loader)
-    return None if device_batch is None else device_batch * dist.get_world_size()
+    size = device_batch(loader)
+    return None if size is None else size * dist.get_world_size()
 
 
 def _refuse_a_misplaced_spin(loader: DataLoader, blocker: Any, batches: int, saved_global_batch: int | None) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     'active_root',
     'children',
     'describe',
+    'device_batch',
     'is_map_style',
     'is_sampler_like',
     'iter_samplers',
@@ -167,6 +168,30 @@ def active_root(dataloader: DataLoader) -> Any:
         'BatchSampler'
     """
     return dataloader.batch_sampler if dataloader.batch_sampler is not None else dataloader.sampler
+
+
+def device_batch(loader: DataLoader) -> int | None:
+    """Samples per batch the loader yields, as far as the loader or its sampler graph says; None if nothing does.
+
+    The loader's ``batch_size``, else the first ``batch_size`` in the graph, times the
+    ``num_batches`` of every batch-of-batches above it.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> device_batch(DataLoader(range(8), batch_size=4))
+        4
+    """
+    if loader.batch_size is not None:
+        return loader.batch_size
+    factor = 1
+    for node in iter_samplers(active_root(loader)):
+        size = getattr(node, 'batch_size', None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            return size * factor
+        joined = getattr(node, 'num_batches', None)
+        if isinstance(joined, int) and not isinstance(joined, bool):
+            factor *= joined
+    return None
 
 
 def is_map_style(dataloader: DataLoader) -> bool:

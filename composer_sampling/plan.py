@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -22,11 +23,22 @@ from torch.utils.data import DataLoader
 
 from composer_sampling.batching import BatchPlan
 from composer_sampling.build import Placement, build_train_loader, check_run
-from composer_sampling.graph import active_root, iter_samplers, render_tree, set_epoch_everywhere, sharding_problem
+from composer_sampling.graph import (
+    active_root,
+    device_batch,
+    is_map_style,
+    iter_samplers,
+    render_tree,
+    set_epoch_everywhere,
+    sharding_problem,
+)
+from composer_sampling.order import MAX_SEED
 from composer_sampling.recipe import Recipe
+from composer_sampling.seeding import seeded_nodes
 from composer_sampling.summary import EpochAccounting, count_coverage, epoch_accounting
+from composer_sampling.validate import check_int
 
-__all__ = ['EpochCoverage', 'PlanReport', 'plan_recipe', 'rank_indices', 'verdict']
+__all__ = ['EpochCoverage', 'PlanReport', 'check_plan', 'plan_recipe', 'rank_indices', 'verdict']
 
 
 @dataclass(frozen=True)
@@ -176,6 +188,61 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
     # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
     loaders = [build_train_loader(recipe, dataset, plan, Placement(plan.data_parallel, rank, data_seed))
                for rank in range(plan.data_parallel)]
+    return _check_loaders(plan, data_seed, [loaders[rank // plan.replication] for rank in range(world_size)], epochs)
+
+
+def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, epochs: int = 2, seed: int = 0,
+               replication: int = 1) -> PlanReport:
+    """The coverage check of ``composer-sampling plan`` for any DataLoader: no recipe, no training, no sample read.
+
+    ``make_loader(rank, world_size)`` builds one rank's train DataLoader, as your
+    training script does. Every rank's loader is built, seeded with ``seed`` (as
+    :class:`~composer_sampling.SamplerSync` would seed it), and its order computed
+    for ``epochs`` epochs; the report says whether every guarantee holds. A failed
+    guarantee is in ``report.problems``, never an exception.
+
+    Args:
+        make_loader: ``(rank, world_size) -> DataLoader`` over a map-style dataset.
+        world_size (int): ranks to plan for, at least 1.
+        epochs (int): trainer epochs to check, at least 1. Default: ``2``.
+        seed (int): the data seed. Default: ``0``.
+        replication (int): groups of that many ranks read the same data (as
+            ``SamplerSync(replication=...)``); must divide ``world_size``. Default: ``1``.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> def make_loader(rank, world_size):
+        ...     sampler = ResumableDistributedSampler(100, num_replicas=world_size, rank=rank)
+        ...     return DataLoader(range(100), batch_size=10, sampler=sampler)
+        >>> report = check_plan(make_loader, world_size=4)
+        >>> report.ok, [epoch.exactly_once for epoch in report.epochs]
+        (True, [100, 100])
+    """
+    world_size = check_int('world_size', world_size, minimum=1)
+    epochs = check_int('epochs', epochs, minimum=1)
+    seed = check_int('seed', seed, 0, MAX_SEED)
+    replication = check_int('replication', replication, minimum=1)
+    if world_size % replication:
+        raise ValueError(f'replication={replication} must divide world_size={world_size}')
+    loaders = []
+    for rank in range(world_size):
+        loader = make_loader(rank, world_size)
+        if not isinstance(loader, DataLoader) or not is_map_style(loader):
+            raise TypeError(f'make_loader({rank}, {world_size}) must return a DataLoader over a map-style dataset, '
+                            f'got {type(loader).__name__}')
+        for node in seeded_nodes(loader):
+            node.seed = seed
+        loaders.append(loader)
+    size = device_batch(loaders[0]) or 1
+    ranks = world_size // replication
+    plan = BatchPlan(world_size, size * ranks, size, size, 1, replication)
+    return _check_loaders(plan, seed, loaders, epochs)
+
+
+def _check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader], epochs: int) -> PlanReport:
+    """Check the guarantees on every rank's loader; coverage is counted on the first rank of each group."""
+    world_size = len(rank_loaders)
+    loaders = rank_loaders[::plan.replication]
     first = loaders[0]
     graph = list(iter_samplers(active_root(first)))
     sub_epochs = next((node.sub_epochs_per_epoch for node in graph if hasattr(node, 'sub_epochs_per_epoch')), 1)
@@ -183,14 +250,13 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
     report = PlanReport(plan, epoch_accounting(first, plan.data_parallel), data_seed, render_tree(first), sources,
                         sub_epochs)
 
-    problems = [(rank, text) for rank in range(world_size)
-                if (text := sharding_problem(active_root(loaders[rank // plan.replication]), world_size, rank,
-                                             plan.replication))]
+    problems = [(rank, text) for rank, loader in enumerate(rank_loaders)
+                if (text := sharding_problem(active_root(loader), world_size, rank, plan.replication))]
     if problems:
         rank, text = problems[0]
         report.problems.append(f'real sharding (rank {rank}): {text}')
         return report
-    seeds = {tuple(_seeds(loader)) for loader in loaders}
+    seeds = {tuple(_seeds(loader)) for loader in rank_loaders}
     if len(seeds) > 1:
         report.problems.append(f'identical seeds: the ranks draw with different seeds {sorted(seeds)}')
 

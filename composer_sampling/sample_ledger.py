@@ -90,6 +90,9 @@ class SampleLedger(Callback):
         self._dataset_len: int | None = None
         self._writer: LedgerWriter | None = None
 
+    def __repr__(self) -> str:
+        return f'SampleLedger(folder={str(self.folder)!r}, index_key={self.index_key!r})'
+
     def fit_start(self, state: State, logger: Logger) -> None:
         resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
         shared = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]

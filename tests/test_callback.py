@@ -242,5 +242,5 @@ def test_bad_replication(kwargs: dict, error: type, message: str) -> None:
 
 def test_repr_shows_the_arguments() -> None:
     assert repr(SamplerSync(data_seed=4, replication=2)) == (
-        'SamplerSync(data_seed=4, check_sharding=True, replication=2)'
+        'SamplerSync(data_seed=4, check_sharding=True, replication=2, print_summary=False)'
     )
