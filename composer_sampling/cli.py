@@ -1,5 +1,6 @@
-"""The ``composer-sampling`` command: ``plan`` a recipe at any world size, ``audit`` a run's ledgers.
+"""The ``composer-sampling`` command: ``train`` a recipe, ``plan`` it at any world size, ``audit`` a run's ledgers.
 
+    composer-sampling train RECIPE [field=value ...]     (several ranks: composer -n N -m composer_sampling.train)
     composer-sampling plan RECIPE [--world-size N] [--epochs E] [field=value ...]
     composer-sampling audit FOLDER [--plot coverage.png]
 
@@ -27,6 +28,9 @@ __all__ = ['main']
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='composer-sampling', description=__doc__.split('\n\n')[0])
     commands = parser.add_subparsers(dest='command', required=True)
+    train = commands.add_parser('train', help='train a recipe in this process (as scripts/train.py)')
+    train.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
+    train.add_argument('overrides', nargs='*', help='field=value overrides')
     plan = commands.add_parser('plan', help='dry-run a recipe: batch math, sampler graph, guarantees per epoch')
     plan.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
     plan.add_argument('--world-size', type=int, default=1, help='number of ranks to plan for (default: 1)')
@@ -139,10 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``composer-sampling`` console script."""
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if args.command == 'plan' and all('=' in item and not item.startswith('-') for item in extra):
+    if args.command in ('plan', 'train') and all('=' in item and not item.startswith('-') for item in extra):
         args.overrides += extra  # field=value overrides may come after the options
     elif extra:
         parser.error(f'unrecognized arguments: {" ".join(extra)}')
+    if args.command == 'train':
+        from composer_sampling.train import main as train_main
+
+        return train_main([args.recipe, *args.overrides])
     try:
         return _plan(args) if args.command == 'plan' else _audit(args)
     except (RecipeError, LedgerError) as error:

@@ -90,3 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f'error: {error}', file=sys.stderr, flush=True)
         return 2
     return 0
+
+
+if __name__ == '__main__':  # python -m composer_sampling.train, or composer -n N -m composer_sampling.train
+    sys.exit(main())

@@ -106,3 +106,13 @@ def test_a_crafted_checkpoint_on_two_ranks_runs_nothing(tmp_path: Path) -> None:
     assert f'error: load_path: {evil} needs builtins.exec, outside the types a Composer checkpoint needs' in output
     assert 'run summary' not in output
     assert not marker.exists()
+
+
+def test_the_train_module_runs_under_the_launcher_and_from_the_command(tmp_path: Path) -> None:
+    result, output = launch(['-n', '2', '-m', 'composer_sampling.train', 'yamls/digits.yaml', 'max_duration=1ep'],
+                            tmp_path / 'module')
+    assert result.returncode == 0, output
+    assert 'world size          2' in result.stdout and 'held-out accuracy after 1 epochs' in result.stdout
+    command = subprocess.run([str(Path(sys.executable).parent / 'composer-sampling'), 'train', 'yamls/digits.yaml',
+                              'seed=-1'], cwd=ROOT, capture_output=True, text=True, env=_environment(), timeout=120)
+    assert command.returncode == 2 and 'error: seed must be in the interval' in command.stderr
