@@ -49,6 +49,7 @@ from composer_sampling.samplers.mixture import MixtureDistributedSampler
 from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
+from composer_sampling.validate import check_int
 
 __all__ = [
     'CALLBACKS',
@@ -91,9 +92,10 @@ class Run:
 def replication_of(recipe: Recipe) -> int:
     """``callbacks.sampler_sync.replication``: groups of that many ranks read the same data (1 without it)."""
     value = (recipe.callbacks.get('sampler_sync') or {}).get('replication', 1)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise RecipeError(f'callbacks.sampler_sync.replication must be an int in [1, world size], got {value!r}')
-    return value
+    try:
+        return check_int('replication', value, minimum=1)  # SamplerSync's own rule; batch_plan checks it divides W
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f'callbacks.sampler_sync.{error}') from None
 
 
 def batch_plan(recipe: Recipe, world_size: int) -> BatchPlan:

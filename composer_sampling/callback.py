@@ -303,7 +303,7 @@ class SamplerSync(Callback):
             )
             return
         if blocker is not None:
-            _refuse_a_misplaced_spin(loader, blocker, batch_in_epoch, self._checkpoint_global_batch)
+            _refuse_a_misplaced_spin(blocker, batch_in_epoch, self._global_batch, self._checkpoint_global_batch)
             log.warning(
                 'SamplerSync: %s cannot start at a sample offset, so Composer will load and skip the %d batches '
                 'already trained in this epoch. Use composer_sampling samplers (or give the class '
@@ -344,9 +344,9 @@ def _global_batch(loader: DataLoader) -> int | None:
     return None if size is None else size * dist.get_world_size()
 
 
-def _refuse_a_misplaced_spin(loader: DataLoader, blocker: Any, batches: int, saved_global_batch: int | None) -> None:
+def _refuse_a_misplaced_spin(blocker: Any, batches: int, global_batch: int | None,
+                             saved_global_batch: int | None) -> None:
     """Composer's spin skips ``batches`` batches of the *current* global batch: refuse if the checkpoint's differed."""
-    global_batch = _global_batch(loader)
     if saved_global_batch is None or global_batch is None or global_batch == saved_global_batch:
         return
     raise ValueError(
