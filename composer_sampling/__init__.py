@@ -20,11 +20,11 @@ except importlib.metadata.PackageNotFoundError:  # run from a source tree that w
     __version__ = '0+unknown'
 
 if TYPE_CHECKING:
-    from composer_sampling.callback import SamplerSync
+    from composer_sampling.callbacks.sample_ledger import SampleLedger
+    from composer_sampling.callbacks.sampler_sync import SamplerSync
     from composer_sampling.checkpoint_check import CheckpointError, check_checkpoint
     from composer_sampling.graph import iter_samplers
     from composer_sampling.plan import check_plan
-    from composer_sampling.sample_ledger import SampleLedger
     from composer_sampling.samplers.mixture import MixtureDistributedSampler
     from composer_sampling.samplers.nested import NestedBatchSampler
     from composer_sampling.samplers.resumable import ResumableDistributedSampler
@@ -37,8 +37,8 @@ _MODULES = {
     'MixtureDistributedSampler': 'composer_sampling.samplers.mixture',
     'NestedBatchSampler': 'composer_sampling.samplers.nested',
     'ResumableDistributedSampler': 'composer_sampling.samplers.resumable',
-    'SampleLedger': 'composer_sampling.sample_ledger',
-    'SamplerSync': 'composer_sampling.callback',
+    'SampleLedger': 'composer_sampling.callbacks.sample_ledger',
+    'SamplerSync': 'composer_sampling.callbacks.sampler_sync',
     'SubEpochDistributedSampler': 'composer_sampling.samplers.sub_epoch',
     'check_checkpoint': 'composer_sampling.checkpoint_check',
     'check_plan': 'composer_sampling.plan',

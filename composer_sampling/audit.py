@@ -14,7 +14,7 @@ the one whose ledger files were written last (modification time) is counted.
 
 Example:
     >>> import tempfile, pathlib
-    >>> from composer_sampling.ledger import LedgerWriter
+    >>> from composer_sampling.ledger_format import LedgerWriter
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> header = dict(lineage='l', attempt='a', resumed_from=None, started=0.0, rank=0, world_size=1, start_batch=0,
     ...               start_epoch=0, dataset_len=3, padded=0, dropped=0, sub_epochs_per_epoch=1, run_name='r')
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling.ledger import LedgerError, LedgerRecord, read_ledger
-from composer_sampling.summary import count_coverage
+from composer_sampling.coverage import count_coverage, exactly_once_problem
+from composer_sampling.ledger_format import LedgerError, LedgerRecord, read_ledger
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
@@ -259,7 +259,7 @@ def audit_folder(folder: Path) -> AuditReport:
     final_epoch = max(per_epoch, default=-1)
     for epoch in sorted(per_epoch):
         coverage = count_coverage(np.concatenate(per_epoch[epoch]), report.dataset_len)
-        if coverage.repeated > padded or (coverage.missing > dropped and epoch != final_epoch):
+        if exactly_once_problem(coverage, epoch, padded, dropped, complete=epoch != final_epoch):
             status = 'VIOLATION'
         elif coverage.missing > dropped:
             status = f'partial (run ended at batch {path[-1].last_batch})'

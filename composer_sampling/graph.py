@@ -19,7 +19,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, IterableDataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
+
+from composer_sampling.protocols import EpochAware, Offsettable, OrderPreserving, Sharded, supports
 
 __all__ = [
     'active_root',
@@ -31,7 +33,6 @@ __all__ = [
     'iter_samplers',
     'keeps_child_order',
     'labelled_children',
-    'order_signature',
     'render_tree',
     'replication_layout',
     'set_epoch_everywhere',
@@ -152,7 +153,7 @@ def set_epoch_everywhere(obj: Any, epoch: int) -> None:
         3
     """
     for node in iter_samplers(obj):
-        if callable(getattr(node, 'set_epoch', None)):
+        if supports(node, EpochAware):
             node.set_epoch(epoch)
 
 
@@ -207,10 +208,7 @@ def sharding_nodes(root: Any) -> list[Any]:
         >>> len(sharding_nodes(DistributedSampler(range(4), num_replicas=2, rank=0)))
         1
     """
-    return [
-        node for node in iter_samplers(root)
-        if isinstance(getattr(node, 'num_replicas', None), int) and isinstance(getattr(node, 'rank', None), int)
-    ]
+    return [node for node in iter_samplers(root) if supports(node, Sharded)]
 
 
 def replication_layout(num_replicas: int, node_rank: int, world_size: int, rank: int) -> int | None:
@@ -291,28 +289,12 @@ def keeps_child_order(node: Any) -> bool:
     Torch's own ``BatchSampler`` does; any class may say so with a class attribute
     ``keeps_child_order = True``.
     """
-    return type(node) is BatchSampler or getattr(node, 'keeps_child_order', False) is True
+    return type(node) is BatchSampler or supports(node, OrderPreserving)
 
 
 def supports_start_offset(node: Any) -> bool:
     """Whether ``node`` can start an epoch at a global sample offset (``set_sample_in_epoch``)."""
-    return callable(getattr(node, 'set_sample_in_epoch', None))
-
-
-def order_signature(node: Any) -> dict[str, Any] | None:
-    """What fixes the global order a node draws, for refusing a mismatched resume; None if unknown.
-
-    Example:
-        >>> from torch.utils.data import DistributedSampler
-        >>> order_signature(DistributedSampler(range(4), num_replicas=1, rank=0))
-        {'sampler': 'DistributedSampler', 'dataset_len': 4, 'shuffle': True}
-    """
-    own = getattr(node, 'order_signature', None)
-    if callable(own):
-        return own()
-    if type(node) is DistributedSampler:
-        return {'sampler': 'DistributedSampler', 'dataset_len': len(node.dataset), 'shuffle': node.shuffle}
-    return None
+    return supports(node, Offsettable)
 
 
 def describe(node: Any) -> str:

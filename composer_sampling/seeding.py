@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from composer_sampling.graph import iter_samplers
+from composer_sampling.protocols import Seeded, SeedForwarding, supports
 
 __all__ = ['default_seed', 'is_streaming_dataset', 'seeded_nodes']
 
@@ -39,7 +40,7 @@ def default_seed(node: Any, attribute: str) -> Any:
 def seeded_nodes(obj: Any) -> Iterator[Any]:
     """The samplers below ``obj`` with a ``seed`` of their own (not one forwarded to the samplers below them)."""
     for node in iter_samplers(obj):
-        if hasattr(node, 'seed') and not getattr(type(node), 'forwards_seed', False):
+        if supports(node, Seeded) and not supports(node, SeedForwarding):
             yield node
 
 

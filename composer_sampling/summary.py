@@ -1,98 +1,20 @@
-"""The run summary rank 0 prints before training: batch math, epoch accounting, seed, sampler graph."""
+"""The run summary rank 0 prints before training: batch math, epoch accounting, seed, sampler graph.
+
+This module renders only; the numbers come from :mod:`composer_sampling.coverage` and the graph.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from torch.utils.data import DataLoader
 
 from composer_sampling.batching import BatchPlan
+from composer_sampling.coverage import epoch_accounting
 from composer_sampling.graph import active_root, iter_samplers, render_tree, sharding_nodes
+from composer_sampling.protocols import ReportsSources, SubEpochs, supports
 
-__all__ = ['Coverage', 'EpochAccounting', 'count_coverage', 'epoch_accounting', 'render_summary']
-
-
-@dataclass(frozen=True)
-class EpochAccounting:
-    """How one pass over the data uses the dataset across all ranks (a data epoch, for sub-epochs)."""
-
-    dataset_len: int
-    trained: int
-    padded: int
-    dropped: int
-    steps: int
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """How a multiset of trained sample indices covers a dataset."""
-
-    trained: int
-    exactly_once: int
-    repeated: int
-    missing: int
-
-
-def count_coverage(indices: np.ndarray, dataset_len: int) -> Coverage:
-    """Samples trained once, trainings beyond the first (repeats), and samples never trained.
-
-    Raises :class:`ValueError` for an index outside ``[0, dataset_len)``: it would
-    otherwise be counted as a sample of another dataset.
-
-    Example:
-        >>> count_coverage(np.array([0, 1, 1]), 3)
-        Coverage(trained=3, exactly_once=1, repeated=1, missing=1)
-    """
-    if indices.size and (indices.min() < 0 or indices.max() >= dataset_len):
-        bad = int(indices[(indices < 0) | (indices >= dataset_len)][0])
-        raise ValueError(f'sample index {bad} is outside [0, {dataset_len}), the range of dataset_len={dataset_len}')
-    counts = np.bincount(indices, minlength=dataset_len)
-    return Coverage(
-        trained=int(indices.size),
-        exactly_once=int(np.count_nonzero(counts == 1)),
-        repeated=int(indices.size - np.count_nonzero(counts)),
-        missing=int(np.count_nonzero(counts == 0)),
-    )
-
-
-def _dataset_len(node: Any) -> int | None:
-    if isinstance(getattr(node, 'dataset_len', None), int):
-        return node.dataset_len
-    dataset = getattr(node, 'dataset', None)
-    try:
-        return len(dataset)  # type: ignore[arg-type]
-    except TypeError:
-        return None
-
-
-def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
-    """Samples trained, padded and dropped per epoch, read off the graph's sharding sampler.
-
-    Example:
-        >>> from composer_sampling import ResumableDistributedSampler
-        >>> loader = DataLoader(range(10), batch_size=2, sampler=ResumableDistributedSampler(10, 4, 0))
-        >>> epoch_accounting(loader, world_size=4)
-        EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=2)
-    """
-    dataset_len = len(loader.dataset)  # type: ignore[arg-type]
-    trained = dataset_len
-    for node in sharding_nodes(active_root(loader)):
-        if callable(getattr(node, 'epoch_usage', None)):
-            dataset_len, trained = node.epoch_usage()
-            break
-        node_len = _dataset_len(node)
-        if node_len is not None and isinstance(getattr(node, 'num_samples', None), int):
-            dataset_len, trained = node_len, node.num_samples * world_size
-            break
-    return EpochAccounting(
-        dataset_len=dataset_len,
-        trained=trained,
-        padded=max(trained - dataset_len, 0),
-        dropped=max(dataset_len - trained, 0),
-        steps=len(loader),
-    )
+__all__ = ['render_summary', 'summarize']
 
 
 def render_summary(plan: BatchPlan, loader: DataLoader, data_seed: int, seed_source: str) -> str:
@@ -142,10 +64,10 @@ def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_
     else:
         rows.append(('data seed', f'{data_seed}' + (f' ({seed_source})' if seed_source else '')))
     for node in iter_samplers(root):
-        if isinstance(getattr(node, 'sub_epochs_per_epoch', None), int):
+        if supports(node, SubEpochs):
             rows.append(('sub-epochs', f'{node.sub_epochs_per_epoch} trainer epochs make one pass over the data '
                                        '(samples per epoch above are per pass)'))
-        if callable(getattr(node, 'source_report', None)):
+        if supports(node, ReportsSources):
             for row in node.source_report():
                 rows.append((f'source {row["source"]}', f'{row["used"]} of {row["size"]} used per epoch, '
                                                       f'{row["trimmed"]} trimmed, {row["steps"]} global steps'))

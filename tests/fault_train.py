@@ -23,8 +23,8 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader, Dataset
 
-from composer_sampling.build import build_run
-from composer_sampling.recipe import load_recipe
+from composer_sampling.recipes.build import build_run
+from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train
 
 

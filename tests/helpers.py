@@ -12,8 +12,8 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from torch.utils.data import DataLoader, Dataset
 
-from composer_sampling.demo.data import SyntheticDataset
-from composer_sampling.demo.model import MLPClassifier
+from composer_sampling.recipes.demo.data import SyntheticDataset
+from composer_sampling.recipes.demo.model import MLPClassifier
 
 
 class IndexLedger(Callback):

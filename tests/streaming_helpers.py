@@ -22,7 +22,7 @@ from composer.utils import dist
 from streaming import MDSWriter, StreamingDataset
 from torch.utils.data import DataLoader
 
-from composer_sampling.demo.data import NUM_FEATURES, SyntheticDataset
+from composer_sampling.recipes.demo.data import NUM_FEATURES, SyntheticDataset
 
 SIZE = 96
 BATCH = 8

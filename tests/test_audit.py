@@ -17,8 +17,8 @@ from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
-from composer_sampling.cli import main
-from composer_sampling.ledger import LedgerWriter, read_ledger
+from composer_sampling.ledger_format import LedgerWriter, read_ledger
+from composer_sampling.recipes.cli import main
 
 from helpers import checkpoint, make_trainer, synthetic, train_with_ledger
 

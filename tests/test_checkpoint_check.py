@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from composer_sampling import CheckpointError, check_checkpoint
-from composer_sampling.build import check_run
 from composer_sampling.checkpoint_check import composer_load_path, composer_safe_globals, resolve_safe_global
-from composer_sampling.cli import main as cli_main
-from composer_sampling.recipe import RecipeError, load_recipe
+from composer_sampling.recipes.build import check_run
+from composer_sampling.recipes.cli import main as cli_main
+from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main as train_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,7 +238,7 @@ def test_safe_globals_are_named_module_colon_name() -> None:
 
 
 def test_the_check_imports_no_composer() -> None:
-    code = ('import sys; from composer_sampling import check_checkpoint; import composer_sampling.recipe; '
+    code = ('import sys; from composer_sampling import check_checkpoint; import composer_sampling.recipes.schema; '
             "print(sorted(m for m in sys.modules if m == 'composer' or m.startswith('composer.')))")
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

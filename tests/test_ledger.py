@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
-from composer_sampling.build import build_callbacks
-from composer_sampling.ledger import MAGIC, LedgerError, LedgerWriter, read_ledger
-from composer_sampling.recipe import RecipeError, load_recipe
-from composer_sampling.sample_ledger import read_indices
+from composer_sampling.callbacks.sample_ledger import read_indices
+from composer_sampling.ledger_format import MAGIC, LedgerError, LedgerWriter, read_ledger
+from composer_sampling.recipes.build import build_callbacks
+from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main
 
 from helpers import synthetic, train_with_ledger

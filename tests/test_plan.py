@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from composer_sampling.cli import main
-from composer_sampling.plan import _coverage, plan_recipe
-from composer_sampling.recipe import load_recipe
-from composer_sampling.summary import EpochAccounting
+from composer_sampling.coverage import EpochAccounting
+from composer_sampling.coverage import epoch_coverage as _coverage
+from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.plan import plan_recipe
+from composer_sampling.recipes.schema import load_recipe
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = sorted((ROOT / 'yamls').glob('*.yaml'))
@@ -115,7 +116,7 @@ def test_a_rank_that_would_train_nothing_fails_the_plan(drop_last: bool) -> None
     from torch.utils.data import DataLoader
 
     from composer_sampling import ResumableDistributedSampler
-    from composer_sampling.summary import epoch_accounting
+    from composer_sampling.coverage import epoch_accounting
 
     samplers = [ResumableDistributedSampler(3, 8, rank, drop_last=drop_last) for rank in range(8)]
     accounting = epoch_accounting(DataLoader(range(3), batch_size=1, sampler=samplers[0]), 8)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from composer_sampling import SamplerSync
-from composer_sampling.build import batch_plan, build_run, check_run
-from composer_sampling.cli import main as cli_main
-from composer_sampling.recipe import RecipeError, load_recipe, parse_duration
+from composer_sampling.recipes.build import batch_plan, build_run, check_run
+from composer_sampling.recipes.cli import main as cli_main
+from composer_sampling.recipes.schema import RecipeError, load_recipe, parse_duration
 from composer_sampling.train import main, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def test_every_recipe_loads_and_builds(path: Path) -> None:
 
 def test_grad_accum_recipe_has_the_documented_batches() -> None:
     recipe = load_recipe(ROOT / 'yamls' / 'digits-grad-accum.yaml')
-    from composer_sampling.build import batch_plan
+    from composer_sampling.recipes.build import batch_plan
 
     plan = batch_plan(recipe, world_size=2)
     assert (plan.global_batch, plan.device_batch, plan.microbatch, plan.accumulation_steps) == (256, 128, 32, 4)
@@ -81,7 +81,7 @@ def test_main_exits_2_with_the_message_before_training(overrides, message, capsy
 
 
 def test_global_batch_must_divide_by_the_world_size() -> None:
-    from composer_sampling.build import batch_plan
+    from composer_sampling.recipes.build import batch_plan
 
     recipe = load_recipe(ROOT / 'yamls' / 'digits.yaml', ['global_train_batch_size=63'])
     with pytest.raises(RecipeError, match='global_train_batch_size=63 is not divisible by the world size 2'):

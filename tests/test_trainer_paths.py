@@ -12,7 +12,7 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
-from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
+from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
 from helpers import IndexLedger, ReadCounter, checkpoint, make_trainer, synthetic
 from helpers import train_with_ledger as train

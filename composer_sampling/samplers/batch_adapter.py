@@ -8,6 +8,7 @@ from typing import Any
 from torch.utils.data import DistributedSampler
 
 from composer_sampling.graph import iter_samplers, sharding_nodes
+from composer_sampling.protocols import EpochAware, Seeded, supports
 from composer_sampling.samplers.delegation import DelegatedState, refresh_state_capability
 
 __all__ = ['DistributedBatchAdapter', 'StatefulDistributedBatchAdapter']
@@ -74,19 +75,19 @@ class DistributedBatchAdapter(DistributedSampler):
     @property
     def seed(self) -> int | None:
         """The seed of the first seeded sampler below; setting it sets all of them."""
-        return next((node.seed for node in self._below() if hasattr(node, 'seed')), None)
+        return next((node.seed for node in self._below() if supports(node, Seeded)), None)
 
     @seed.setter
     def seed(self, value: int) -> None:
         for node in self._below():
-            if hasattr(node, 'seed'):
+            if supports(node, Seeded):
                 node.seed = value
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to every node below that has ``set_epoch``."""
         self.epoch = epoch
         for node in self._below():
-            if callable(getattr(node, 'set_epoch', None)):
+            if supports(node, EpochAware):
                 node.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from composer_sampling.graph import iter_samplers, keeps_child_order
+from composer_sampling.protocols import Stateful, supports
 
 __all__ = ['DelegatedState', 'order_deciding_nodes', 'refresh_state_capability']
 
@@ -35,7 +36,7 @@ def order_deciding_nodes(wrapper: Any) -> list[Any]:
 
 
 def _has_state(node: Any) -> bool:
-    return callable(getattr(node, 'state_dict', None)) and callable(getattr(node, 'load_state_dict', None))
+    return supports(node, Stateful)
 
 
 class DelegatedState:

@@ -7,6 +7,7 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
+from composer_sampling.protocols import EpochAware, supports
 from composer_sampling.samplers.delegation import DelegatedState, refresh_state_capability
 from composer_sampling.validate import check_bool, check_int
 
@@ -54,7 +55,7 @@ class NestedBatchSampler(Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         """Forward to the inner batch sampler (harmless when SamplerSync reaches it too)."""
-        if callable(getattr(self.batch_sampler, 'set_epoch', None)):
+        if supports(self.batch_sampler, EpochAware):
             self.batch_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[int]]:

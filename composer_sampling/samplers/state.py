@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ['STATE_VERSION', 'HasOrderSignature', 'check_state', 'sampler_state']
+from composer_sampling.protocols import HasOrderSignature
+from composer_sampling.signatures import signature_difference
+
+__all__ = ['STATE_VERSION', 'check_state', 'sampler_state']
 
 #: Bumped whenever the meaning of a sampler state changes.
 STATE_VERSION = 1
 _VERSION = 'version'
 _SIGNATURE = 'order_signature'
-
-
-class HasOrderSignature(Protocol):
-    """A sampler whose global order is fixed by :meth:`order_signature` (plus seed and epoch)."""
-
-    def order_signature(self) -> dict[str, Any]: ...
 
 
 def sampler_state(sampler: HasOrderSignature, **values: Any) -> dict[str, Any]:
@@ -43,11 +40,12 @@ def check_state(sampler: HasOrderSignature, state: Any, keys: tuple[str, ...]) -
         raise ValueError(f'{name} state is missing {missing}; it holds {sorted(state)}')
     if state[_VERSION] != STATE_VERSION:
         raise ValueError(f'{name} state has version {state[_VERSION]!r}; this version reads {STATE_VERSION}')
-    expected = sampler.order_signature()
-    for key, value in expected.items():
-        if state[_SIGNATURE].get(key) != value:
-            raise ValueError(
-                f'{name} state was saved with {key}={state[_SIGNATURE].get(key)!r} but this sampler has '
-                f'{key}={value!r}; resuming would skip or repeat samples',
-            )
+    saved = state[_SIGNATURE]
+    if not isinstance(saved, dict):
+        raise TypeError(f'{name} state order_signature must be a dict, got {saved!r:.200}')
+    difference = signature_difference(saved, sampler.order_signature())
+    if difference:
+        key, was, now = difference
+        raise ValueError(f'{name} state was saved with {key}={was!r} but this sampler has {key}={now!r}; resuming '
+                         'would skip or repeat samples')
     return state

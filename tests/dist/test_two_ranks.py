@@ -16,8 +16,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
-from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
-from composer_sampling.recipe import load_recipe
+from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
+from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train
 from helpers import IndexLedger, make_trainer, synthetic
 

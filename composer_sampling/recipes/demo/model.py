@@ -11,7 +11,7 @@ from torch import nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
-from composer_sampling.demo.data import NUM_CLASSES, NUM_FEATURES
+from composer_sampling.recipes.demo.data import NUM_CLASSES, NUM_FEATURES
 
 __all__ = ['MLPClassifier']
 

@@ -15,9 +15,10 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
+from composer_sampling.coverage import epoch_accounting
 from composer_sampling.graph import active_root, iter_samplers
-from composer_sampling.ledger import LedgerWriter
-from composer_sampling.summary import epoch_accounting
+from composer_sampling.ledger_format import LedgerWriter
+from composer_sampling.protocols import SubEpochs, supports
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -53,7 +54,7 @@ class SampleLedger(Callback):
 
     Example:
         >>> from composer import Trainer
-        >>> from composer_sampling.sample_ledger import SampleLedger
+        >>> from composer_sampling.callbacks.sample_ledger import SampleLedger
         >>> trainer = Trainer(  # doctest: +SKIP
         ...     model=model,
         ...     train_dataloader=train_dataloader,  # batches (inputs, targets, indices)
@@ -118,7 +119,7 @@ class SampleLedger(Callback):
             header.update(dataset_len=accounting.dataset_len, padded=accounting.padded, dropped=accounting.dropped)
             header['sub_epochs_per_epoch'] = next(
                 (node.sub_epochs_per_epoch for node in iter_samplers(active_root(loader))
-                 if isinstance(getattr(node, 'sub_epochs_per_epoch', None), int)), 1)
+                 if supports(node, SubEpochs)), 1)
             self._dataset_len = accounting.dataset_len
         self.close()
         self._writer = LedgerWriter(self.folder / f'{attempt}-rank{header["rank"]}.bin', header)
@@ -228,6 +229,6 @@ def _fix(batch: Any) -> str:
 
 def _replication(state: State) -> int:
     """The replication SamplerSync was given: groups of that many ranks record the same samples."""
-    from composer_sampling.callback import SamplerSync
+    from composer_sampling.callbacks.sampler_sync import SamplerSync
 
     return next((cb.replication for cb in state.callbacks if isinstance(cb, SamplerSync)), 1)

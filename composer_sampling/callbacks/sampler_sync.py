@@ -18,13 +18,14 @@ from composer_sampling.graph import (
     is_map_style,
     iter_samplers,
     keeps_child_order,
-    order_signature,
     set_epoch_everywhere,
     sharding_problem,
     supports_start_offset,
 )
 from composer_sampling.order import MAX_SEED
+from composer_sampling.protocols import EpochAware, supports
 from composer_sampling.seeding import default_seed, is_streaming_dataset, seeded_nodes
+from composer_sampling.signatures import order_signature, signature_difference
 from composer_sampling.validate import check_bool, check_int
 
 __all__ = ['SamplerSync']
@@ -156,7 +157,7 @@ class SamplerSync(Callback):
             return
         if is_map_style(loader):
             set_epoch_everywhere(loader, epoch)
-        elif callable(getattr(loader.dataset, 'set_epoch', None)) and not is_streaming_dataset(loader.dataset):
+        elif supports(loader.dataset, EpochAware) and not is_streaming_dataset(loader.dataset):
             loader.dataset.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
@@ -217,7 +218,7 @@ class SamplerSync(Callback):
         if is_streaming_dataset(dataset):
             self._reseed(dataset, 'shuffle_seed', seed)
             log.info('SamplerSync: %s shuffles with seed %d', type(dataset).__name__, seed)
-        elif callable(getattr(dataset, 'set_epoch', None)):
+        elif supports(dataset, EpochAware):
             dataset.set_epoch(epoch)
         else:
             warnings.warn(
@@ -268,13 +269,14 @@ class SamplerSync(Callback):
                 f'{current}; resuming would skip or repeat samples. Resume with the same sampler graph',
             )
         for before, now in zip(saved, current, strict=True):
-            for key in sorted(set(before) | set(now)):
-                if before.get(key) != now.get(key):
-                    raise ValueError(
-                        f'SamplerSync: the checkpoint was written with {before.get("sampler")} {key}='
-                        f'{before.get(key)!r}, the train dataloader now has {key}={now.get(key)!r}; resuming '
-                        'would skip or repeat samples. Resume with the same dataset and sampler settings',
-                    )
+            difference = signature_difference(before, now)
+            if difference:
+                key, was, is_now = difference
+                raise ValueError(
+                    f'SamplerSync: the checkpoint was written with {before.get("sampler")} {key}={was!r}, the '
+                    f'train dataloader now has {key}={is_now!r}; resuming would skip or repeat samples. Resume '
+                    'with the same dataset and sampler settings',
+                )
 
     def _resume_in_epoch(self, state: State, loader: DataLoader) -> None:
         """Start every index sampler at the global sample offset, so Composer need not spin."""

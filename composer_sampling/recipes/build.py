@@ -1,10 +1,10 @@
-"""Builders: from a validated :class:`~composer_sampling.recipe.Recipe` to a ready ``Trainer``.
+"""Builders: from a validated :class:`~composer_sampling.recipes.schema.Recipe` to a ready ``Trainer``.
 
 Everything that can be wrong with a recipe raises :class:`RecipeError` here,
 before the ``Trainer`` (and the process group) exists.
 
 Example:
-    >>> from composer_sampling.recipe import load_recipe
+    >>> from composer_sampling.recipes.schema import load_recipe
     >>> recipe = load_recipe(None, ['global_train_batch_size=32'])
     >>> plan = batch_plan(recipe, world_size=1)
     >>> plan.device_batch
@@ -29,7 +29,8 @@ from composer.utils import dist
 from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
 
 from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
-from composer_sampling.callback import SamplerSync
+from composer_sampling.callbacks.sample_ledger import SampleLedger
+from composer_sampling.callbacks.sampler_sync import SamplerSync
 from composer_sampling.checkpoint_check import (
     CheckpointError,
     check_checkpoint,
@@ -37,13 +38,12 @@ from composer_sampling.checkpoint_check import (
     resolve_safe_global,
     uri_scheme,
 )
-from composer_sampling.demo.batch_shuffle import BatchShuffleSampler
-from composer_sampling.demo.data import SyntheticDataset, digits_splits
-from composer_sampling.demo.model import MLPClassifier
 from composer_sampling.distribute import distribute
 from composer_sampling.graph import active_root, sharding_problem
-from composer_sampling.recipe import DURATION_UNITS, Recipe, RecipeError, parse_duration
-from composer_sampling.sample_ledger import SampleLedger
+from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
+from composer_sampling.recipes.demo.data import SyntheticDataset, digits_splits
+from composer_sampling.recipes.demo.model import MLPClassifier
+from composer_sampling.recipes.schema import DURATION_UNITS, Recipe, RecipeError, parse_duration
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
 from composer_sampling.samplers.nested import NestedBatchSampler
@@ -246,7 +246,7 @@ def check_run(recipe: Recipe, world_size: int) -> Checked:
 
     The one validation behind ``composer-sampling plan`` and ``scripts/train.py``:
     both refuse the same recipes with the same message. On top of
-    :func:`~composer_sampling.recipe.check_recipe`: the batch math, the seed for
+    :func:`~composer_sampling.recipes.schema.check_recipe`: the batch math, the seed for
     this world size, the callbacks, the datasets (splits, global batch, token
     units, mixture sources) and the checkpoint at ``load_path``.
 
@@ -254,11 +254,11 @@ def check_run(recipe: Recipe, world_size: int) -> Checked:
         RecipeError: naming the field and what would be valid.
 
     Example:
-        >>> from composer_sampling.recipe import load_recipe
+        >>> from composer_sampling.recipes.schema import load_recipe
         >>> check_run(load_recipe(None, ['seed=4294967295']), world_size=2)
         Traceback (most recent call last):
         ...
-        composer_sampling.recipe.RecipeError: seed=4294967295 is too large for 2 ranks: ...
+        composer_sampling.recipes.schema.RecipeError: seed=4294967295 is too large for 2 ranks: ...
     """
     plan = batch_plan(recipe, world_size)
     check_seed(recipe.seed, world_size)

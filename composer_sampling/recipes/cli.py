@@ -18,9 +18,10 @@ from pathlib import Path
 from tabulate import tabulate
 
 from composer_sampling.audit import AuditReport, audit_folder
-from composer_sampling.ledger import LedgerError
-from composer_sampling.plan import PlanReport, plan_recipe, verdict
-from composer_sampling.recipe import RecipeError, load_recipe
+from composer_sampling.ledger_format import LedgerError
+from composer_sampling.plan import PlanReport
+from composer_sampling.recipes.plan import plan_recipe
+from composer_sampling.recipes.schema import RecipeError, load_recipe
 
 __all__ = ['main']
 
@@ -81,7 +82,7 @@ def _plan(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f'FAILED guarantee: {problem}', file=sys.stderr)
     if report.ok:
-        print(verdict(report))
+        print(report.verdict)
     return 0 if report.ok else 1
 
 
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f'unrecognized arguments: {" ".join(extra)}')
     if args.command == 'train':
-        from composer_sampling.train import main as train_main
+        from composer_sampling.recipes.train import main as train_main
 
         return train_main([args.recipe, *args.overrides])
     try:

@@ -1,0 +1,242 @@
+"""Coverage: how the samples trained in an epoch cover the dataset, and the one verdict on it.
+
+``plan`` (before training, from every rank's computed order), ``audit`` (after
+training, from the ledgers) and :class:`~composer_sampling.SampleLedger` (which
+records the accounting) count and judge with these functions, so they cannot
+disagree about what "exactly once" allows.
+
+Example:
+    >>> coverage = count_coverage(np.array([0, 1, 2, 2]), 4)
+    >>> print(exactly_once_problem(coverage, epoch=0, padded=0, dropped=0, complete=True))
+    exactly once per epoch: 1 samples trained again in epoch 0, padding allows 0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from torch.utils.data import DataLoader
+
+from composer_sampling.graph import active_root, sharding_nodes
+from composer_sampling.protocols import EpochUsage, supports
+
+__all__ = [
+    'Coverage',
+    'EpochAccounting',
+    'EpochCoverage',
+    'count_coverage',
+    'epoch_accounting',
+    'epoch_coverage',
+    'exactly_once_problem',
+    'verdict',
+]
+
+
+@dataclass(frozen=True)
+class EpochAccounting:
+    """How one pass over the data uses the dataset across all ranks (a data epoch, for sub-epochs)."""
+
+    dataset_len: int
+    trained: int
+    padded: int
+    dropped: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How a multiset of trained sample indices covers a dataset."""
+
+    trained: int
+    exactly_once: int
+    repeated: int
+    missing: int
+
+
+def count_coverage(indices: np.ndarray, dataset_len: int) -> Coverage:
+    """Samples trained once, trainings beyond the first (repeats), and samples never trained.
+
+    Raises :class:`ValueError` for an index outside ``[0, dataset_len)``: it would
+    otherwise be counted as a sample of another dataset.
+
+    Example:
+        >>> count_coverage(np.array([0, 1, 1]), 3)
+        Coverage(trained=3, exactly_once=1, repeated=1, missing=1)
+    """
+    if indices.size and (indices.min() < 0 or indices.max() >= dataset_len):
+        bad = int(indices[(indices < 0) | (indices >= dataset_len)][0])
+        raise ValueError(f'sample index {bad} is outside [0, {dataset_len}), the range of dataset_len={dataset_len}')
+    counts = np.bincount(indices, minlength=dataset_len)
+    return Coverage(
+        trained=int(indices.size),
+        exactly_once=int(np.count_nonzero(counts == 1)),
+        repeated=int(indices.size - np.count_nonzero(counts)),
+        missing=int(np.count_nonzero(counts == 0)),
+    )
+
+
+def _dataset_len(node: Any) -> int | None:
+    if isinstance(getattr(node, 'dataset_len', None), int):
+        return node.dataset_len
+    dataset = getattr(node, 'dataset', None)
+    try:
+        return len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
+    """Samples trained, padded and dropped per epoch, read off the graph's sharding sampler.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> loader = DataLoader(range(10), batch_size=2, sampler=ResumableDistributedSampler(10, 4, 0))
+        >>> epoch_accounting(loader, world_size=4)
+        EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=2)
+    """
+    dataset_len = len(loader.dataset)  # type: ignore[arg-type]
+    trained = dataset_len
+    for node in sharding_nodes(active_root(loader)):
+        if supports(node, EpochUsage):
+            dataset_len, trained = node.epoch_usage()
+            break
+        node_len = _dataset_len(node)
+        if node_len is not None and isinstance(getattr(node, 'num_samples', None), int):
+            dataset_len, trained = node_len, node.num_samples * world_size
+            break
+    return EpochAccounting(
+        dataset_len=dataset_len,
+        trained=trained,
+        padded=max(trained - dataset_len, 0),
+        dropped=max(dataset_len - trained, 0),
+        steps=len(loader),
+    )
+
+
+@dataclass(frozen=True)
+class EpochCoverage:
+    """How one pass over the data covers the dataset across all ranks."""
+
+    epoch: int
+    trained: int
+    exactly_once: int
+    repeated: int
+    missing: int
+    overlap: int
+    complete: bool
+    problem: str | None
+
+
+
+def exactly_once_problem(coverage: Coverage, epoch: int, padded: int, dropped: int, complete: bool) -> str | None:
+    """The exactly-once guarantee for one epoch: the broken rule in words, or ``None`` when it holds.
+
+    Repeats beyond the sampler's padding always break it; samples missing beyond
+    what the sampler drops break it only in a ``complete`` epoch (a run may stop,
+    or a plan may check, part of one).
+
+    Example:
+        >>> coverage = count_coverage(np.array([0, 1]), 4)
+        >>> exactly_once_problem(coverage, 3, padded=0, dropped=0, complete=False) is None
+        True
+        >>> print(exactly_once_problem(coverage, 3, padded=0, dropped=1, complete=True))
+        exactly once per epoch: 2 samples never trained in epoch 3, the sampler drops 1
+    """
+    if coverage.repeated > padded:
+        return (f'exactly once per epoch: {coverage.repeated} samples trained again in epoch {epoch}, '
+                f'padding allows {padded}')
+    if complete and coverage.missing > dropped:
+        return (f'exactly once per epoch: {coverage.missing} samples never trained in epoch {epoch}, '
+                f'the sampler drops {dropped}')
+    return None
+
+
+def epoch_coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAccounting,
+                   complete: bool) -> EpochCoverage:
+    """One pass's coverage over every data-parallel rank's indices, and the first guarantee it breaks.
+
+    Example: 3 samples on 4 ranks; the fourth rank would train a padding repeat only.
+        >>> accounting = EpochAccounting(dataset_len=3, trained=4, padded=1, dropped=0, steps=1)
+        >>> print(epoch_coverage(0, [np.array([i % 3]) for i in range(4)], accounting, True).problem)
+        ... # doctest: +NORMALIZE_WHITESPACE
+        every rank trains: the dataset has 3 samples for 4 data-parallel ranks, so 1 rank would train only
+        padding (repeats of samples other ranks train) in epoch 0; use at least 4 samples or at most 3
+        data-parallel ranks
+    """
+    for rank, indices in enumerate(per_rank):
+        bad = indices[(indices < 0) | (indices >= accounting.dataset_len)]
+        if bad.size:  # counting them would credit samples of another dataset
+            problem = (f'indices within the dataset: rank {rank} yields index {int(bad[0])} in epoch {epoch}, '
+                       f'outside [0, {accounting.dataset_len})')
+            return EpochCoverage(epoch, sum(i.size for i in per_rank), 0, 0, 0, 0, complete, problem)
+    everything = np.concatenate(per_rank) if per_rank else np.empty(0, np.int64)
+    coverage = count_coverage(everything, accounting.dataset_len)
+    repeated, missing = coverage.repeated, coverage.missing
+    ranks_per_sample = np.bincount(np.concatenate([np.unique(indices) for indices in per_rank]),
+                                   minlength=accounting.dataset_len)
+    overlap = int(np.count_nonzero(ranks_per_sample > 1))
+    ranks, size = len(per_rank), accounting.dataset_len
+    idle = sum(indices.size == 0 for indices in per_rank)
+    fix = f'; use at least {ranks} samples or at most {size} data-parallel ranks' if size < ranks else ''
+    problem = None
+    if idle and (complete or size < ranks):
+        problem = (f'every rank trains: {idle} of the {ranks} data-parallel ranks would train nothing in epoch '
+                   f'{epoch} (the dataset has {size} samples, the sampler drops {accounting.dropped}){fix}')
+    elif size < ranks:
+        problem = (f'every rank trains: the dataset has {size} samples for {ranks} data-parallel ranks, so '
+                   f'{ranks - size} rank{"s" * (ranks - size > 1)} would train only padding (repeats of samples other '
+                   f'ranks train) in epoch {epoch}{fix}')
+    elif repeated > accounting.padded:
+        problem = exactly_once_problem(coverage, epoch, accounting.padded, accounting.dropped, complete)
+    elif overlap > accounting.padded:
+        problem = f'no overlap between ranks: {overlap} samples trained by several ranks in epoch {epoch}'
+    else:
+        problem = exactly_once_problem(coverage, epoch, accounting.padded, accounting.dropped, complete)
+    return EpochCoverage(epoch, coverage.trained, coverage.exactly_once, repeated, missing, overlap, complete,
+                         problem)
+
+
+def verdict(accounting: EpochAccounting, epochs: list[EpochCoverage], data_parallel: int,
+            sub_epochs: int) -> str:
+    """The line ``plan`` prints when every guarantee holds, in the numbers of its own table.
+
+    Padding and dropped samples are named: a plan whose table shows repeats or
+    samples on several ranks never reads "every sample exactly once".
+
+    Example:
+        >>> accounting = EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=3)
+        >>> epochs = [EpochCoverage(0, 12, 8, 2, 0, 2, True, None)]
+        >>> print(verdict(accounting, epochs, data_parallel=4, sub_epochs=1))  # doctest: +NORMALIZE_WHITESPACE
+        every guarantee holds: 8 of 10 samples exactly once per epoch, 2 twice (padding repeats 2 so that the 4
+        ranks train equal shares), no overlap between ranks except the 2 padded samples, identical seeds
+    """
+    ranks = data_parallel
+    complete = [epoch for epoch in epochs if epoch.complete]
+    parts = []
+    if not complete:
+        parts.append(f'no repeats beyond padding in the partial pass checked (a whole pass takes {sub_epochs} '
+                     f'epochs: pass --epochs {sub_epochs} to check one)')
+    elif not accounting.padded and not accounting.dropped:
+        parts.append('every sample exactly once per epoch')
+    else:
+        epoch = min(complete, key=lambda e: e.exactly_once)
+        again = accounting.dataset_len - epoch.exactly_once - epoch.missing
+        numbers = [f'{epoch.exactly_once} of {accounting.dataset_len} samples exactly once per epoch']
+        reasons = []
+        if again:
+            numbers.append(f'{again} {"twice" if epoch.repeated == again else "more than once"}')
+        if epoch.missing:
+            numbers.append(f'{epoch.missing} not at all')
+        if accounting.padded:
+            reasons.append(f'padding repeats {accounting.padded} so that the {ranks} ranks train equal shares')
+        if accounting.dropped:
+            reasons.append(f'the sampler drops {accounting.dropped}: drop_last, or a mixture trimmed to whole '
+                           'global steps')
+        parts.append(f'{", ".join(numbers)} ({"; ".join(reasons)})')
+    overlap = max((epoch.overlap for epoch in epochs), default=0)
+    parts.append(f'no overlap between ranks except the {overlap} padded samples' if overlap
+                 else 'no overlap between ranks')
+    parts.append('identical seeds')
+    return 'every guarantee holds: ' + ', '.join(parts)
