@@ -9,6 +9,9 @@ import numpy as np
 
 from composer_sampling.order import (
     MAX_DATASET_LEN,
+    _domain_bits,
+    _mix_into,
+    _round_keys,
     derive_seed,
     iter_mapped_positions,
     mixture_schedule,
@@ -21,6 +24,64 @@ from composer_sampling.validate import check_int
 __all__ = ['MixtureDistributedSampler']
 
 _CHUNK = 1 << 18
+#: Feistel halves of at most this many bits are tabulated (a source of up to 2**32 samples).
+_TABLE_BITS = 16
+#: Runs shorter than this are served from one block of this many positions computed at once (the first chunks
+#: of a pass are short, and a short run costs about as much as this: numpy calls, not arithmetic, dominate).
+_READ_AHEAD = 1 << 14
+#: Tables up to this size are built at once (cheaper than one small cycle walk); larger ones once a chunk is as large.
+_SMALL_TABLE = 1 << 12
+
+
+class _TabulatedPermutation:
+    """:func:`~composer_sampling.order.permute` of one source and epoch, every Feistel round one table lookup.
+
+    A round XORs into one half ``F(other half)``; the other half has at most
+    ``_TABLE_BITS`` bits, so ``F`` is evaluated once on all its inputs (by order.py's
+    own round function) and each round becomes ``a ^= table[b]``. The bijection, the
+    cycle walking and so the order are the same as ``permute``'s; values fit 32 bits,
+    and the tables take ``O(sqrt(n))`` memory, built once an epoch.
+    """
+
+    def __init__(self, n: int, seed: int, epoch: int) -> None:
+        self.limit = np.int64(n)
+        bits = _domain_bits(n)
+        self.low = bits - bits // 2
+        self.tables: list[np.ndarray] = []
+        out_bits, in_bits = bits // 2, self.low  # the widths of the half a round changes and of its input
+        for key in _round_keys(seed, epoch):
+            inputs = np.arange(1 << in_bits, dtype=np.uint64)
+            table = np.zeros_like(inputs)
+            _mix_into(table, inputs, key, np.uint64((1 << out_bits) - 1), np.empty_like(inputs),
+                      np.empty_like(inputs))
+            self.tables.append(table.astype(np.intp))
+            out_bits, in_bits = in_bits, out_bits
+        self.final_low = in_bits  # the low half's width after the last round
+
+    @staticmethod
+    def table_size(n: int) -> int:
+        """Entries of the larger table for a domain of ``n``: ``2 ** ceil(bits / 2)``."""
+        bits = _domain_bits(n)
+        return 1 << (bits - bits // 2)
+
+    def _network(self, values: np.ndarray) -> np.ndarray:
+        a = values >> self.low
+        b = values & ((1 << self.low) - 1)
+        for table in self.tables:
+            a ^= table[b]
+            a, b = b, a
+        a <<= self.final_low
+        a |= b
+        return a
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        """``permute(positions, n, seed, epoch)`` for ``positions`` in ``[0, n)``."""
+        out = self._network(positions.astype(np.intp))
+        todo = np.flatnonzero(out >= self.limit)
+        while todo.size:
+            out[todo] = self._network(out[todo])
+            todo = todo[out[todo] >= self.limit]
+        return out
 
 
 class MixtureDistributedSampler(OrderedSampler):
@@ -39,7 +100,8 @@ class MixtureDistributedSampler(OrderedSampler):
       rank sees a different share of every source each epoch.
 
     Indices are offsets into ``torch.utils.data.ConcatDataset`` of the sources (the
-    cumulative sizes). Time per epoch is O(total samples), memory O(global steps).
+    cumulative sizes). Time per epoch is O(total samples), memory O(global steps) (and
+    a few lookup tables of O(sqrt(source size)) entries that speed up the shuffle).
     A resume must keep the sources and the global batch (they fix the schedule); the
     world size may change with them.
 
@@ -92,6 +154,8 @@ class MixtureDistributedSampler(OrderedSampler):
         self.offsets = np.concatenate([[0], np.cumsum(self.source_sizes)[:-1]]).astype(np.int64)
         self._schedule_key: tuple[int, int] | None = None
         self._schedule: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
+        self._permutations: dict[int, _TabulatedPermutation] = {}
+        self._ahead: tuple[tuple[int, int, int] | None, int, np.ndarray] = (None, 0, np.empty(0, np.int64))
 
     @property
     def num_samples(self) -> int:  # type: ignore[override]
@@ -112,7 +176,19 @@ class MixtureDistributedSampler(OrderedSampler):
         if self._schedule_key != key:
             self._schedule = mixture_schedule(self.steps, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch)
             self._schedule_key = key
+            self._permutations = {}
         return self._schedule
+
+    def _permute_source(self, k: int, picked: np.ndarray) -> np.ndarray:
+        """``permute`` within source ``k``; by lookup tables once the picks outnumber a table (same values)."""
+        size = self.source_sizes[k]
+        table = self._permutations.get(k)
+        if table is None:
+            entries = _TabulatedPermutation.table_size(size)
+            if entries > max(len(picked), _SMALL_TABLE) or entries > 1 << _TABLE_BITS:  # first chunk, huge source
+                return permute(picked, size, derive_seed(self.seed, k), self.epoch)
+            table = self._permutations[k] = _TabulatedPermutation(size, derive_seed(self.seed, k), self.epoch)
+        return table(picked)
 
     def indices_at(self, positions: np.ndarray) -> np.ndarray:
         """Concatenated-dataset indices at global positions of this epoch's mixture order."""
@@ -125,16 +201,64 @@ class MixtureDistributedSampler(OrderedSampler):
             mask = source == k
             picked = in_source[mask]
             if self.shuffle:
-                picked = permute(picked, self.source_sizes[k], derive_seed(self.seed, k), self.epoch)
+                picked = self._permute_source(k, picked)
             out[mask] = picked + self.offsets[k]
         return out
+
+    def _rank_indices(self, positions: np.ndarray) -> np.ndarray:
+        """:meth:`indices_at` of a run of positions ``p, p + W, p + 2W, ...`` (one rank's chunk of a pass).
+
+        A short run is cut from a block of ``_READ_AHEAD`` positions computed at once and
+        kept for the runs that follow it; the values depend on the positions, seed and
+        epoch only, so they are the same as computed one run at a time.
+        """
+        count = len(positions)
+        width = self.num_replicas
+        first = int(positions[0]) if count else 0
+        if not count or int(positions[-1]) != first + (count - 1) * width:
+            return self.indices_at(positions)
+        key, block_first, block = self._ahead
+        skip, offset = divmod(first - block_first, width)
+        if key == (self.seed, self.epoch, width) and not offset and skip >= 0 and skip + count <= len(block):
+            return block[skip:skip + count]
+        if count >= _READ_AHEAD:
+            return self._run_indices(first, count)
+        block = self._run_indices(first, max(count, min(_READ_AHEAD, rank_count(first, self._pass_end(), 0, width))))
+        self._ahead = ((self.seed, self.epoch, width), first, block)
+        return block[:count]
+
+    def _run_indices(self, first: int, count: int) -> np.ndarray:
+        """Indices at positions ``first + W * i``, ``i < count``, a global step at a time.
+
+        Such a run takes the same ``batch_size`` columns ``first % W + W * j`` of every
+        global step it crosses, so each step's source is looked up once and its indices
+        form a row; rows are computed whole (the first and last step may be partial) and
+        the run is cut out of them. No division per index, no mask per source.
+        """
+        width = self.num_replicas
+        row, column = divmod(first, width)
+        first_step, lead = divmod(row, self.batch_size)
+        last_step = (row + count - 1) // self.batch_size
+        sources, within = self.schedule()
+        step_source = sources[first_step:last_step + 1]
+        step_base = within[first_step:last_step + 1] * self.global_batch
+        columns = np.arange(column, self.global_batch, width, dtype=np.int64)
+        present = np.flatnonzero(np.bincount(step_source, minlength=len(self.steps))).tolist()
+        out = np.empty((len(step_source), self.batch_size), dtype=np.int64)
+        for k in present:
+            rows = np.flatnonzero(step_source == k) if len(present) > 1 else slice(None)
+            picked = (step_base[rows][:, None] + columns).ravel()
+            if self.shuffle:
+                picked = self._permute_source(k, picked)
+            out[rows] = (picked + self.offsets[k]).reshape(-1, self.batch_size)
+        return out.ravel()[lead:lead + count]
 
     def _pass_end(self) -> int:
         return sum(self.steps) * self.global_batch
 
     def _iter_pass(self, start: int) -> Iterator[int]:
         count = rank_count(start, self._pass_end(), self.rank, self.num_replicas)
-        return iter_mapped_positions(self.indices_at, rank=self.rank, num_replicas=self.num_replicas, count=count,
+        return iter_mapped_positions(self._rank_indices, rank=self.rank, num_replicas=self.num_replicas, count=count,
                                      start=start, chunk=_CHUNK, cursor=self._cursor_for(start, count))
 
     def epoch_usage(self) -> tuple[int, int]:
