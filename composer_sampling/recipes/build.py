@@ -13,24 +13,22 @@ Example:
 
 from __future__ import annotations
 
-import inspect
+import functools
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from composer import Trainer
-from composer.callbacks import LRMonitor, SpeedMonitor
 from composer.core import Callback
+from composer.models import ComposerModel
 from composer.utils import dist
-from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
+from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, Sampler, Subset
 
 from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
-from composer_sampling.callbacks.sample_ledger import SampleLedger
-from composer_sampling.callbacks.sampler_sync import SamplerSync
 from composer_sampling.checkpoint_check import (
     CheckpointError,
     check_checkpoint,
@@ -38,21 +36,38 @@ from composer_sampling.checkpoint_check import (
     resolve_safe_global,
     uri_scheme,
 )
-from composer_sampling.distribute import distribute
 from composer_sampling.graph import active_root, sharding_problem
-from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
-from composer_sampling.recipes.demo.data import SyntheticDataset, digits_splits
-from composer_sampling.recipes.demo.model import MLPClassifier
-from composer_sampling.recipes.schema import DURATION_UNITS, Recipe, RecipeError, parse_duration
+from composer_sampling.order import MAX_SEED
+from composer_sampling.recipes.models import as_composer_model
+from composer_sampling.recipes.registry import (
+    CALLBACKS,
+    COLLATE_FNS,
+    DATASETS,
+    MODELS,
+    OPTIMIZERS,
+    SAMPLERS,
+    Registry,
+    RegistryError,
+    check_arguments,
+    import_target,
+)
+from composer_sampling.recipes.schema import (
+    DURATION_UNITS,
+    PartConfig,
+    Recipe,
+    RecipeError,
+    callback_parts,
+    eval_fraction_of,
+    inline_options,
+    parse_duration,
+    part_name,
+)
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
-from composer_sampling.samplers.mixture import MixtureDistributedSampler
 from composer_sampling.samplers.nested import NestedBatchSampler
-from composer_sampling.samplers.resumable import ResumableDistributedSampler
-from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 from composer_sampling.validate import check_int
 
 __all__ = [
-    'CALLBACKS',
+    'SAMPLER_KEYWORDS',
     'Checked',
     'Placement',
     'Run',
@@ -61,17 +76,21 @@ __all__ = [
     'build_datasets',
     'build_run',
     'build_train_loader',
+    'check_builders',
     'check_load_path',
     'check_run',
 ]
 
-#: Callback names a recipe may list under ``callbacks``.
-CALLBACKS: dict[str, type[Callback]] = {
-    'sampler_sync': SamplerSync,
-    'lr_monitor': LRMonitor,
-    'speed_monitor': SpeedMonitor,
-    'sample_ledger': SampleLedger,
+#: The keywords the runner passes to every sampler builder, besides the sampler's own options.
+SAMPLER_KEYWORDS = ('dataset', 'num_replicas', 'rank', 'seed', 'device_batch_size')
+#: Where each part's builder is looked up.
+_TABLES: dict[str, Registry] = {
+    'train_loader.dataset': DATASETS, 'eval_loader.dataset': DATASETS, 'train_loader.sampler': SAMPLERS,
+    'train_loader.collate_fn': COLLATE_FNS, 'eval_loader.collate_fn': COLLATE_FNS, 'model': MODELS,
+    'optimizer': OPTIMIZERS,
 }
+#: What the runner adds to a part's own arguments when it calls the builder.
+_RUNNER_KEYWORDS: dict[str, tuple[str, ...]] = {'train_loader.sampler': SAMPLER_KEYWORDS, 'optimizer': ('params',)}
 
 
 @dataclass
@@ -112,31 +131,192 @@ def batch_plan(recipe: Recipe, world_size: int) -> BatchPlan:
         raise RecipeError(str(error)) from None
 
 
+def resolve_part(field_name: str, part: PartConfig) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The builder a part names and the arguments of its own it gets: its inline options, then its ``kwargs``.
+
+    Raises :class:`RecipeError` naming ``field_name`` for a name that is not
+    registered or a target that does not import.
+    """
+    try:
+        if part.target is not None:
+            return import_target(part.target), dict(part.kwargs or {})
+        name = part_name(field_name, part)
+        assert name is not None, 'check_parts gives every part a name or a target'
+        return _TABLES[field_name].get(name), {**inline_options(part), **(part.kwargs or {})}
+    except RegistryError as error:
+        raise RecipeError(f'{field_name}: {error}') from None
+
+
+def part_label(field_name: str, part: PartConfig) -> str:
+    """How messages name a part: its registered name, or its target."""
+    return part.target or part_name(field_name, part) or '?'
+
+
+def _parts(recipe: Recipe) -> list[tuple[str, PartConfig]]:
+    from composer_sampling.recipes.schema import part_sections
+
+    return part_sections(recipe)
+
+
+def check_builders(recipe: Recipe, callbacks: bool = True) -> None:
+    """Every part's builder imports and takes its arguments (plus the runner's keywords): checked, nothing built.
+
+    ``callbacks=False`` leaves the callbacks out (``plan`` never builds them).
+
+    Example:
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> check_builders(load_recipe(None, ['model.kwargs={depth: 3}']))
+        Traceback (most recent call last):
+        ...
+        composer_sampling.recipes.schema.RecipeError: model: the model MLPClassifier: unexpected keyword 'depth'; ...
+    """
+    for field_name, part in _parts(recipe):
+        builder, arguments = resolve_part(field_name, part)
+        runner = {name: None for name in _RUNNER_KEYWORDS.get(field_name, ())}
+        if field_name.endswith('collate_fn'):
+            runner = {'batch': None}  # a collate function is called with the list of samples
+        _check_call(field_name, builder, {**arguments, **runner}, part_label(field_name, part))
+    if callbacks:
+        for label, builder, arguments in _callback_builders(recipe):
+            _check_call(f'callbacks.{label}', builder, arguments, label)
+
+
+def _check_call(field_name: str, builder: Callable[..., Any], arguments: dict[str, Any], label: str) -> None:
+    kind = field_name.rsplit('.', 1)[-1].replace('_', ' ')
+    try:
+        check_arguments(builder, arguments, f'the {kind}')
+    except RegistryError as error:
+        raise RecipeError(f'{field_name}: {error}') from None
+
+
+def _callback_builders(recipe: Recipe) -> list[tuple[str, Callable[..., Any], dict[str, Any]]]:
+    built = []
+    for label, name, target, arguments in callback_parts(recipe):
+        try:
+            builder = import_target(target) if target is not None else CALLBACKS.get(name or label)
+        except RegistryError as error:
+            raise RecipeError(f'callbacks.{label}: {error}') from None
+        if name == 'sample_ledger' and 'folder' not in arguments:
+            arguments = {**arguments, 'folder': None}  # filled from save_folder when built
+        built.append((label, builder, arguments))
+    return built
+
+
+def _call(field_name: str, builder: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    """Call a builder; a ``TypeError``/``ValueError`` it raises becomes a :class:`RecipeError` naming the field."""
+    try:
+        return builder(**arguments)
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f'{field_name}: {error}') from None
+
+
+def _as_dataset(field_name: str, built: Any) -> Dataset:
+    """One dataset from what a dataset builder returned; a list of them becomes their concatenation (the sources)."""
+    if isinstance(built, (list, tuple)):
+        if not built:
+            raise RecipeError(f'{field_name}: the builder returned an empty list; return a dataset or a list of them')
+        sources = [_as_dataset(f'{field_name}[{k}]', source) for k, source in enumerate(built)]
+        return ConcatDataset(sources)
+    if not isinstance(built, Sized) or isinstance(built, (str, bytes, Mapping)):
+        raise RecipeError(f'{field_name}: the builder returned a {type(built).__name__}; a recipe trains on a '
+                          'map-style dataset with a length (or a list of them, the sources of a mixture)')
+    return built  # type: ignore[return-value]
+
+
+def build_dataset(recipe: Recipe, field_name: str) -> Dataset:
+    """Call the dataset builder of ``field_name`` (``train_loader.dataset`` or ``eval_loader.dataset``)."""
+    part = recipe.train_loader.dataset if field_name == 'train_loader.dataset' else recipe.eval_loader.dataset
+    assert part is not None
+    builder, arguments = resolve_part(field_name, part)
+    return _as_dataset(field_name, _call(field_name, builder, arguments))
+
+
 def build_datasets(recipe: Recipe) -> tuple[Dataset, Dataset]:
-    """The train and held-out datasets the recipe names."""
-    config = recipe.train_loader.dataset
-    if config.name == 'digits':
-        train, held_out = digits_splits(config.eval_fraction, config.read_delay_ms)
-    else:
-        assert config.size is not None, 'check_recipe requires a size for synthetic data'
-        train = SyntheticDataset(config.size, seed=0, read_delay_ms=config.read_delay_ms)
-        held_out = SyntheticDataset(max(1, round(config.size * config.eval_fraction)), seed=1)
-    fractions = recipe.train_loader.sampler.source_fractions
-    if fractions is not None:
-        train = split_into_sources(train, fractions)
+    """The train and held-out datasets: the builders' own, or the held-out split cut from the train dataset.
+
+    A train dataset of several sources (a list from its builder, or one dataset cut
+    by ``source_fractions``) is a ``ConcatDataset`` whose ``datasets`` are the
+    sources; the held-out split then takes ``eval_fraction`` of each source.
+    """
+    train = build_dataset(recipe, 'train_loader.dataset')
+    sampler = recipe.train_loader.sampler
+    fractions = sampler.source_fractions
+    name = part_name('train_loader.sampler', sampler)
+    several = isinstance(train, ConcatDataset) and not isinstance(train, _Sources)
+    if several and fractions is not None:
+        raise RecipeError(f'train_loader.sampler.source_fractions cuts one dataset into sources, but the '
+                          f'train_loader.dataset builder returned {len(train.datasets)} of them; remove one or the '
+                          'other')
+    if several and name not in ('mixture', None):
+        raise RecipeError(f'train_loader.dataset: the builder returned {len(train.datasets)} datasets, the sources '
+                          f"of a mixture, but train_loader.sampler is {part_label('train_loader.sampler', sampler)!r}; "
+                          'use train_loader.sampler.name: mixture, or return one dataset')
+    if name == 'mixture' and not several and fractions is None:
+        raise RecipeError('train_loader.sampler.source_fractions is required for the mixture sampler when the '
+                          'train_loader.dataset builder returns one dataset (or return a list of datasets, one a '
+                          'source)')
+    own_held_out = recipe.eval_loader.dataset is not None
+    held_out = build_dataset(recipe, 'eval_loader.dataset') if own_held_out else None
+    fraction = eval_fraction_of(recipe)[1]
+    if several:
+        cuts = [(source, None) if own_held_out else cut_held_out(source, fraction) for source in train.datasets]
+        if held_out is None:
+            held_out = ConcatDataset([cut for _, cut in cuts])
+        return _Sources([kept for kept, _ in cuts]), held_out
+    if held_out is None:
+        train, held_out = cut_held_out(train, fraction)
+    if fractions:
+        return _Sources(split_into_sources(train, fractions)), held_out
     return train, held_out
 
 
-def split_into_sources(dataset: Dataset, fractions: list[float]) -> ConcatDataset:
+class _Sources(ConcatDataset):
+    """The sources of a mixture, concatenated (their ``datasets``)."""
+
+
+class Split(Subset):
+    """Part of a dataset, read through positions ``indices``; a dict sample's ``'index'`` is its position here.
+
+    The renumbering keeps what a sample says about itself in step with what the
+    sampler drew, so :class:`~composer_sampling.SampleLedger` (``index_key='index'``)
+    records positions of the dataset it trains on.
+
+    Example:
+        >>> split = Split([{'index': i} for i in range(10)], range(6, 10))
+        >>> len(split), split[0]
+        (4, {'index': 0})
+    """
+
+    def __getitem__(self, index: Any) -> Any:
+        item = self.dataset[self.indices[index]]
+        if isinstance(item, dict) and 'index' in item:
+            item = {**item, 'index': index}
+        return item
+
+
+def cut_held_out(dataset: Dataset, fraction: float) -> tuple[Dataset, Dataset]:
+    """The first ``1 - fraction`` of ``dataset`` to train on and the rest held out, as positions (O(1) memory).
+
+    Example:
+        >>> train, held_out = cut_held_out(list(range(10)), 0.2)
+        >>> list(train), list(held_out)
+        ([0, 1, 2, 3, 4, 5, 6, 7], [8, 9])
+    """
+    total = len(dataset)  # type: ignore[arg-type]
+    held = round(total * fraction)
+    return Split(dataset, range(total - held)), Split(dataset, range(total - held, total))
+
+
+def split_into_sources(dataset: Dataset, fractions: list[float]) -> list[Dataset]:
     """Cut ``dataset`` into consecutive sources of the given fractions (the last takes the rounding).
 
     Example:
-        >>> [len(source) for source in split_into_sources(list(range(10)), [0.5, 0.3, 0.2]).datasets]
+        >>> [len(source) for source in split_into_sources(list(range(10)), [0.5, 0.3, 0.2])]
         [5, 3, 2]
     """
     total = len(dataset)  # type: ignore[arg-type]
     bounds = [round(total * sum(fractions[:k])) for k in range(len(fractions))] + [total]
-    return ConcatDataset([Subset(dataset, range(lo, hi)) for lo, hi in itertools.pairwise(bounds)])
+    return [Split(dataset, range(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
 
 
 @dataclass(frozen=True)
@@ -148,85 +328,75 @@ class Placement:
     data_seed: int
 
 
+def is_batch_sampler(sampler: Any) -> bool:
+    """Whether a sampler builder returned a batch sampler (it yields device batches) rather than an index sampler.
+
+    Torch's ``BatchSampler`` and its subclasses, our batch-level samplers, and any
+    sampler with an integer ``batch_size``.
+    """
+    if isinstance(sampler, (BatchSampler, DistributedBatchAdapter, NestedBatchSampler)):
+        return True
+    size = getattr(sampler, 'batch_size', None)
+    return isinstance(size, int) and not isinstance(size, bool)
+
+
+def build_collate(recipe: Recipe, field_name: str) -> Callable[..., Any] | None:
+    """The loader's collate function: the target (or registered one) with its ``kwargs`` bound; None for torch's."""
+    part = recipe.train_loader.collate_fn if field_name.startswith('train') else recipe.eval_loader.collate_fn
+    if part is None:
+        return None
+    function, arguments = resolve_part(field_name, part)
+    return functools.partial(function, **arguments) if arguments else function
+
+
 def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, where: Placement) -> DataLoader:
-    """The train DataLoader of one rank with the recipe's sampler; it yields device batches."""
-    config = recipe.train_loader.sampler
-    workers = recipe.train_loader.num_workers
-    batch = plan.device_batch
-    common = {'num_replicas': where.num_replicas, 'rank': where.rank, 'shuffle': config.shuffle,
-              'seed': where.data_seed}
-    if config.name == 'resumable':
-        sampler = ResumableDistributedSampler(dataset, drop_last=config.drop_last, **common)
-    elif config.name == 'distributed':
-        sampler = dist.get_sampler(dataset, drop_last=config.drop_last, **common)
-    elif config.name == 'random':
-        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(where.data_seed))
-    elif config.name == 'sub_epoch':
-        assert config.sub_epochs_per_epoch is not None, 'check_recipe requires it'
-        try:
-            sampler = SubEpochDistributedSampler(dataset, config.sub_epochs_per_epoch, drop_last=config.drop_last,
-                                                 **common)
-        except ValueError as error:
-            raise RecipeError(f'train_loader.sampler: {error}') from None
-    elif config.name == 'mixture':
-        sizes = [len(source) for source in dataset.datasets]  # type: ignore[attr-defined]
-        try:
-            sampler = MixtureDistributedSampler(sizes, batch_size=batch, **common)
-        except ValueError as error:
-            raise RecipeError(f'train_loader.sampler.source_fractions: {error}') from None
-    elif config.name == 'custom_batch':
-        inner = dist.get_sampler(dataset, drop_last=config.drop_last, **common)
-        custom = BatchShuffleSampler(BatchSampler(inner, batch, drop_last=False), seed=where.data_seed)
-        return DataLoader(dataset, batch_sampler=DistributedBatchAdapter(custom), num_workers=workers)
-    else:
-        assert config.name == 'nested_batch', 'check_recipe admits only known sampler names'
-        return _nested_batch_loader(recipe, dataset, plan, where)
-    return DataLoader(dataset, batch_size=batch, sampler=sampler, num_workers=workers)
+    """The train DataLoader of one rank with the recipe's sampler; it yields device batches.
 
-
-def _nested_batch_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, where: Placement) -> DataLoader:
-    """The Lightning-style batch of batches, written for one process, then made distributed."""
-    config = recipe.train_loader.sampler
-    assert config.num_batches is not None, 'check_recipe requires it'
-    if plan.device_batch % config.num_batches:
-        raise RecipeError(
-            f'train_loader.sampler.num_batches={config.num_batches} does not divide the device batch '
-            f'{plan.device_batch} (global_train_batch_size / world size); use a divisor of {plan.device_batch}',
-        )
-    base = RandomSampler(dataset) if config.shuffle else SequentialSampler(dataset)
-    inner = BatchSampler(base, plan.device_batch // config.num_batches, drop_last=False)
-    nested = NestedBatchSampler(inner, config.num_batches, drop_last=config.drop_last)
-    one_process = DataLoader(dataset, batch_sampler=nested, num_workers=recipe.train_loader.num_workers)
-    return distribute(one_process, num_replicas=where.num_replicas, rank=where.rank, seed=where.data_seed)
+    The sampler builder gets the dataset, this rank's place, the data seed and the
+    device batch; it returns an index sampler, a batch sampler or a whole DataLoader.
+    """
+    field_name = 'train_loader.sampler'
+    builder, arguments = resolve_part(field_name, recipe.train_loader.sampler)
+    keywords = {'dataset': dataset, 'num_replicas': where.num_replicas, 'rank': where.rank, 'seed': where.data_seed,
+                'device_batch_size': plan.device_batch}
+    sampler = _call(field_name, builder, {**arguments, **keywords})
+    if isinstance(sampler, DataLoader):
+        return sampler
+    if not isinstance(sampler, Sampler) and not callable(getattr(type(sampler), '__iter__', None)):
+        raise RecipeError(f'{field_name}: the builder returned a {type(sampler).__name__}; return a sampler, a '
+                          'batch sampler or a DataLoader')
+    common = {'num_workers': recipe.train_loader.num_workers}
+    collate = build_collate(recipe, 'train_loader.collate_fn')
+    if collate is not None:
+        common['collate_fn'] = collate
+    if is_batch_sampler(sampler):
+        return DataLoader(dataset, batch_sampler=sampler, **common)
+    return DataLoader(dataset, batch_size=plan.device_batch, sampler=sampler, **common)
 
 
 def build_eval_loader(recipe: Recipe, dataset: Dataset) -> DataLoader:
+    """The held-out loader: every rank evaluates its share, in order."""
     sampler = dist.get_sampler(dataset, shuffle=False)
-    return DataLoader(dataset, batch_size=recipe.device_eval_batch_size, sampler=sampler)
+    collate = build_collate(recipe, 'eval_loader.collate_fn')
+    extra = {'collate_fn': collate} if collate is not None else {}
+    return DataLoader(dataset, batch_size=recipe.device_eval_batch_size, sampler=sampler, **extra)
 
 
 def build_callbacks(recipe: Recipe) -> list[Callback]:
-    """Instantiate ``callbacks: {name: kwargs}``; unknown names and arguments are recipe errors."""
+    """Instantiate ``callbacks``: registered names with their arguments, or targets with ``kwargs``."""
     built = []
-    for name, kwargs in recipe.callbacks.items():
-        if name not in CALLBACKS:
-            raise RecipeError(f'callbacks.{name} is unknown; choose among: {", ".join(CALLBACKS)}')
-        cls = CALLBACKS[name]
-        arguments = dict(kwargs or {})
-        if cls is SampleLedger and 'folder' not in arguments:
+    for label, builder, arguments in _callback_builders(recipe):
+        if 'folder' in arguments and arguments['folder'] is None:
             if recipe.save_folder is None:
                 raise RecipeError('callbacks.sample_ledger writes to {save_folder}/ledger: set save_folder, or give '
                                   'the callback a folder')
             arguments['folder'] = str(Path(recipe.save_folder) / 'ledger')
-        try:
-            inspect.signature(cls).bind(**arguments)
-        except TypeError as error:
-            valid = [p for p in inspect.signature(cls).parameters if p not in ('self', 'args', 'kwargs')]
-            raise RecipeError(f'callbacks.{name}: {error}; its arguments are: {", ".join(valid)}') from None
-        try:
-            built.append(cls(**arguments))
-        except (TypeError, ValueError) as error:
-            raise RecipeError(f'callbacks.{name}: {error}') from None
+        _check_call(f'callbacks.{label}', builder, arguments, label)
+        callback = _call(f'callbacks.{label}', builder, arguments)
+        if not isinstance(callback, Callback):
+            raise RecipeError(f'callbacks.{label}: the builder returned a {type(callback).__name__}, not a '
+                              'composer.core.Callback')
+        built.append(callback)
     return built
 
 
@@ -235,20 +405,21 @@ class Checked:
     """What :func:`check_run` builds while it checks a recipe: the parts ``plan`` and ``train`` both start from."""
 
     plan: BatchPlan
-    callbacks: list[Callback]
     data_seed: int
     train_dataset: Dataset
     eval_dataset: Dataset
 
 
-def check_run(recipe: Recipe, world_size: int) -> Checked:
-    """Every check of ``recipe`` on ``world_size`` ranks that needs no process group, Trainer or training.
+def check_run(recipe: Recipe, world_size: int, callbacks: bool = True) -> Checked:
+    """Every check of ``recipe`` on ``world_size`` ranks that needs no Trainer or training.
 
-    The one validation behind ``composer-sampling plan`` and ``scripts/train.py``:
-    both refuse the same recipes with the same message. On top of
-    :func:`~composer_sampling.recipes.schema.check_recipe`: the batch math, the seed for
-    this world size, the callbacks, the datasets (splits, global batch, token
-    units, mixture sources) and the checkpoint at ``load_path``.
+    The one validation behind ``composer-sampling plan`` and ``train``: both
+    refuse the same recipes with the same message. On top of
+    :func:`~composer_sampling.recipes.schema.check_recipe`: the batch math, the
+    seed for this world size, the builders' targets and arguments, the checkpoint
+    at ``load_path``, then (the datasets built, never indexed) the splits, the
+    global batch, the mixture sources and token units. ``callbacks=False`` (plan)
+    leaves out the callbacks' arguments, which plan never uses.
 
     Raises:
         RecipeError: naming the field and what would be valid.
@@ -262,14 +433,14 @@ def check_run(recipe: Recipe, world_size: int) -> Checked:
     """
     plan = batch_plan(recipe, world_size)
     check_seed(recipe.seed, world_size)
-    callbacks = build_callbacks(recipe)
-    data_seed = data_seed_of(recipe, callbacks)
+    data_seed = data_seed_of(recipe)
+    check_builders(recipe, callbacks=callbacks)
+    check_load_path(recipe)
     train_dataset, eval_dataset = build_datasets(recipe)
     check_splits(recipe, plan, train_dataset, eval_dataset)
     check_token_units(recipe, train_dataset)
     check_sources(recipe, plan, train_dataset)
-    check_load_path(recipe)
-    return Checked(plan, callbacks, data_seed, train_dataset, eval_dataset)
+    return Checked(plan, data_seed, train_dataset, eval_dataset)
 
 
 def check_seed(seed: int, world_size: int) -> None:
@@ -286,15 +457,18 @@ def check_seed(seed: int, world_size: int) -> None:
 
 def check_splits(recipe: Recipe, plan: BatchPlan, train: Dataset, held_out: Dataset) -> None:
     """Both splits hold samples and the train split holds at least one global batch."""
-    config = recipe.train_loader.dataset
+    label = part_label('train_loader.dataset', recipe.train_loader.dataset)
     train_len, held_out_len = len(train), len(held_out)  # type: ignore[arg-type]
+    if held_out_len == 0 and recipe.eval_loader.dataset is not None:
+        raise RecipeError(f'eval_loader.dataset ({part_label("eval_loader.dataset", recipe.eval_loader.dataset)}) '
+                          'is empty; give it samples to evaluate on')
     if held_out_len == 0 or train_len == 0:
         empty = 'held-out' if held_out_len == 0 else 'train'
-        raise RecipeError(f'train_loader.dataset.eval_fraction={config.eval_fraction} leaves the {empty} split of '
-                          f'the {config.name} dataset ({train_len + held_out_len} samples) empty; use a fraction that '
-                          'leaves samples in both')
+        field_name, fraction = eval_fraction_of(recipe)
+        raise RecipeError(f'{field_name}={fraction} leaves the {empty} split of the {label} dataset '
+                          f'({train_len + held_out_len} samples) empty; use a fraction that leaves samples in both')
     if train_len < plan.data_parallel:
-        raise RecipeError(f'the train split of {train_len} samples (train_loader.dataset: {config.name}) is smaller '
+        raise RecipeError(f'the train split of {train_len} samples (train_loader.dataset: {label}) is smaller '
                           f'than the {plan.data_parallel} data-parallel ranks: some rank would train nothing; use a '
                           'larger dataset or fewer ranks')
     if plan.global_batch > train_len:
@@ -302,7 +476,7 @@ def check_splits(recipe: Recipe, plan: BatchPlan, train: Dataset, held_out: Data
         largest = train_len // ranks * ranks
         multiple = f' (a multiple of the {ranks} data-parallel ranks)' if ranks > 1 else ''
         raise RecipeError(f'global_train_batch_size={plan.global_batch} is larger than the train split of '
-                          f'{train_len} samples (train_loader.dataset: {config.name}); use at most {largest}{multiple}')
+                          f'{train_len} samples (train_loader.dataset: {label}); use at most {largest}{multiple}')
 
 
 def counts_tokens(dataset: Dataset) -> bool:
@@ -327,16 +501,17 @@ def check_token_units(recipe: Recipe, train: Dataset) -> None:
         name = in_tokens[0]
         effect = 'train forever' if name == 'max_duration' else 'never reach it'
         raise RecipeError(f'{name}={getattr(recipe, name)!r} counts tokens, but Composer counts none in this run '
-                          f'(the {recipe.train_loader.dataset.name} dataset yields no input_ids and has no '
+                          f'(the {part_label("train_loader.dataset", recipe.train_loader.dataset)} dataset yields '
+                          'no input_ids and has no '
                           f'max_seq_len), so the run would {effect}; use ep, ba or sp')
 
 
 def check_sources(recipe: Recipe, plan: BatchPlan, train: Dataset) -> None:
     """Every mixture source holds at least one global step, or it would never be trained."""
-    fractions = recipe.train_loader.sampler.source_fractions
-    if fractions is None:
+    if not isinstance(train, _Sources):
         return
-    sizes = [len(source) for source in train.datasets]  # type: ignore[attr-defined]
+    fractions = recipe.train_loader.sampler.source_fractions
+    sizes = [len(source) for source in train.datasets]
     total, step = sum(sizes), plan.global_batch
     short = [k for k, size in enumerate(sizes) if size < step]
     if not short:
@@ -346,6 +521,10 @@ def check_sources(recipe: Recipe, plan: BatchPlan, train: Dataset) -> None:
     largest = min(sizes) // ranks * ranks
     smallest_fraction = -(-step * 1000 // total) / 1000
     batch = f', or a global_train_batch_size of at most {largest}' if largest >= ranks else ''
+    if fractions is None:
+        raise RecipeError(f'train_loader.dataset: source {k} holds {sizes[k]} of the {total} train samples, fewer '
+                          f'than one global step of {step}, so it would never be trained; give it at least {step} '
+                          f'samples{batch}')
     raise RecipeError(
         f'train_loader.sampler.source_fractions={list(fractions)}: source {k} (fraction {fractions[k]}) holds '
         f'{sizes[k]} of the {total} train samples, fewer than one global step of {step}, so it would never be '
@@ -396,12 +575,14 @@ def build_run(recipe: Recipe, world_size: int | None = None, rank: int | None = 
     world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
     checked = check_run(recipe, world_size)
+    callbacks = build_callbacks(recipe)
     plan = checked.plan
     where = Placement(plan.data_parallel, rank // plan.replication, checked.data_seed)
     train_loader = build_train_loader(recipe, checked.train_dataset, plan, where)
     problem = sharding_problem(active_root(train_loader), world_size, rank, plan.replication)
     if problem is not None:
-        raise RecipeError(f'train_loader.sampler.name={recipe.train_loader.sampler.name!r}: {problem}')
+        raise RecipeError(f'train_loader.sampler ({part_label("train_loader.sampler", recipe.train_loader.sampler)}): '
+                          f'{problem}')
     return Run(
         recipe=recipe,
         plan=plan,
@@ -409,31 +590,48 @@ def build_run(recipe: Recipe, world_size: int | None = None, rank: int | None = 
         eval_dataset=checked.eval_dataset,
         train_loader=train_loader,
         eval_loader=build_eval_loader(recipe, checked.eval_dataset),
-        callbacks=checked.callbacks,
+        callbacks=callbacks,
         data_seed=checked.data_seed,
     )
 
 
-def data_seed_of(recipe: Recipe, callbacks: list[Callback]) -> int:
-    """SamplerSync's ``data_seed`` if the recipe gives one, else the trainer seed (a checkpoint's wins on resume)."""
-    sync = next((cb for cb in callbacks if isinstance(cb, SamplerSync)), None)
-    if sync is not None and sync.data_seed is not None:
-        return sync.data_seed
-    return recipe.seed
+def data_seed_of(recipe: Recipe) -> int:
+    """``callbacks.sampler_sync.data_seed`` if the recipe gives one, else the trainer seed (no callback is built).
+
+    Example:
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> data_seed_of(load_recipe(None, ['callbacks.sampler_sync.data_seed=9']))
+        9
+    """
+    value = (recipe.callbacks.get('sampler_sync') or {}).get('data_seed')
+    if value is None:
+        return recipe.seed
+    try:
+        return check_int('data_seed', value, 0, MAX_SEED)  # SamplerSync's own rule
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f'callbacks.sampler_sync.{error}') from None
+
+
+def build_model(recipe: Recipe) -> ComposerModel:
+    """The model the recipe names, as a ``ComposerModel`` (a plain module is wrapped: :func:`as_composer_model`)."""
+    builder, arguments = resolve_part('model', recipe.model)
+    return as_composer_model(_call('model', builder, arguments), part_label('model', recipe.model))
 
 
 def build_optimizer(recipe: Recipe, model: torch.nn.Module) -> torch.optim.Optimizer:
-    config = recipe.optimizer
-    if config.name == 'sgd':
-        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9, weight_decay=config.weight_decay)
-    return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    """The optimizer builder gets ``params`` (the model's parameters) and its own arguments."""
+    builder, arguments = resolve_part('optimizer', recipe.optimizer)
+    optimizer = _call('optimizer', builder, {**arguments, 'params': model.parameters()})
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise RecipeError(f'optimizer: the builder returned a {type(optimizer).__name__}, not a torch.optim.Optimizer')
+    return optimizer
 
 
 def build_trainer(run: Run, **overrides: Any) -> Trainer:
     """A CPU ``Trainer`` for the run; ``overrides`` go straight to ``Trainer`` (tests add callbacks)."""
     recipe = run.recipe
     torch.manual_seed(recipe.seed)  # the model's initial weights follow the recipe's seed
-    model = MLPClassifier(hidden_size=recipe.model.hidden_size)
+    model = build_model(recipe)
     extra_callbacks = list(overrides.pop('callbacks', []))
     arguments: dict[str, Any] = {
         'model': model,

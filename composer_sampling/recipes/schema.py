@@ -8,7 +8,7 @@ as ``composer.core.Time.from_timestring`` does.
 
 Example:
     >>> recipe = load_recipe(None, ['global_train_batch_size=32', 'max_duration=1ep'])
-    >>> recipe.global_train_batch_size, recipe.train_loader.sampler.name
+    >>> recipe.global_train_batch_size, part_name('train_loader.sampler', recipe.train_loader.sampler)
     (32, 'resumable')
 """
 
@@ -28,14 +28,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 __all__ = [
-    'DATASETS',
+    'DEFAULT_NAMES',
     'DURATION_UNITS',
     'MAX_SEED',
-    'SAMPLERS',
-    'SAMPLER_OPTIONS',
     'DatasetConfig',
+    'EvalLoaderConfig',
     'ModelConfig',
     'OptimizerConfig',
+    'PartConfig',
     'Recipe',
     'RecipeError',
     'SamplerConfig',
@@ -45,23 +45,11 @@ __all__ = [
     'parse_duration',
 ]
 
-#: Sampler names a recipe may ask for, with what each builds.
-SAMPLERS = {
-    'resumable': 'ResumableDistributedSampler (O(1) memory, exact mid-epoch resume)',
-    'distributed': "torch's DistributedSampler, as composer.utils.dist.get_sampler builds it",
-    'random': "torch's RandomSampler: one process only, refused on several ranks (it does not shard)",
-    'custom_batch': 'a batch-shuffling custom batch sampler over BatchSampler(DistributedSampler)',
-    'sub_epoch': 'SubEpochDistributedSampler: a trainer epoch is 1/sub_epochs_per_epoch of the data',
-    'mixture': 'MixtureDistributedSampler over the train split cut into sources by source_fractions',
-    'nested_batch': 'NestedBatchSampler of num_batches inner batches, made distributed by distribute()',
-}
-#: Sampler options that only one sampler takes.
-SAMPLER_OPTIONS = {'sub_epochs_per_epoch': 'sub_epoch', 'source_fractions': 'mixture', 'num_batches': 'nested_batch'}
-DATASETS = {
-    'digits': "scikit-learn's 8x8 digits, 1,797 images, split into train and held-out",
-    'synthetic': '`size` samples of ten Gaussian clusters',
-}
-OPTIMIZERS = ('adamw', 'sgd')
+#: The registered name a part without ``name`` or ``target`` builds.
+DEFAULT_NAMES = {'train_loader.dataset': 'digits', 'train_loader.sampler': 'resumable', 'model': 'mlp',
+                 'optimizer': 'adamw'}
+#: The fields every part has; the others of its section are the inline options of registered names.
+PART_FIELDS = ('name', 'target', 'kwargs')
 #: Composer seeds rank ``r`` with ``seed + r`` and refuses seeds of 2**32 and above.
 MAX_SEED = 2**32 - 1
 #: The units each duration field may use. Composer also reads ``iter`` and wall-clock
@@ -82,16 +70,23 @@ class RecipeError(ValueError):
 
 
 @dataclass
-class DatasetConfig:
-    name: str = 'digits'
-    size: int | None = None
-    eval_fraction: float = 0.2
-    read_delay_ms: float = 0.0
+class PartConfig:
+    """A part the recipe builds: a registered ``name``, or an import ``target`` with its ``kwargs``."""
+
+    name: str | None = None
+    target: str | None = None
+    kwargs: dict[str, Any] | None = None
 
 
 @dataclass
-class SamplerConfig:
-    name: str = 'resumable'
+class DatasetConfig(PartConfig):
+    size: int | None = None
+    eval_fraction: float | None = None
+    read_delay_ms: float | None = None
+
+
+@dataclass
+class SamplerConfig(PartConfig):
     shuffle: bool = True
     drop_last: bool = False
     sub_epochs_per_epoch: int | None = None
@@ -103,19 +98,28 @@ class SamplerConfig:
 class TrainLoaderConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    collate_fn: PartConfig | None = None
     num_workers: int = 0
 
 
 @dataclass
-class OptimizerConfig:
-    name: str = 'adamw'
+class EvalLoaderConfig:
+    """The held-out data: its own ``dataset``, or ``eval_fraction`` of the train dataset (0.2 unless set)."""
+
+    dataset: DatasetConfig | None = None
+    collate_fn: PartConfig | None = None
+    eval_fraction: float | None = None
+
+
+@dataclass
+class OptimizerConfig(PartConfig):
     lr: float = 0.003
     weight_decay: float = 0.0
 
 
 @dataclass
-class ModelConfig:
-    hidden_size: int = 64
+class ModelConfig(PartConfig):
+    hidden_size: int | None = None
 
 
 @dataclass
@@ -129,6 +133,7 @@ class Recipe:
     device_train_microbatch_size: int | None = None
     gradient_accumulation_steps: int | None = None
     train_loader: TrainLoaderConfig = field(default_factory=TrainLoaderConfig)
+    eval_loader: EvalLoaderConfig = field(default_factory=EvalLoaderConfig)
     device_eval_batch_size: int = 128
     eval_interval: str = '1ep'
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -366,19 +371,18 @@ def check_recipe(recipe: Recipe) -> None:
     if recipe.optimizer.lr <= 0:
         raise RecipeError(f'optimizer.lr must be positive, got {recipe.optimizer.lr}')
     _at_least('optimizer.weight_decay', recipe.optimizer.weight_decay, 0)
-    _one_of('optimizer.name', recipe.optimizer.name, OPTIMIZERS)
-    _one_of('train_loader.sampler.name', recipe.train_loader.sampler.name, SAMPLERS)
-    _check_sampler_options(recipe.train_loader.sampler)
-    dataset = recipe.train_loader.dataset
-    _one_of('train_loader.dataset.name', dataset.name, DATASETS)
-    if not 0 < dataset.eval_fraction < 1:
-        raise RecipeError(f'train_loader.dataset.eval_fraction must be in (0, 1), got {dataset.eval_fraction}')
-    if dataset.name == 'synthetic':
-        if dataset.size is None:
-            raise RecipeError('train_loader.dataset.size is required for the synthetic dataset')
-        _at_least('train_loader.dataset.size', dataset.size, 1)
-    elif dataset.size is not None:
-        raise RecipeError(f'train_loader.dataset.size applies to the synthetic dataset only, not {dataset.name!r}')
+    check_parts(recipe)
+    _at_least('train_loader.sampler.sub_epochs_per_epoch', recipe.train_loader.sampler.sub_epochs_per_epoch, 1)
+    _at_least('train_loader.sampler.num_batches', recipe.train_loader.sampler.num_batches, 1)
+    fractions = recipe.train_loader.sampler.source_fractions
+    if fractions is not None and (not fractions or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6):
+        raise RecipeError(
+            f'train_loader.sampler.source_fractions must be positive fractions summing to 1, got {fractions}',
+        )
+    _at_least('train_loader.dataset.size', recipe.train_loader.dataset.size, 1)
+    fraction_field, fraction = eval_fraction_of(recipe)
+    if not 0 < fraction < 1:
+        raise RecipeError(f'{fraction_field} must be in (0, 1), got {fraction}')
     for name in DURATION_UNITS:
         _check_duration(name, getattr(recipe, name))
     for name, kwargs in recipe.callbacks.items():
@@ -390,20 +394,139 @@ def check_recipe(recipe: Recipe) -> None:
                               f"'my_package.callbacks:MyState', got {spec!r}")
 
 
-def _check_sampler_options(sampler: SamplerConfig) -> None:
-    for option, owner in SAMPLER_OPTIONS.items():
-        value = getattr(sampler, option)
-        if owner == sampler.name and value is None:
-            raise RecipeError(f'train_loader.sampler.{option} is required for the {owner} sampler')
-        if owner != sampler.name and value is not None:
-            raise RecipeError(
-                f'train_loader.sampler.{option} applies to the {owner} sampler only, not {sampler.name!r}',
-            )
-    _at_least('train_loader.sampler.sub_epochs_per_epoch', sampler.sub_epochs_per_epoch, 1)
-    _at_least('train_loader.sampler.num_batches', sampler.num_batches, 1)
-    if sampler.source_fractions is not None:
-        fractions = sampler.source_fractions
-        if not fractions or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
-            raise RecipeError(
-                f'train_loader.sampler.source_fractions must be positive fractions summing to 1, got {fractions}',
-            )
+def part_sections(recipe: Recipe) -> list[tuple[str, PartConfig]]:
+    """Every part the recipe builds, with its field: loaders' datasets and collate functions, model, optimizer.
+
+    Callbacks are parts too, but a mapping ``{label: arguments}``: see :func:`callback_parts`.
+    """
+    sections: list[tuple[str, PartConfig | None]] = [
+        ('train_loader.dataset', recipe.train_loader.dataset),
+        ('train_loader.sampler', recipe.train_loader.sampler),
+        ('train_loader.collate_fn', recipe.train_loader.collate_fn),
+        ('eval_loader.dataset', recipe.eval_loader.dataset),
+        ('eval_loader.collate_fn', recipe.eval_loader.collate_fn),
+        ('model', recipe.model),
+        ('optimizer', recipe.optimizer),
+    ]
+    return [(name, part) for name, part in sections if part is not None]
+
+
+def callback_parts(recipe: Recipe) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
+    """``(label, registered name or None, target or None, arguments)`` for every entry of ``callbacks``.
+
+    ``callbacks: {lr_monitor: {}}`` is the name form (the label is the name, the
+    mapping its arguments); ``callbacks: {mine: {target: 'pkg:Cls', kwargs: {...}}}``
+    the import form.
+
+    Example:
+        >>> recipe = load_recipe(None, ['callbacks={mine: {target: "pkg:Cb", kwargs: {x: 1}}, lr_monitor: {}}'])
+        >>> callback_parts(recipe)
+        [('mine', None, 'pkg:Cb', {'x': 1}), ('lr_monitor', 'lr_monitor', None, {})]
+    """
+    parts = []
+    for label, arguments in recipe.callbacks.items():
+        arguments = dict(arguments or {})
+        if 'target' in arguments:
+            parts.append((label, None, arguments['target'], dict(arguments.get('kwargs') or {})))
+        else:
+            parts.append((label, label, None, arguments))
+    return parts
+
+
+def inline_options(part: PartConfig) -> dict[str, Any]:
+    """The options of a part's section besides ``name``/``target``/``kwargs`` that differ from their defaults.
+
+    Example:
+        >>> inline_options(SamplerConfig(name='sub_epoch', sub_epochs_per_epoch=4))
+        {'sub_epochs_per_epoch': 4}
+    """
+    default = type(part)()
+    return {f.name: getattr(part, f.name) for f in dataclasses.fields(part)
+            if f.name not in (*PART_FIELDS, 'eval_fraction') and getattr(part, f.name) != getattr(default, f.name)}
+
+
+def part_name(field_name: str, part: PartConfig) -> str | None:
+    """The registered name a part builds (its default when it names none); ``None`` for the import form."""
+    if part.target is not None:
+        return None
+    return part.name or DEFAULT_NAMES.get(field_name)
+
+
+def check_parts(recipe: Recipe) -> None:
+    """Each part names a registered ``name`` or a ``target`` (not both), with only the options it takes.
+
+    Only the registries' tables and entry points are read: nothing is imported.
+    That the target imports and takes its ``kwargs`` is checked when the run is
+    built (:func:`composer_sampling.recipes.build.check_builders`).
+    """
+    from composer_sampling.recipes.registry import REGISTRIES, TARGET_FORM, RegistryError
+
+    kinds = {'train_loader.dataset': 'datasets', 'eval_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
+             'train_loader.collate_fn': 'collate_fns', 'eval_loader.collate_fn': 'collate_fns', 'model': 'models',
+             'optimizer': 'optimizers'}
+    for field_name, part in part_sections(recipe):
+        options = inline_options(part)
+        if part.target is not None:
+            if part.name is not None:
+                raise RecipeError(f'{field_name} gives both name={part.name!r} and target={part.target!r}; give one')
+            if not TARGET_FORM.match(part.target):
+                raise RecipeError(f"{field_name}.target must look like 'package.module:callable', e.g. "
+                                  f"'my_pkg.models:build_model', got {part.target!r}")
+            if isinstance(part, DatasetConfig) and part.eval_fraction is not None:
+                raise RecipeError(f'{field_name}.eval_fraction: with target, the only other key is kwargs; set the '
+                                  'held-out fraction as eval_loader.eval_fraction')
+            if options:
+                option = next(iter(options))
+                raise RecipeError(f'{field_name}.{option} applies to the name form only; with target, pass every '
+                                  f'argument in {field_name}.kwargs')
+            continue
+        name = part_name(field_name, part)
+        if name is None:
+            raise RecipeError(f'{field_name} needs a name (one of: '
+                              f'{", ".join(REGISTRIES[kinds[field_name]].names())}) or a target')
+        try:
+            entry = REGISTRIES[kinds[field_name]].entry(name)
+        except RegistryError as error:
+            raise RecipeError(f'{field_name}.name: {error}') from None
+        for option in options:
+            if option not in entry.options:
+                takes = f'it takes: {", ".join(entry.options)}' if entry.options else 'it takes none'
+                raise RecipeError(f'{field_name}.{option} does not apply to the {name} {kinds[field_name][:-1]} '
+                                  f'({takes}); for a registered part, pass other arguments in {field_name}.kwargs')
+    required = {('train_loader.sampler', 'sub_epoch'): 'sub_epochs_per_epoch',
+                ('train_loader.sampler', 'nested_batch'): 'num_batches',
+                ('train_loader.dataset', 'synthetic'): 'size', ('eval_loader.dataset', 'synthetic'): 'size'}
+    for field_name, part in part_sections(recipe):
+        option = required.get((field_name, part_name(field_name, part) or ''))
+        if option and getattr(part, option) is None and option not in (part.kwargs or {}):
+            raise RecipeError(f'{field_name}.{option} is required for the {part_name(field_name, part)} '
+                              f'{kinds[field_name][:-1]}')
+    for label, name, target, _ in callback_parts(recipe):
+        extra = set(recipe.callbacks[label] or {}) - {'target', 'kwargs'}
+        if target is not None and extra:
+            raise RecipeError(f'callbacks.{label} has target, so its only other key is kwargs; got '
+                              f'{", ".join(sorted(extra))}')
+        if target is not None and not (isinstance(target, str) and TARGET_FORM.match(target)):
+            raise RecipeError(f"callbacks.{label}.target must look like 'package.module:Callback', got {target!r}")
+        if name is not None:
+            try:
+                REGISTRIES['callbacks'].entry(name)
+            except RegistryError as error:
+                raise RecipeError(f'callbacks.{label}: {error}') from None
+
+
+def eval_fraction_of(recipe: Recipe) -> tuple[str, float]:
+    """The held-out fraction of the train dataset and the field that sets it (0.2 when none does)."""
+    legacy, current = recipe.train_loader.dataset.eval_fraction, recipe.eval_loader.eval_fraction
+    if legacy is not None and current is not None:
+        raise RecipeError('eval_loader.eval_fraction and train_loader.dataset.eval_fraction both set the held-out '
+                          'fraction; keep eval_loader.eval_fraction')
+    if recipe.eval_loader.dataset is not None and (legacy is not None or current is not None):
+        field_name = 'eval_loader.eval_fraction' if current is not None else 'train_loader.dataset.eval_fraction'
+        raise RecipeError(f'{field_name} cuts the held-out split from the train dataset, but eval_loader.dataset '
+                          'gives one of its own; remove one of them')
+    if current is not None:
+        return 'eval_loader.eval_fraction', current
+    if legacy is not None:
+        return 'train_loader.dataset.eval_fraction', legacy
+    return 'eval_loader.eval_fraction', 0.2

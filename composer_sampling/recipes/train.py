@@ -1,4 +1,4 @@
-"""Run a recipe: build everything, print the summary on rank 0, train, report held-out accuracy.
+"""Run a recipe: build everything, print the summary on rank 0, train, report the held-out metrics.
 
 Composer (and torch) are imported only once the recipe has loaded: a recipe that
 fails its static checks exits 2 in a fraction of the time an import of Composer takes.
@@ -38,7 +38,12 @@ USAGE = 'usage: python scripts/train.py RECIPE.yaml [field=value ...]   (or: com
 class TrainResult:
     run: Run
     trainer: Trainer
-    eval_accuracy: float
+    eval_metrics: dict[str, float]
+
+    @property
+    def eval_accuracy(self) -> float:
+        """The held-out ``MulticlassAccuracy`` (the demo model's metric)."""
+        return self.eval_metrics['MulticlassAccuracy']
 
 
 def _print_rank_zero(text: str) -> None:
@@ -54,13 +59,16 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     ``run`` replaces what :func:`build_run` would build (tests swap in instrumented
     parts); ``trainer_overrides`` go to ``Trainer``.
     """
-    from composer.utils import dist
+    from composer.utils import dist, get_device
 
     from composer_sampling.callbacks.sampler_sync import SamplerSync
     from composer_sampling.recipes.build import build_run, build_trainer
     from composer_sampling.summary import render_summary
 
-    run = run or build_run(recipe)
+    if run is None:
+        # The builders run inside the process group, so a dataset builder may use composer.utils.dist.
+        dist.initialize_dist(get_device(None), recipe.dist_timeout)
+        run = build_run(recipe)
     if dist.get_global_rank() == 0 and not any(isinstance(callback, SamplerSync) for callback in
                                                [*run.callbacks, *trainer_overrides.get('callbacks', [])]):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
@@ -68,10 +76,21 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     _print_rank_zero(render_summary(run.plan, run.train_loader, run.data_seed, seed_source))
     trainer = build_trainer(run, **trainer_overrides)
     trainer.fit()
-    accuracy = float(trainer.state.eval_metrics['eval']['MulticlassAccuracy'].compute())
-    _print_rank_zero(f'held-out accuracy after {trainer.state.timestamp.epoch.value} epochs: {accuracy:.4f}')
+    metrics = held_out_metrics(trainer)
+    report = ', '.join(f'{name} {value:.4f}' for name, value in metrics.items()) or 'no metrics'
+    _print_rank_zero(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}')
     trainer.close()
-    return TrainResult(run=run, trainer=trainer, eval_accuracy=accuracy)
+    return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
+
+
+def held_out_metrics(trainer: Trainer) -> dict[str, float]:
+    """Every scalar eval metric the model defines, computed over the held-out loader (empty before an eval)."""
+    values = {}
+    for name, metric in trainer.state.eval_metrics.get('eval', {}).items():
+        value = metric.compute()
+        if getattr(value, 'numel', lambda: 1)() == 1:
+            values[name] = float(value)
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:

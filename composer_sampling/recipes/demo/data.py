@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ['DigitsDataset', 'SyntheticDataset', 'digits_splits']
+__all__ = ['DigitsDataset', 'SyntheticDataset', 'digits', 'synthetic']
 
 NUM_FEATURES = 64
 NUM_CLASSES = 10
@@ -38,17 +38,19 @@ class ArrayDataset(Dataset):
 
 
 class DigitsDataset(ArrayDataset):
-    """One split of scikit-learn's bundled 8x8 digits (1,797 images, no download).
+    """scikit-learn's bundled 8x8 digits (1,797 images, no download)."""
+
+
+def digits(read_delay_ms: float = 0.0) -> DigitsDataset:
+    """All of scikit-learn's digits, features scaled to [0, 1], rows in a fixed shuffled order.
+
+    The recipe runner holds out the last ``eval_fraction`` of the rows; the fixed
+    shuffle makes that a random split (the file lists the writers one after another).
 
     Example:
-        >>> train, held_out = digits_splits(eval_fraction=0.2)
-        >>> len(train), len(held_out)
-        (1438, 359)
+        >>> len(digits())
+        1797
     """
-
-
-def digits_splits(eval_fraction: float, read_delay_ms: float = 0.0) -> tuple[DigitsDataset, DigitsDataset]:
-    """Train and held-out splits of digits; the split is fixed (it does not follow the run's seed)."""
     try:
         from sklearn.datasets import load_digits
     except ImportError as error:  # pragma: no cover - depends on the install
@@ -56,14 +58,13 @@ def digits_splits(eval_fraction: float, read_delay_ms: float = 0.0) -> tuple[Dig
             'the digits dataset needs scikit-learn: pip install "composer-sampling[demo]"',
         ) from error
     features, targets = load_digits(return_X_y=True)
-    order = np.random.default_rng(0).permutation(len(targets))
-    held_out = round(len(targets) * eval_fraction)
-    eval_rows, train_rows = order[:held_out], order[held_out:]
-    scaled = features / 16.0
-    return (
-        DigitsDataset(scaled[train_rows], targets[train_rows], read_delay_ms),
-        DigitsDataset(scaled[eval_rows], targets[eval_rows]),
-    )
+    order = np.random.default_rng(0).permutation(len(targets))[::-1]  # the held-out tail: the splits of 0.1
+    return DigitsDataset(features[order] / 16.0, targets[order], read_delay_ms)
+
+
+def synthetic(size: int, read_delay_ms: float = 0.0) -> SyntheticDataset:
+    """The registered ``synthetic`` dataset: :class:`SyntheticDataset` of ``size`` samples, seed 0."""
+    return SyntheticDataset(size, seed=0, read_delay_ms=read_delay_ms)
 
 
 class SyntheticDataset(Dataset):
