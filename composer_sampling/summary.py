@@ -10,11 +10,11 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from composer_sampling.batching import BatchPlan
-from composer_sampling.coverage import epoch_accounting
+from composer_sampling.coverage import EpochAccounting, epoch_accounting
 from composer_sampling.graph import active_root, iter_samplers, render_tree, sharding_nodes
 from composer_sampling.protocols import ReportsSources, SubEpochs, supports
 
-__all__ = ['render_summary', 'summarize']
+__all__ = ['render_rows', 'render_summary', 'summarize', 'summary_rows']
 
 
 def render_summary(plan: BatchPlan, loader: DataLoader, data_seed: int, seed_source: str) -> str:
@@ -38,10 +38,31 @@ def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_
     root = active_root(dataloader)
     shards = sharding_nodes(root)
     ranks = batch_plan.data_parallel if batch_plan else (shards[0].num_replicas if shards else 1)
-    epoch = epoch_accounting(dataloader, ranks)
+    if data_seed is None:
+        seeds = sorted({node.seed for node in iter_samplers(root) if isinstance(getattr(node, 'seed', None), int)})
+        seed_text = ', '.join(map(str, seeds)) + ' (held by the samplers)' if seeds else 'none'
+    else:
+        seed_text = f'{data_seed}' + (f' ({seed_source})' if seed_source else '')
+    graph = list(iter_samplers(root))
+    sub_epochs = next((node.sub_epochs_per_epoch for node in graph if supports(node, SubEpochs)), 1)
+    sources = next((node.source_report() for node in graph if supports(node, ReportsSources)), [])
+    rows = summary_rows(batch_plan, epoch_accounting(dataloader, ranks), seed_text, sub_epochs, sources)
+    lines = ['composer-sampling run summary', *render_rows(rows), '  sampler graph (rank 0):']
+    lines += ['    ' + line for line in render_tree(dataloader).splitlines()]
+    return '\n'.join(lines)
+
+
+def summary_rows(plan: BatchPlan | None, epoch: EpochAccounting, data_seed: str, sub_epochs: int = 1,
+                 sources: list[dict[str, int]] | None = None) -> list[tuple[str, Any]]:
+    """The summary's rows, the same for a training run (:func:`summarize`) and ``composer-sampling plan``.
+
+    Example:
+        >>> epoch = EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=3)
+        >>> summary_rows(None, epoch, '7')[1]
+        ('samples per epoch', '12 of 10 (2 padded, 0 dropped)')
+    """
     rows: list[tuple[str, Any]] = []
-    if batch_plan is not None:
-        plan = batch_plan
+    if plan is not None:
         rows.append(('world size', plan.world_size))
         if plan.replication > 1:
             rows.append(('replication', f'{plan.replication} ({plan.data_parallel} data-parallel ranks; each group '
@@ -57,23 +78,18 @@ def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_
         ('steps per epoch', epoch.steps),
         ('samples per epoch', f'{epoch.trained} of {epoch.dataset_len} ({epoch.padded} padded, {epoch.dropped} '
                               'dropped)'),
+        ('data seed', data_seed),
     ]
-    if data_seed is None:
-        seeds = sorted({node.seed for node in iter_samplers(root) if isinstance(getattr(node, 'seed', None), int)})
-        rows.append(('data seed', ', '.join(map(str, seeds)) + ' (held by the samplers)' if seeds else 'none'))
-    else:
-        rows.append(('data seed', f'{data_seed}' + (f' ({seed_source})' if seed_source else '')))
-    for node in iter_samplers(root):
-        if supports(node, SubEpochs):
-            rows.append(('sub-epochs', f'{node.sub_epochs_per_epoch} trainer epochs make one pass over the data '
-                                       '(samples per epoch above are per pass)'))
-        if supports(node, ReportsSources):
-            for row in node.source_report():
-                rows.append((f'source {row["source"]}', f'{row["used"]} of {row["size"]} used per epoch, '
-                                                      f'{row["trimmed"]} trimmed, {row["steps"]} global steps'))
+    if sub_epochs > 1:
+        rows.append(('sub-epochs', f'{sub_epochs} trainer epochs make one pass over the data (samples per epoch '
+                                   'above are per pass)'))
+    for row in sources or []:
+        rows.append((f'source {row["source"]}', f'{row["used"]} of {row["size"]} used per epoch, {row["trimmed"]} '
+                                                f'trimmed, {row["steps"]} global steps'))
+    return rows
+
+
+def render_rows(rows: list[tuple[str, Any]]) -> list[str]:
+    """The rows as aligned, indented lines."""
     width = max(len(name) for name, _ in rows)
-    lines = ['composer-sampling run summary']
-    lines += [f'  {name:<{width}}  {value}' for name, value in rows]
-    lines.append('  sampler graph (rank 0):')
-    lines += ['    ' + line for line in render_tree(dataloader).splitlines()]
-    return '\n'.join(lines)
+    return [f'  {name:<{width}}  {value}' for name, value in rows]

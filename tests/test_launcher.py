@@ -30,12 +30,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch(args: list[str], tmp_path: Path, timeout: int = 400) -> tuple[subprocess.CompletedProcess, str]:
-    """Run the launcher; return its result and every rank's output (rank 0's is the launcher's own)."""
+def launch(args: list[str], tmp_path: Path, timeout: int = 400,
+           env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, str]:
+    """Run the launcher (``env`` added to the environment); return its result and every rank's output."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     result = subprocess.run(
         [COMPOSER, '--stdout', str(tmp_path / 'rank{rank}.out'), *args],
-        cwd=ROOT, capture_output=True, text=True, env=_environment(), timeout=timeout,
+        cwd=ROOT, capture_output=True, text=True, env={**_environment(), **(env or {})}, timeout=timeout,
     )
     others = ''.join(path.read_text() for path in sorted(tmp_path.glob('rank*.out')))
     return result, result.stdout + result.stderr + others

@@ -39,7 +39,8 @@ def test_grad_accum_recipe_has_the_documented_batches() -> None:
     ('overrides', 'message'),
     [
         (['global_batch=3'], "unknown field 'global_batch' in .*digits.yaml; valid fields here: run_name, seed"),
-        (['train_loader.sampler.shufle=false'], "unknown field 'train_loader.sampler.shufle'.*: name, target, kwargs, shuffle"),
+        (['train_loader.sampler.shufle=false'],
+         "unknown field 'train_loader.sampler.shufle'.*: name, target, kwargs, shuffle"),
         (['global_train_batch_size=many'], "invalid value for field 'global_train_batch_size'.*'many'"),
         (['train_loader.sampler.drop_last=perhaps'], "field 'train_loader.sampler.drop_last'.*not a valid bool"),
         (['global_train_batch_size=0'], 'global_train_batch_size must be at least 1, got 0'),
@@ -152,9 +153,11 @@ REFUSED = [
      'train_loader.sampler.source_fractions=[0.99, 0.01]: source 1 (fraction 0.01) holds 14 of the 1438 train '
      'samples, fewer than one global step of 64, so it would never be trained; give every source a fraction of at '
      'least 0.045 (64 / 1438), or a global_train_batch_size of at most 14'),
-    (['train_loader=[1,2]'], 'train_loader must be a mapping of fields (dataset, sampler, collate_fn, num_workers), got a list '
+    (['train_loader=[1,2]'], 'train_loader must be a mapping of fields (dataset, sampler, collate_fn, num_workers), '
+                             'got a list '
                              '[1, 2]'),
-    (['train_loader.sampler=fast'], "train_loader.sampler must be a mapping of fields (name, target, kwargs, shuffle, drop_last"),
+    (['train_loader.sampler=fast'],
+     'train_loader.sampler must be a mapping of fields (name, target, kwargs, shuffle, drop_last'),
     (['train_loader=null'], 'train_loader must be a mapping, got null'),
     (['callbacks=[sampler_sync]'], "callbacks must be a mapping {name: arguments}, got a list ['sampler_sync']"),
     (['callbacks.sampler_sync=[1]'], 'callbacks.sampler_sync must be a mapping of arguments (or empty), got [1]'),

@@ -173,18 +173,18 @@ def check_builders(recipe: Recipe, callbacks: bool = True) -> None:
     for field_name, part in _parts(recipe):
         builder, arguments = resolve_part(field_name, part)
         runner = {name: None for name in _RUNNER_KEYWORDS.get(field_name, ())}
-        if field_name.endswith('collate_fn'):
-            runner = {'batch': None}  # a collate function is called with the list of samples
-        _check_call(field_name, builder, {**arguments, **runner}, part_label(field_name, part))
+        positional = 1 if field_name.endswith('collate_fn') else 0  # called with the list of samples
+        _check_call(field_name, builder, {**arguments, **runner}, part_label(field_name, part), positional)
     if callbacks:
         for label, builder, arguments in _callback_builders(recipe):
             _check_call(f'callbacks.{label}', builder, arguments, label)
 
 
-def _check_call(field_name: str, builder: Callable[..., Any], arguments: dict[str, Any], label: str) -> None:
+def _check_call(field_name: str, builder: Callable[..., Any], arguments: dict[str, Any], label: str,
+                positional: int = 0) -> None:
     kind = field_name.rsplit('.', 1)[-1].replace('_', ' ')
     try:
-        check_arguments(builder, arguments, f'the {kind}')
+        check_arguments(builder, arguments, f'the {kind}', positional)
     except RegistryError as error:
         raise RecipeError(f'{field_name}: {error}') from None
 

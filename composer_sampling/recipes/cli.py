@@ -3,6 +3,7 @@
     composer-sampling train RECIPE [field=value ...]     (several ranks: composer -n N -m composer_sampling.train)
     composer-sampling plan RECIPE [--world-size N] [--epochs E] [field=value ...]
     composer-sampling audit FOLDER [--plot coverage.png]
+    composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
 
 Exit status: 0 when every guarantee holds, 1 when one fails (the message names
 it), 2 for bad input (a recipe field, a missing folder, a damaged ledger).
@@ -22,6 +23,7 @@ from composer_sampling.ledger_format import LedgerError
 from composer_sampling.plan import PlanReport
 from composer_sampling.recipes.plan import plan_recipe
 from composer_sampling.recipes.schema import RecipeError, load_recipe
+from composer_sampling.summary import render_rows, summary_rows
 
 __all__ = ['main']
 
@@ -40,22 +42,45 @@ def _parser() -> argparse.ArgumentParser:
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
     audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger')
     audit.add_argument('--plot', metavar='PNG', help='also draw coverage by rank and epoch (needs matplotlib)')
+    recipes = commands.add_parser('recipes', help='list the example recipes shipped with the package, or copy one')
+    recipes.add_argument('name', nargs='?', help='a recipe to copy, e.g. digits (or digits.yaml)')
+    recipes.add_argument('--to', default='.', metavar='DIR', help='where to copy it (default: the current folder)')
+    recipes.add_argument('--force', action='store_true', help='replace a file of the same name')
     return parser
 
 
+def packaged_recipes() -> dict[str, Path]:
+    """The example recipes shipped inside the package, by name (file name without ``.yaml``)."""
+    folder = Path(__file__).resolve().parent / 'yamls'
+    return {path.stem: path for path in sorted(folder.glob('*.yaml'))}
+
+
+def _recipes(args: argparse.Namespace) -> int:
+    recipes = packaged_recipes()
+    if args.name is None:
+        for name, path in recipes.items():
+            first = next((line.lstrip('# ').rstrip() for line in path.read_text().splitlines()
+                          if line.startswith('#')), '')
+            print(f'{name:<22} {first}')
+        print('\ncopy one out with: composer-sampling recipes NAME [--to DIR]')
+        return 0
+    name = args.name.removesuffix('.yaml')
+    if name not in recipes:
+        raise RecipeError(f'no packaged recipe {args.name!r}; choose one of: {", ".join(recipes)}')
+    target = Path(args.to) / f'{name}.yaml'
+    if not Path(args.to).is_dir():
+        raise RecipeError(f'--to {args.to}: not a folder')
+    if target.exists() and not args.force:
+        raise RecipeError(f'{target} exists; pass --force to replace it')
+    target.write_text(recipes[name].read_text())
+    print(f'wrote {target}; train it with: composer-sampling train {target}')
+    return 0
+
+
 def _print_plan(report: PlanReport, seconds: float) -> None:
-    plan, epoch = report.plan, report.accounting
-    rows = [
-        ('world size', plan.world_size), ('global batch', plan.global_batch), ('device batch', plan.device_batch),
-        ('microbatch', plan.microbatch), ('accumulation steps', plan.accumulation_steps),
-        ('steps per epoch', epoch.steps), ('samples per epoch', f'{epoch.trained} of {epoch.dataset_len}'),
-        ('padded / dropped', f'{epoch.padded} / {epoch.dropped}'), ('data seed', report.data_seed),
-    ]
-    if plan.replication > 1:
-        rows.insert(1, ('replication', f'{plan.replication} ({plan.data_parallel} data-parallel ranks)'))
-    if report.sub_epochs > 1:
-        rows.append(('sub-epochs', f'{report.sub_epochs} trainer epochs per pass over the data'))
-    print(tabulate(rows, tablefmt='plain'))
+    print('\n'.join(render_rows(summary_rows(report.plan, report.accounting, str(report.data_seed),
+                                             report.sub_epochs))))
+    plan = report.plan
     if report.sources:
         print('\n' + tabulate(report.sources, headers='keys', tablefmt='github'))
     print('\nsampler graph of rank 0:\n' + report.tree)
@@ -153,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return train_main([args.recipe, *args.overrides])
     try:
-        return _plan(args) if args.command == 'plan' else _audit(args)
+        commands = {'plan': _plan, 'audit': _audit, 'recipes': _recipes}
+        return commands[args.command](args)
     except (RecipeError, LedgerError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 2

@@ -85,8 +85,10 @@ def import_target(target: str) -> Any:
     return obj
 
 
-def check_arguments(builder: Callable[..., Any], arguments: dict[str, Any], what: str) -> None:
+def check_arguments(builder: Callable[..., Any], arguments: dict[str, Any], what: str, positional: int = 0) -> None:
     """Refuse keyword ``arguments`` that ``builder``'s signature cannot take, or required ones missing.
+
+    ``positional`` arguments come first (a collate function's list of samples).
 
     Example:
         >>> check_arguments(lambda size, seed=0: None, {'sise': 3}, 'the dataset')
@@ -98,19 +100,20 @@ def check_arguments(builder: Callable[..., Any], arguments: dict[str, Any], what
         signature = inspect.signature(builder)
     except (TypeError, ValueError):
         return  # a builtin without a readable signature: its own error will do
-    parameters = signature.parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    keywords = [name for name, p in parameters.items()
+    parameters = list(signature.parameters.values())
+    keywords = [p.name for p in parameters[positional:]
                 if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
     label = f'{what} {getattr(builder, "__qualname__", builder)}'
     valid = ', '.join(keywords) or 'none'
-    if not takes_any:
+    try:
+        bound = signature.bind_partial(*([None] * positional), **arguments)
+    except TypeError as error:
         unknown = sorted(set(arguments) - set(keywords))
-        if unknown:
-            raise RegistryError(f'{label}: unexpected keyword {unknown[0]!r}; it takes: {valid}')
-    missing = [name for name, p in parameters.items()
-               if p.default is inspect.Parameter.empty and name not in arguments
-               and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+        if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            raise RegistryError(f'{label}: unexpected keyword {unknown[0]!r}; it takes: {valid}') from None
+        raise RegistryError(f'{label}: {error}; it takes: {valid}') from None
+    missing = [p.name for p in parameters if p.default is inspect.Parameter.empty and p.name not in bound.arguments
+               and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
     if missing:
         raise RegistryError(f'{label}: missing required keyword {missing[0]!r}; it takes: {valid}')
 
