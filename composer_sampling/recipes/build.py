@@ -26,7 +26,7 @@ from composer import Trainer
 from composer.core import Callback
 from composer.models import ComposerModel
 from composer.utils import dist
-from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, Sampler, Subset
+from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, DistributedSampler, Sampler, Subset
 
 from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
 from composer_sampling.checkpoint_check import (
@@ -332,10 +332,12 @@ def is_batch_sampler(sampler: Any) -> bool:
     """Whether a sampler builder returned a batch sampler (it yields device batches) rather than an index sampler.
 
     Torch's ``BatchSampler`` and its subclasses, our batch-level samplers, and any
-    sampler with an integer ``batch_size``.
+    sampler with an integer ``batch_size`` that is not a ``DistributedSampler``.
     """
     if isinstance(sampler, (BatchSampler, DistributedBatchAdapter, NestedBatchSampler)):
         return True
+    if isinstance(sampler, DistributedSampler):  # an index sampler, even with a batch_size (the mixture's)
+        return False
     size = getattr(sampler, 'batch_size', None)
     return isinstance(size, int) and not isinstance(size, bool)
 
