@@ -28,7 +28,7 @@ def test_every_recipe_keeps_every_guarantee(path: Path, world_size: int, capsys)
 
 def test_a_thousand_ranks_on_a_million_samples() -> None:
     recipe = load_recipe(ROOT / 'yamls' / 'digits.yaml', ['train_loader.dataset.name=synthetic',
-                                                          'train_loader.dataset.size=1000000',
+                                                          'train_loader.dataset.size=1250000',  # 1e6 to train, 0.2 held out
                                                           'global_train_batch_size=4096'])
     report = plan_recipe(recipe, world_size=1024, epochs=2)
     assert report.ok, report.problems
@@ -54,7 +54,7 @@ def test_a_sampler_that_does_not_shard_fails_the_plan(capsys) -> None:
         (['--world-size', '0'], 'error: --world-size and --epochs must be at least 1, got 0 and 2'),
         (['global_batch=3'], "error: unknown field 'global_batch'"),
         (['--world-size', '8', 'train_loader.sampler.name=nested_batch', 'train_loader.sampler.num_batches=3'],
-         'error: train_loader.sampler.num_batches=3 does not divide the device batch 8'),
+         'error: train_loader.sampler: num_batches=3 does not divide the device batch 8'),
     ],
 )
 def test_invalid_fields_exit_2_naming_them(args: list[str], message: str, capsys) -> None:
@@ -98,7 +98,7 @@ def test_console_script_and_llm_foundry_entry_points() -> None:
 def test_replication_plans_one_order_per_data_parallel_group(path: Path, capsys) -> None:
     assert main(['plan', str(path), '--world-size', '4', '--epochs', '2', 'callbacks.sampler_sync.replication=2']) == 0
     out = capsys.readouterr().out
-    assert 'replication         2 (2 data-parallel ranks)' in out
+    assert 'replication         2 (2 data-parallel ranks; each group of 2 reads the same data)' in out
     assert 'on 4 ranks (2 data-parallel groups of 2)' in out
     assert 'every guarantee holds' in out
     assert 'num_replicas=2, rank=0' in out  # rank 0's sampler shards over the 2 groups
@@ -135,7 +135,7 @@ def test_a_rank_that_would_train_nothing_fails_the_plan(drop_last: bool) -> None
 @pytest.mark.parametrize('drop_last', ['false', 'true'])
 def test_eight_ranks_on_three_samples_never_hold_every_guarantee(drop_last: str, capsys) -> None:
     code = main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), '--world-size', '8', 'global_train_batch_size=8',
-                 'train_loader.dataset.name=synthetic', 'train_loader.dataset.size=3',
+                 'train_loader.dataset.name=synthetic', 'train_loader.dataset.size=4',  # 3 to train
                  f'train_loader.sampler.drop_last={drop_last}'])
     out, err = capsys.readouterr()
     assert code == 2 and 'every guarantee holds' not in out
