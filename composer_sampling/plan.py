@@ -23,7 +23,7 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader
 
 from composer_sampling.batching import BatchPlan
 from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, epoch_coverage, verdict
@@ -37,7 +37,7 @@ from composer_sampling.graph import (
     sharding_problem,
 )
 from composer_sampling.order import MAX_SEED
-from composer_sampling.protocols import ReportsSources, Seeded, SubEpochs, supports
+from composer_sampling.protocols import PassIndices, ReportsSources, Seeded, SubEpochs, supports
 from composer_sampling.seeding import seeded_nodes
 from composer_sampling.validate import check_int
 
@@ -73,6 +73,10 @@ def rank_indices(loader: DataLoader, epoch: int) -> np.ndarray:
     """The sample indices one rank's loader would train in ``epoch``, without reading a sample."""
     set_epoch_everywhere(loader, epoch)
     root = active_root(loader)
+    child = getattr(root, 'sampler', None)
+    if type(root) is BatchSampler and supports(child, PassIndices):  # the sampler's own order, vectorised
+        indices = np.asarray(child.pass_indices(), dtype=np.int64)
+        return indices[:len(indices) - len(indices) % root.batch_size] if root.drop_last else indices
     items = iter(root)
     if loader.batch_sampler is not None:
         items = chain.from_iterable(items)

@@ -32,6 +32,7 @@ __all__ = [
     'HasOrderSignature',
     'Offsettable',
     'OrderPreserving',
+    'PassIndices',
     'ReportsSources',
     'SeedForwarding',
     'Seeded',
@@ -127,6 +128,13 @@ class ReportsSources(Protocol):
 
 
 @runtime_checkable
+class PassIndices(Protocol):
+    """Gives the indices its next pass yields as one array, consuming nothing (``plan`` reads it)."""
+
+    def pass_indices(self) -> Any: ...
+
+
+@runtime_checkable
 class ShuffleSeeded(Protocol):
     """An iterable dataset that shuffles with ``shuffle_seed`` (mosaicml-streaming's ``StreamingDataset``)."""
 
@@ -141,6 +149,7 @@ _METHODS = {
     EpochUsage: ('epoch_usage',),
     HasOrderSignature: ('order_signature',),
     ReportsSources: ('source_report',),
+    PassIndices: ('pass_indices',),
 }
 _FLAGS = {SeedForwarding: 'forwards_seed', OrderPreserving: 'keeps_child_order'}
 _DATA = {Seeded: ('seed',), Sharded: ('num_replicas', 'rank'), SubEpochs: ('sub_epochs_per_epoch',),

@@ -28,7 +28,7 @@ def test_every_recipe_keeps_every_guarantee(path: Path, world_size: int, capsys)
 
 def test_a_thousand_ranks_on_a_million_samples() -> None:
     recipe = load_recipe(ROOT / 'yamls' / 'digits.yaml', ['train_loader.dataset.name=synthetic',
-                                                          'train_loader.dataset.size=1250000',  # 1e6 to train, 0.2 held out
+                                                          'train_loader.dataset.size=1250000',  # 1e6 train, 0.2 out
                                                           'global_train_batch_size=4096'])
     report = plan_recipe(recipe, world_size=1024, epochs=2)
     assert report.ok, report.problems

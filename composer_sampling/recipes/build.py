@@ -19,13 +19,9 @@ import os
 from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from composer import Trainer
-from composer.core import Callback
-from composer.models import ComposerModel
-from composer.utils import dist
 from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, DistributedSampler, Sampler, Subset
 
 from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
@@ -38,7 +34,6 @@ from composer_sampling.checkpoint_check import (
 )
 from composer_sampling.graph import active_root, sharding_problem
 from composer_sampling.order import MAX_SEED
-from composer_sampling.recipes.models import as_composer_model
 from composer_sampling.recipes.registry import (
     CALLBACKS,
     COLLATE_FNS,
@@ -65,6 +60,11 @@ from composer_sampling.recipes.schema import (
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.validate import check_int
+
+if TYPE_CHECKING:  # Composer is imported where a run is trained: plan and validation do without it
+    from composer import Trainer
+    from composer.core import Callback
+    from composer.models import ComposerModel
 
 __all__ = [
     'SAMPLER_KEYWORDS',
@@ -158,10 +158,17 @@ def _parts(recipe: Recipe) -> list[tuple[str, PartConfig]]:
     return part_sections(recipe)
 
 
-def check_builders(recipe: Recipe, callbacks: bool = True) -> None:
+#: The parts that decide the data order: all that ``plan`` builds or checks.
+DATA_PARTS = ('train_loader.dataset', 'eval_loader.dataset', 'train_loader.sampler', 'train_loader.collate_fn',
+              'eval_loader.collate_fn')
+
+
+def check_builders(recipe: Recipe, training: bool = True) -> None:
     """Every part's builder imports and takes its arguments (plus the runner's keywords): checked, nothing built.
 
-    ``callbacks=False`` leaves the callbacks out (``plan`` never builds them).
+    ``training=False`` (``plan``) checks the data parts only: the model, the
+    optimizer and the callbacks decide nothing about the order, and importing a
+    model (Composer, for ours) would cost a plan more than the plan itself.
 
     Example:
         >>> from composer_sampling.recipes.schema import load_recipe
@@ -171,11 +178,13 @@ def check_builders(recipe: Recipe, callbacks: bool = True) -> None:
         composer_sampling.recipes.schema.RecipeError: model: the model MLPClassifier: unexpected keyword 'depth'; ...
     """
     for field_name, part in _parts(recipe):
+        if not training and field_name not in DATA_PARTS:
+            continue
         builder, arguments = resolve_part(field_name, part)
         runner = {name: None for name in _RUNNER_KEYWORDS.get(field_name, ())}
         positional = 1 if field_name.endswith('collate_fn') else 0  # called with the list of samples
         _check_call(field_name, builder, {**arguments, **runner}, part_label(field_name, part), positional)
-    if callbacks:
+    if training:
         for label, builder, arguments in _callback_builders(recipe):
             _check_call(f'callbacks.{label}', builder, arguments, label)
 
@@ -378,6 +387,8 @@ def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, where:
 
 def build_eval_loader(recipe: Recipe, dataset: Dataset) -> DataLoader:
     """The held-out loader: every rank evaluates its share, in order."""
+    from composer.utils import dist
+
     sampler = dist.get_sampler(dataset, shuffle=False)
     collate = build_collate(recipe, 'eval_loader.collate_fn')
     extra = {'collate_fn': collate} if collate is not None else {}
@@ -386,6 +397,8 @@ def build_eval_loader(recipe: Recipe, dataset: Dataset) -> DataLoader:
 
 def build_callbacks(recipe: Recipe) -> list[Callback]:
     """Instantiate ``callbacks``: registered names with their arguments, or targets with ``kwargs``."""
+    from composer.core import Callback
+
     built = []
     for label, builder, arguments in _callback_builders(recipe):
         if 'folder' in arguments and arguments['folder'] is None:
@@ -412,7 +425,7 @@ class Checked:
     eval_dataset: Dataset
 
 
-def check_run(recipe: Recipe, world_size: int, callbacks: bool = True) -> Checked:
+def check_run(recipe: Recipe, world_size: int, training: bool = True) -> Checked:
     """Every check of ``recipe`` on ``world_size`` ranks that needs no Trainer or training.
 
     The one validation behind ``composer-sampling plan`` and ``train``: both
@@ -420,8 +433,8 @@ def check_run(recipe: Recipe, world_size: int, callbacks: bool = True) -> Checke
     :func:`~composer_sampling.recipes.schema.check_recipe`: the batch math, the
     seed for this world size, the builders' targets and arguments, the checkpoint
     at ``load_path``, then (the datasets built, never indexed) the splits, the
-    global batch, the mixture sources and token units. ``callbacks=False`` (plan)
-    leaves out the callbacks' arguments, which plan never uses.
+    global batch, the mixture sources and token units. ``training=False`` (plan)
+    checks the builders of the data parts only (:func:`check_builders`).
 
     Raises:
         RecipeError: naming the field and what would be valid.
@@ -436,7 +449,7 @@ def check_run(recipe: Recipe, world_size: int, callbacks: bool = True) -> Checke
     plan = batch_plan(recipe, world_size)
     check_seed(recipe.seed, world_size)
     data_seed = data_seed_of(recipe)
-    check_builders(recipe, callbacks=callbacks)
+    check_builders(recipe, training=training)
     check_load_path(recipe)
     train_dataset, eval_dataset = build_datasets(recipe)
     check_splits(recipe, plan, train_dataset, eval_dataset)
@@ -574,6 +587,8 @@ def build_run(recipe: Recipe, world_size: int | None = None, rank: int | None = 
 
     ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``).
     """
+    from composer.utils import dist
+
     world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
     checked = check_run(recipe, world_size)
@@ -616,6 +631,8 @@ def data_seed_of(recipe: Recipe) -> int:
 
 def build_model(recipe: Recipe) -> ComposerModel:
     """The model the recipe names, as a ``ComposerModel`` (a plain module is wrapped: :func:`as_composer_model`)."""
+    from composer_sampling.recipes.models import as_composer_model
+
     builder, arguments = resolve_part('model', recipe.model)
     return as_composer_model(_call('model', builder, arguments), part_label('model', recipe.model))
 
@@ -631,6 +648,8 @@ def build_optimizer(recipe: Recipe, model: torch.nn.Module) -> torch.optim.Optim
 
 def build_trainer(run: Run, **overrides: Any) -> Trainer:
     """A CPU ``Trainer`` for the run; ``overrides`` go straight to ``Trainer`` (tests add callbacks)."""
+    from composer import Trainer
+
     recipe = run.recipe
     torch.manual_seed(recipe.seed)  # the model's initial weights follow the recipe's seed
     model = build_model(recipe)

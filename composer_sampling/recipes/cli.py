@@ -15,15 +15,16 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from composer_sampling.audit import AuditReport, audit_folder
 from composer_sampling.ledger_format import LedgerError
-from composer_sampling.plan import PlanReport
-from composer_sampling.recipes.plan import plan_recipe
 from composer_sampling.recipes.schema import RecipeError, load_recipe
-from composer_sampling.summary import render_rows, summary_rows
+
+if TYPE_CHECKING:  # each command imports what it needs when it runs: --help and a bad recipe stay quick
+    from composer_sampling.audit import AuditReport
+    from composer_sampling.plan import PlanReport
 
 __all__ = ['main']
 
@@ -78,6 +79,8 @@ def _recipes(args: argparse.Namespace) -> int:
 
 
 def _print_plan(report: PlanReport, seconds: float) -> None:
+    from composer_sampling.summary import render_rows, summary_rows
+
     print('\n'.join(render_rows(summary_rows(report.plan, report.accounting, str(report.data_seed),
                                              report.sub_epochs))))
     plan = report.plan
@@ -101,6 +104,8 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
 def _plan(args: argparse.Namespace) -> int:
     if args.world_size < 1 or args.epochs < 1:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
+    from composer_sampling.recipes.plan import plan_recipe
+
     started = time.perf_counter()
     report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs)
     _print_plan(report, time.perf_counter() - started)
@@ -154,6 +159,8 @@ def _plot(report: AuditReport, path: str) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from composer_sampling.audit import audit_folder
+
     report = audit_folder(Path(args.folder))
     _print_audit(report)
     if args.plot:

@@ -24,10 +24,11 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
     """Build every rank's loader for ``world_size`` and check ``epochs`` trainer epochs of their orders.
 
     Raises :class:`~composer_sampling.recipes.schema.RecipeError` for everything
-    ``scripts/train.py`` refuses at this world size (:func:`~composer_sampling.recipes.build.check_run`,
-    the one validation of both), and for a sampler option that cannot run.
+    ``train`` refuses at this world size (:func:`~composer_sampling.recipes.build.check_run`,
+    the one validation of both) except the builders of the model, the optimizer and
+    the callbacks, which plan neither builds nor imports; and for a sampler option that cannot run.
     """
-    checked = check_run(recipe, world_size)
+    checked = check_run(recipe, world_size, training=False)
     plan, data_seed, dataset = checked.plan, checked.data_seed, checked.train_dataset
     # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
     loaders = [build_train_loader(recipe, dataset, plan, Placement(plan.data_parallel, rank, data_seed))

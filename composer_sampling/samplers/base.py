@@ -6,6 +6,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from torch.utils.data import DistributedSampler
 
 from composer_sampling.order import MAX_SEED, PassCursor
@@ -104,6 +105,21 @@ class OrderedSampler(DistributedSampler):
     def _pass_end(self) -> int:
         """The global position at which the current epoch's pass ends."""
         raise NotImplementedError
+
+    def pass_indices(self) -> np.ndarray:
+        """The indices the next ``iter()`` would yield, as one array; nothing is consumed (plan reads this).
+
+        Example:
+            >>> from composer_sampling import ResumableDistributedSampler
+            >>> sampler = ResumableDistributedSampler(10, num_replicas=2, rank=1, shuffle=False)
+            >>> sampler.pass_indices().tolist() == list(sampler)
+            True
+        """
+        saved = self._cursor
+        try:
+            return np.fromiter(self._iter_pass(self._next_start), dtype=np.int64)
+        finally:
+            self._cursor = saved
 
     def position(self) -> int:
         """Where the current pass stands as a global position: the next index a resume starts at.

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from composer_sampling.order import iter_rank_indices, samples_per_rank
+import numpy as np
+
+from composer_sampling.order import global_indices, iter_rank_indices, rank_positions, samples_per_rank
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import dataset_length
 
@@ -86,6 +88,13 @@ class ResumableDistributedSampler(OrderedSampler):
             epoch=self.epoch,
             cursor=self._cursor_for(start, count),
         )
+
+    def pass_indices(self) -> np.ndarray:
+        """The next pass's indices in one vectorised call from this sampler's own rank, replicas, seed and epoch."""
+        start = self._next_start
+        count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)
+        positions = rank_positions(start, self.rank, self.num_replicas, count)
+        return global_indices(positions, self.dataset_len, self.shuffle, self.seed, self.epoch)
 
     def order_signature(self) -> dict[str, Any]:
         return {'sampler': type(self).__name__, 'dataset_len': self.dataset_len, 'shuffle': self.shuffle}
