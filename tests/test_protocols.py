@@ -1,0 +1,112 @@
+"""The sampler contract: capabilities are found by attribute access, the same on every Python version."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler
+
+from composer_sampling import ResumableDistributedSampler, SubEpochDistributedSampler
+from composer_sampling.graph import keeps_child_order, set_epoch_everywhere, sharding_nodes, supports_start_offset
+from composer_sampling.protocols import (
+    EpochAware,
+    EpochUsage,
+    HasOrderSignature,
+    Offsettable,
+    OrderPreserving,
+    PassIndices,
+    ReportsSources,
+    Seeded,
+    SeedForwarding,
+    Sharded,
+    ShuffleSeeded,
+    Stateful,
+    SubEpochs,
+    supports,
+)
+from composer_sampling.seeding import seeded_nodes
+
+
+class Forwarding:
+    """A wrapper that forwards every attribute it lacks, as many user wrappers do."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __iter__(self) -> Any:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+ALL = (EpochAware, Seeded, SeedForwarding, Offsettable, Stateful, OrderPreserving, Sharded, EpochUsage,
+       HasOrderSignature, SubEpochs, ReportsSources, PassIndices, ShuffleSeeded)
+
+
+@pytest.mark.parametrize('protocol', ALL, ids=lambda p: p.__name__)
+def test_a_forwarding_wrapper_has_what_it_wraps(protocol: type) -> None:
+    inner = SubEpochDistributedSampler(24, 3, num_replicas=2, rank=1)
+    assert supports(Forwarding(inner), protocol) == supports(inner, protocol)
+
+
+def test_static_lookup_would_miss_the_forwarded_members() -> None:
+    # Python 3.12's isinstance(x, Protocol) looks members up as inspect.getattr_static does; supports() does not.
+    wrapper = Forwarding(ResumableDistributedSampler(8, 1, 0))
+    assert inspect.getattr_static(wrapper, 'set_epoch', None) is None
+    assert supports(wrapper, EpochAware) and supports(wrapper, Offsettable) and supports(wrapper, Stateful)
+
+
+def test_the_graph_reaches_a_forwarding_wrapper() -> None:
+    inner = ResumableDistributedSampler(8, num_replicas=2, rank=0)
+    loader = DataLoader(range(8), batch_sampler=BatchSampler(Forwarding(inner), 2, False))  # type: ignore[arg-type]
+    set_epoch_everywhere(loader, 4)
+    assert inner.epoch == 4
+    assert supports_start_offset(loader.batch_sampler.sampler)
+    assert sharding_nodes(loader.batch_sampler) == [loader.batch_sampler.sampler]  # it shards as what it wraps
+
+
+def test_flags_must_be_true_and_data_must_have_the_right_type() -> None:
+    class Says:
+        keeps_child_order = False
+        forwards_seed = 1
+        num_replicas, rank = True, 0
+        sub_epochs_per_epoch = '4'
+
+    assert not supports(Says(), OrderPreserving) and not keeps_child_order(Says())
+    assert not supports(Says(), SeedForwarding)
+    assert not supports(Says(), Sharded)
+    assert not supports(Says(), SubEpochs)
+    assert keeps_child_order(BatchSampler(SequentialSampler(range(4)), 2, False))  # torch's own, without the flag
+
+
+def test_methods_must_be_callable() -> None:
+    class NotCallable:
+        set_epoch = 3
+        state_dict = load_state_dict = None
+
+    assert not supports(NotCallable(), EpochAware) and not supports(NotCallable(), Stateful)
+
+
+def test_a_seed_waiting_to_be_set_still_counts() -> None:
+    class Waiting:
+        seed = None
+
+    assert supports(Waiting(), Seeded)
+    assert list(seeded_nodes(DistributedSampler(range(4), 1, 0))) != []
+
+
+def test_supports_refuses_what_is_not_a_protocol_of_ours() -> None:
+    with pytest.raises(TypeError, match=r'knows the Protocols of composer_sampling\.protocols'):
+        supports(object(), int)
+
+
+def test_the_protocols_work_with_isinstance_on_plain_objects() -> None:
+    sampler = ResumableDistributedSampler(8, 1, 0)
+    assert isinstance(sampler, EpochAware) and isinstance(sampler, Stateful) and isinstance(sampler, PassIndices)
+    assert not isinstance(object(), EpochAware)
