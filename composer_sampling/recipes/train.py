@@ -66,8 +66,9 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     from composer_sampling.summary import render_summary
 
     if run is None:
-        # The builders run inside the process group, so a dataset builder may use composer.utils.dist.
-        dist.initialize_dist(get_device(None), recipe.dist_timeout)
+        if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
+            # The builders run inside the process group, so a dataset builder may use composer.utils.dist.
+            dist.initialize_dist(get_device(None), recipe.dist_timeout)
         run = build_run(recipe)
     if dist.get_global_rank() == 0 and not any(isinstance(callback, SamplerSync) for callback in
                                                [*run.callbacks, *trainer_overrides.get('callbacks', [])]):
