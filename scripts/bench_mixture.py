@@ -88,16 +88,22 @@ def vila_port(sizes: list[int], batch: int, world: int, rank: int, seed: int) ->
     generator = random.Random(seed + EPOCH)
     for cut in mine:
         generator.shuffle(cut)
-    slots = [-1] * sum(shares)
+    slots = fill_slots(mine)
+    assert -1 not in slots
+    return slots
+
+
+def fill_slots(cuts: list[list[int]]) -> list[int]:
+    """Spread each cut, longest first, evenly over the free slots, deleting every slot it fills from the list."""
+    slots = [-1] * sum(len(cut) for cut in cuts)
     free = list(range(len(slots)))
-    for cut in sorted(mine, key=lambda entries: -len(entries)):
+    for cut in sorted(cuts, key=lambda entries: -len(entries)):
         targets = [j * len(free) // len(cut) for j in range(len(cut))]
         taken = [free[target] for target in targets]
         for target in reversed(targets):
             del free[target]
         for slot, index in zip(taken, cut, strict=True):
             slots[slot] = index
-    assert -1 not in slots
     return slots
 
 
@@ -112,16 +118,7 @@ def per_sample_slots(sizes: list[int], batch: int, world: int, rank: int, seed: 
         rng.shuffle(mine)
         slices.append(mine)
         start += size
-    slots = [-1] * sum(shares)
-    available = list(range(len(slots)))
-    for source in sorted(slices, key=len, reverse=True):
-        picks = [i * len(available) // len(source) for i in range(len(source))]
-        chosen = [available[i] for i in picks]
-        for i in reversed(picks):
-            del available[i]
-        for slot, index in zip(chosen, source, strict=True):
-            slots[slot] = index
-    return slots
+    return fill_slots(slices)
 
 
 def per_step_lists(sizes: list[int], batch: int, world: int, rank: int, seed: int) -> list[int]:
