@@ -17,9 +17,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import operator
+import threading
 from collections.abc import Callable, Iterator
-from itertools import chain, pairwise, repeat
+from itertools import accumulate, chain, pairwise, repeat
 
 import numpy as np
 
@@ -51,6 +53,7 @@ _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
+_MIX_1_INT, _MIX_2_INT = int(_MIX_1), int(_MIX_2)
 _CHUNK = 1 << 16
 #: The first chunk of a pass: small, so the first index costs well under a millisecond; chunks then double.
 _FIRST_CHUNK = 1 << 8
@@ -107,40 +110,206 @@ def _mix_into(target: np.ndarray, source: np.ndarray, key: np.uint64, mask: np.u
     np.bitwise_xor(target, mixed, out=target)
 
 
-def _feistel(values: np.ndarray, keys: list[np.uint64], bits: int, inverse: bool) -> np.ndarray:
-    """An alternating Feistel network on ``bits``-bit values: halves of ``bits // 2`` and the rest.
+#: Feistel halves of at most this many bits are tabulated (a domain of up to 2**32).
+_TABLE_BITS = 16
+#: Round tables kept for reuse across calls: one set per (seed, epoch, domain), each at most ``6 * 2**16`` entries.
+_TABLE_CACHE = 4
+#: Calls of up to this many values (a steady chunk) work in an array the thread keeps.
+_SCRATCH_MAX = _CHUNK
+#: Stragglers left at most this many are walked one at a time in Python ints, cheaper than more numpy passes.
+_PYTHON_TAIL = 32
 
-    The state is ``(a, b)``, ``a`` the high ``u`` bits and ``b`` the low ``v = bits - u``.
-    A round maps ``(a, b)`` to ``(b, a ^ F(b))``, the halves swapping lengths; after an
-    even number of rounds the layout is back to ``(u, v)``. The inverse round maps
-    ``(a, b)`` back to ``(b ^ F(a), a)``.
+_scratch = threading.local()
+
+
+def _scratch_block(words: int, size: int) -> np.ndarray:
+    """An int64 work array of ``words`` values for a call on ``size`` values, to carve into buffers.
+
+    Up to ``_SCRATCH_MAX`` values it is the thread's kept array (grown when too small),
+    since a fresh array of a chunk's size goes back to the system when freed and every
+    call would pay page faults to touch it again. Contents are garbage, and nothing
+    returned to a caller is ever part of it.
     """
-    high, low = bits // 2, bits - bits // 2
-    a = values >> np.uint64(low)
-    b = values & np.uint64((1 << low) - 1)
-    len_a, len_b = high, low
-    mixed, scratch = np.empty_like(a), np.empty_like(a)
-    for key in (keys if not inverse else reversed(keys)):
-        if not inverse:
-            _mix_into(a, b, key, np.uint64((1 << len_a) - 1), mixed, scratch)
+    if size > _SCRATCH_MAX:
+        return np.empty(words, np.int64)
+    kept = getattr(_scratch, 'block', None)
+    if kept is None or len(kept) < words:
+        kept = _scratch.block = np.empty(words, np.int64)
+    return kept[:words]
+
+
+def _carve(block: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    """Consecutive, disjoint pieces of ``block`` with the given lengths."""
+    return [block[start:end] for start, end in pairwise(accumulate(sizes, initial=0))]
+
+
+@functools.lru_cache(maxsize=_TABLE_CACHE)
+def _round_tables(seed: int, epoch: int, bits: int) -> tuple[np.ndarray, ...]:
+    """Every round function of the epoch's network on all its inputs: forward round ``i`` is ``a ^= tables[i][b]``.
+
+    Round ``i`` changes the half of ``bits // 2`` bits (even ``i``) or of the rest (odd
+    ``i``) from the other half, so table ``i`` has ``2 ** len(other half)`` entries. The
+    values are :func:`_mix_into`'s own, so a tabulated network is the computed one.
+    """
+    source, target = bits - bits // 2, bits // 2
+    tables = []
+    for key in _round_keys(seed, epoch):
+        inputs = np.arange(1 << source, dtype=np.uint64)
+        table = np.zeros_like(inputs)
+        _mix_into(table, inputs, key, np.uint64((1 << target) - 1), np.empty_like(inputs), np.empty_like(inputs))
+        table = table.view(np.int64)
+        table.flags.writeable = False
+        tables.append(table)
+        source, target = target, source
+    return tuple(tables)
+
+
+def _mix_int(source: int, key: int, mask: int) -> int:
+    """:func:`_mix_into`'s round function on one Python int."""
+    mixed = ((source ^ key) * _MIX_1_INT) & _MASK64
+    mixed ^= mixed >> 29
+    mixed = (mixed * _MIX_2_INT) & _MASK64
+    mixed ^= mixed >> 32
+    return mixed & mask
+
+
+class _Network:
+    """The epoch's alternating Feistel network (or its inverse) on ``bits``-bit values.
+
+    The state is ``(a, b)``, ``a`` the high ``u = bits // 2`` bits and ``b`` the low
+    ``v = bits - u``. A round maps ``(a, b)`` to ``(b, a ^ F(b))``, the halves swapping
+    lengths; after an even number of rounds the layout is back to ``(u, v)``. The
+    inverse round maps ``(a, b)`` back to ``(b ^ F(a), a)``.
+
+    ``F`` is computed by :func:`_mix_into` (nine numpy operations a round) or, when
+    the halves have at most ``_TABLE_BITS`` bits and the larger table is no longer
+    than the call (so building it costs about one computed pass; it is then cached),
+    looked up (two). Arrays are int64 (values are below ``2**62``); the caller lends
+    the ``buffers`` scratch arrays.
+    """
+
+    def __init__(self, seed: int, epoch: int, bits: int, inverse: bool, size: int) -> None:
+        self.inverse = inverse
+        self.high, self.low = bits // 2, bits - bits // 2
+        self.tables: tuple[np.ndarray, ...] | None = None
+        if self.low <= _TABLE_BITS and 1 << self.low <= size:
+            self.tables = _round_tables(seed, epoch, bits)
+        self.keys = _round_keys(seed, epoch) if self.tables is None else []
+        self.int_keys = [int(key) for key in self.keys]
+        #: Scratch arrays one application needs.
+        self.buffers = 3 if self.tables is not None else 4
+
+    def __call__(self, values: np.ndarray, out: np.ndarray, buffers: list[np.ndarray]) -> None:
+        """``out[:] = network(values)`` for 1-D int64 arrays of one length (``out`` may be ``values``)."""
+        count = len(values)
+        if self.tables is not None:
+            self._tabulated(values, out, *(buffer[:count] for buffer in buffers[:3]))
         else:
-            _mix_into(b, a, key, np.uint64((1 << len_b) - 1), mixed, scratch)
-        a, b = b, a
-        len_a, len_b = len_b, len_a
-    np.left_shift(a, np.uint64(len_b), out=a)
-    return np.bitwise_or(a, b, out=a)
+            self._computed(values.view(np.uint64), out.view(np.uint64),
+                           *(buffer[:count].view(np.uint64) for buffer in buffers[:4]))
+
+    def _tabulated(self, values: np.ndarray, out: np.ndarray, a: np.ndarray, b: np.ndarray,
+                   looked_up: np.ndarray) -> None:
+        assert self.tables is not None
+        np.right_shift(values, self.low, out=a)
+        np.bitwise_and(values, (1 << self.low) - 1, out=b)
+        # The halves index their tables in range by construction: 'clip' skips the bounds check and buffering.
+        if not self.inverse:
+            for table in self.tables:
+                np.take(table, b, out=looked_up, mode='clip')
+                np.bitwise_xor(a, looked_up, out=a)
+                a, b = b, a
+        else:
+            for table in reversed(self.tables):
+                np.take(table, a, out=looked_up, mode='clip')
+                np.bitwise_xor(b, looked_up, out=b)
+                a, b = b, a
+        np.left_shift(a, self.low, out=a)
+        np.bitwise_or(a, b, out=out)
+
+    def _computed(self, values: np.ndarray, out: np.ndarray, a: np.ndarray, b: np.ndarray, mixed: np.ndarray,
+                  scratch: np.ndarray) -> None:
+        np.right_shift(values, np.uint64(self.low), out=a)
+        np.bitwise_and(values, np.uint64((1 << self.low) - 1), out=b)
+        len_a, len_b = self.high, self.low
+        for key in (self.keys if not self.inverse else reversed(self.keys)):
+            if not self.inverse:
+                _mix_into(a, b, key, np.uint64((1 << len_a) - 1), mixed, scratch)
+            else:
+                _mix_into(b, a, key, np.uint64((1 << len_b) - 1), mixed, scratch)
+            a, b = b, a
+            len_a, len_b = len_b, len_a
+        np.left_shift(a, np.uint64(len_b), out=a)
+        np.bitwise_or(a, b, out=out)
+
+    def walk_one(self, value: int, n: int) -> int:
+        """Apply the network to one Python int until it falls below ``n`` (at least once)."""
+        low, low_mask = self.low, (1 << self.low) - 1
+        tables = self.tables
+        keys = self.int_keys
+        while True:
+            a, b = value >> low, value & low_mask
+            if tables is not None:
+                if not self.inverse:
+                    for table in tables:
+                        a, b = b, a ^ table.item(b)
+                else:
+                    for table in reversed(tables):
+                        a, b = b ^ table.item(a), a
+            else:
+                len_a, len_b = self.high, self.low
+                if not self.inverse:
+                    for key in keys:
+                        a, b = b, a ^ _mix_int(b, key, (1 << len_a) - 1)
+                        len_a, len_b = len_b, len_a
+                else:
+                    for key in reversed(keys):
+                        a, b = b ^ _mix_int(a, key, (1 << len_b) - 1), a
+                        len_a, len_b = len_b, len_a
+            value = (a << low) | b
+            if value < n:
+                return value
 
 
 def _cycle_walk(values: np.ndarray, n: int, seed: int, epoch: int, inverse: bool) -> np.ndarray:
-    keys = _round_keys(seed, epoch)
-    bits = _domain_bits(n)
-    limit = np.uint64(n)
-    out = _feistel(values.astype(np.uint64), keys, bits, inverse)
-    todo = np.flatnonzero(out >= limit)
-    while todo.size:
-        out[todo] = _feistel(out[todo], keys, bits, inverse)
-        todo = todo[out[todo] >= limit]
-    return out.astype(np.int64)
+    """The network (or its inverse) applied to each value until the result falls in ``[0, n)``.
+
+    One pass over all values; then passes over the stragglers only, gathered into a
+    small array: each pass maps them once more, writes them back and keeps those still
+    out of range, so the set shrinks by a factor ``n / 2**bits`` or faster and no pass
+    touches the full array again. The last ``_PYTHON_TAIL`` or fewer are walked one at a
+    time: a numpy pass over a handful of values is all fixed overhead, and the longest
+    walks of a chunk would need a dozen such passes.
+    """
+    values = np.asarray(values, dtype=np.int64)
+    flat = values.reshape(-1)
+    size = len(flat)
+    network = _Network(seed, epoch, _domain_bits(n), inverse, size)
+    sizes = [size] * network.buffers + [size // 8 + 1]  # the network's buffers, then flags (bytes) for comparisons
+    *buffers, flag_words = _carve(_scratch_block(sum(sizes), size), sizes)
+    out = np.empty(size, np.int64)
+    network(flat, out, buffers)
+    todo = np.flatnonzero(np.greater_equal(out, n, out=flag_words.view(np.bool_)[:size]))
+    if len(todo) <= _PYTHON_TAIL:
+        walk = out[todo]
+    else:
+        # Room for the stragglers (indices and values, each twice: a pass gathers from one into the other).
+        sizes += [len(todo)] * 4
+        *buffers, flag_words, todo_here, todo_there, walk_here, walk_there = _carve(
+            _scratch_block(sum(sizes), size), sizes)
+        flags = flag_words.view(np.bool_)
+        walk = np.take(out, todo, out=walk_there[:len(todo)], mode='clip')
+        while len(todo) > _PYTHON_TAIL:
+            network(walk, walk, buffers)
+            out[todo] = walk
+            left = np.flatnonzero(np.greater_equal(walk, n, out=flags[:len(walk)]))
+            todo = np.take(todo, left, out=todo_here[:len(left)], mode='clip')
+            walk = np.take(walk, left, out=walk_here[:len(left)], mode='clip')
+            todo_here, todo_there = todo_there, todo_here
+            walk_here, walk_there = walk_there, walk_here
+    for index, value in zip(todo.tolist(), walk.tolist(), strict=True):
+        out[index] = network.walk_one(value, n)
+    return out.reshape(values.shape)
 
 
 def _check_domain(n: int, seed: int) -> None:
@@ -155,7 +324,9 @@ def permute(positions: np.ndarray, n: int, seed: int, epoch: int) -> np.ndarray:
 
     An alternating Feistel network over the smallest power of two ``>= n`` (so under
     ``2n``), with cycle walking back into ``[0, n)``; round keys come from ``(seed, epoch)``.
-    Memory is proportional to ``len(positions)``, never to ``n``.
+    Memory is proportional to ``len(positions)``, never to ``n``: the round tables, when
+    used, hold at most six entries a position, and a chunk's scratch arrays are kept by
+    the calling thread for its next call.
 
     Example:
         >>> permute(np.arange(5), 5, seed=3, epoch=1).tolist()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DistributedSampler
 
+from composer_sampling import order
 from composer_sampling.order import (
     MAX_DATASET_LEN,
     chunk_bounds,
@@ -164,3 +167,136 @@ def test_the_first_chunk_is_small_and_chunks_grow_to_the_steady_size() -> None:
     first_sizes = [next(sizes) for _ in range(12)]
     assert first_sizes[0] == 256 and first_sizes[-1] == 1 << 16
     assert first_sizes == sorted(first_sizes)
+
+
+# A reference cycle walk, one Python int at a time and written from the definition (the
+# key schedule included), against which the vectorized walk (tables or computed rounds,
+# straggler passes, the one-at-a-time tail, reused scratch arrays) must agree exactly.
+_MASK64 = (1 << 64) - 1
+
+
+def _reference_splitmix64(value: int) -> int:
+    value = (value + 0x9E3779B97F4A7C15) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return value ^ (value >> 31)
+
+
+def _reference_keys(seed: int, epoch: int) -> list[int]:
+    state = _reference_splitmix64(_reference_splitmix64(seed) ^ (epoch & _MASK64))
+    keys = []
+    for _ in range(6):
+        state = _reference_splitmix64(state)
+        keys.append(state)
+    return keys
+
+
+def _reference_round(source: int, key: int, bits: int) -> int:
+    mixed = ((source ^ key) * 0xBF58476D1CE4E5B9) & _MASK64
+    mixed ^= mixed >> 29
+    mixed = (mixed * 0x94D049BB133111EB) & _MASK64
+    mixed ^= mixed >> 32
+    return mixed & ((1 << bits) - 1)
+
+
+def _reference_network(value: int, keys: list[int], bits: int, inverse: bool) -> int:
+    len_a, len_b = bits // 2, bits - bits // 2
+    a, b = value >> len_b, value & ((1 << len_b) - 1)
+    for key in (keys[::-1] if inverse else keys):
+        if inverse:
+            a, b = b ^ _reference_round(a, key, len_b), a
+        else:
+            a, b = b, a ^ _reference_round(b, key, len_a)
+        len_a, len_b = len_b, len_a
+    return (a << len_b) | b
+
+
+def _reference_walk(value: int, n: int, seed: int, epoch: int, inverse: bool) -> int:
+    keys, bits = _reference_keys(seed, epoch), max(2, (n - 1).bit_length())
+    value = _reference_network(value, keys, bits, inverse)
+    while value >= n:
+        value = _reference_network(value, keys, bits, inverse)
+    return value
+
+
+def test_reference_walk_reproduces_the_known_answers() -> None:
+    assert [_reference_walk(p, 10, 0, 0, inverse=False) for p in range(10)] == [3, 9, 5, 8, 2, 1, 0, 7, 6, 4]
+    assert _reference_walk(10**12 - 1, 10**12, 5, 7, inverse=False) == 117246391228
+    assert _reference_walk(117246391228, 10**12, 5, 7, inverse=True) == 10**12 - 1
+
+
+_LENGTHS = st.one_of(
+    st.integers(1, 5000),
+    st.builds(lambda k, d: max(1, 2**k + d), st.integers(2, 62), st.integers(-3, 3)),  # either side of a power of two
+    st.integers(1, MAX_DATASET_LEN),
+)
+
+
+@given(
+    n=_LENGTHS,
+    seed=st.integers(0, 2**64 - 1),
+    epoch=st.integers(0, 2**40),
+    count=st.integers(0, 700),
+    draw=st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=200, deadline=None)
+def test_cycle_walk_equals_the_reference(n: int, seed: int, epoch: int, count: int, draw: int) -> None:
+    # Up to 700 values: halves of up to 9 bits take the tabulated rounds, wider ones the
+    # computed rounds; near a power of two hundreds of stragglers take the numpy passes.
+    rng = np.random.default_rng(draw)
+    positions = rng.integers(0, n, size=count, dtype=np.int64)
+    forward = permute(positions, n, seed, epoch)
+    assert forward.tolist() == [_reference_walk(p, n, seed, epoch, inverse=False) for p in positions.tolist()]
+    samples = rng.integers(0, n, size=count, dtype=np.int64)
+    backward = inverse_permute(samples, n, seed, epoch)
+    assert backward.tolist() == [_reference_walk(s, n, seed, epoch, inverse=True) for s in samples.tolist()]
+    assert np.array_equal(inverse_permute(forward, n, seed, epoch), positions)
+
+
+@pytest.mark.parametrize('n', [2**20 + 1, 3 * 2**23, 2**32 - 3, 2**32, 2**32 + 1])
+def test_tabulated_rounds_equal_computed_rounds_at_chunk_size(n: int) -> None:
+    # A chunk of 2**16 values tabulates halves of up to 16 bits (N up to 2**32); calls of a
+    # few values compute the rounds. Both, and the reference, agree.
+    positions = np.random.default_rng(n % 977).integers(0, n, size=1 << 16)
+    whole = permute(positions, n, seed=9, epoch=4)
+    pieces = np.concatenate([permute(part, n, seed=9, epoch=4) for part in np.array_split(positions, 2048)])
+    assert np.array_equal(whole, pieces)
+    assert np.array_equal(inverse_permute(whole, n, seed=9, epoch=4), positions)
+    for p, v in zip(positions[:300].tolist(), whole[:300].tolist(), strict=True):
+        assert _reference_walk(p, n, 9, 4, inverse=False) == v
+
+
+def test_results_never_share_the_reused_scratch_arrays() -> None:
+    n = 2**20 + 1
+    first_positions, second_positions = np.arange(0, 1 << 16), np.arange(1 << 16, 1 << 17)
+    first = permute(first_positions, n, seed=2, epoch=0)
+    kept = first.copy()
+    second = permute(second_positions, n, seed=2, epoch=0)
+    assert np.array_equal(first, kept) and not np.shares_memory(first, second)
+    assert np.array_equal(np.sort(np.concatenate([first, second])), np.sort(permute(np.arange(1 << 17), n, 2, 0)))
+
+
+def test_threads_walk_independently() -> None:
+    n = 3 * 2**19 + 7
+    chunks = [np.arange(start, start + (1 << 16)) for start in range(0, 8 << 16, 1 << 16)]
+    expected = [permute(chunk, n, seed=5, epoch=1) for chunk in chunks]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda chunk: permute(chunk, n, seed=5, epoch=1), chunks * 3))
+    assert all(np.array_equal(result, expected[i % len(chunks)]) for i, result in enumerate(results))
+
+
+def test_permute_keeps_the_shape_and_leaves_its_input_alone() -> None:
+    positions = np.arange(12).reshape(3, 4)
+    before = positions.copy()
+    values = permute(positions, 12, seed=1, epoch=1)
+    assert values.shape == (3, 4) and np.array_equal(positions, before)
+    assert values.ravel().tolist() == permute(np.arange(12), 12, seed=1, epoch=1).tolist()
+    assert permute([], 5, 0, 0).tolist() == []
+
+
+def test_round_tables_are_read_only_and_cached() -> None:
+    tables = order._round_tables(3, 1, 21)
+    assert tables is order._round_tables(3, 1, 21)
+    assert [len(table) for table in tables] == [2**11, 2**10] * 3
+    with pytest.raises(ValueError, match='read-only'):
+        tables[0][0] = 1
