@@ -37,11 +37,11 @@ from composer_sampling.graph import (
     sharding_problem,
 )
 from composer_sampling.order import MAX_SEED
-from composer_sampling.protocols import PassIndices, ReportsSources, Seeded, SubEpochs, supports
+from composer_sampling.protocols import HasOrderSignature, PassPositions, ReportsSources, Seeded, SubEpochs, supports
 from composer_sampling.seeding import seeded_nodes
 from composer_sampling.validate import check_int
 
-__all__ = ['PlanReport', 'check_loaders', 'check_plan', 'rank_indices']
+__all__ = ['PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_indices']
 
 
 @dataclass
@@ -71,16 +71,47 @@ class PlanReport:
 
 def rank_indices(loader: DataLoader, epoch: int) -> np.ndarray:
     """The sample indices one rank's loader would train in ``epoch``, without reading a sample."""
-    set_epoch_everywhere(loader, epoch)
-    root = active_root(loader)
-    child = getattr(root, 'sampler', None)
-    if type(root) is BatchSampler and supports(child, PassIndices):  # the sampler's own order, vectorised
-        indices = np.asarray(child.pass_indices(), dtype=np.int64)
-        return indices[:len(indices) - len(indices) % root.batch_size] if root.drop_last else indices
-    items = iter(root)
-    if loader.batch_sampler is not None:
-        items = chain.from_iterable(items)
-    return np.fromiter(items, dtype=np.int64)
+    return epoch_indices([loader], epoch)[0]
+
+
+def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
+    """The sample indices each loader would train in ``epoch``, without reading a sample.
+
+    Each loader's graph gets the epoch as SamplerSync would set it. A loader that
+    batches one sampler (torch's ``BatchSampler`` over it) is read from that
+    sampler's own positions (:class:`~composer_sampling.protocols.PassPositions`):
+    the positions of all loaders whose samplers draw the same order are mapped to
+    indices in one vectorised call. Any other graph is iterated.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> loaders = [DataLoader(range(6), batch_size=2, sampler=ResumableDistributedSampler(6, 2, r, shuffle=False))
+        ...            for r in range(2)]
+        >>> [indices.tolist() for indices in epoch_indices(loaders, 0)]
+        [[0, 2, 4], [1, 3, 5]]
+    """
+    results: list[np.ndarray | None] = [None] * len(loaders)
+    groups: dict[tuple[Any, ...], list[tuple[int, Any, np.ndarray]]] = {}
+    for k, loader in enumerate(loaders):
+        set_epoch_everywhere(loader, epoch)
+        root = active_root(loader)
+        sampler = getattr(root, 'sampler', None)
+        if type(root) is BatchSampler and supports(sampler, PassPositions) and supports(sampler, HasOrderSignature):
+            key = (type(sampler), tuple(sorted(sampler.order_signature().items())), sampler.seed, sampler.epoch)
+            groups.setdefault(key, []).append((k, sampler, np.asarray(sampler.pass_positions(), dtype=np.int64)))
+            continue
+        items = iter(root)
+        if loader.batch_sampler is not None:
+            items = chain.from_iterable(items)
+        results[k] = np.fromiter(items, dtype=np.int64)
+    for members in groups.values():
+        mapped = members[0][1].indices_at(np.concatenate([positions for _, _, positions in members]))
+        bounds = np.cumsum([0] + [positions.size for _, _, positions in members])
+        for (k, _, _), lo, hi in zip(members, bounds[:-1], bounds[1:], strict=True):
+            indices = np.asarray(mapped[lo:hi], dtype=np.int64)
+            root = active_root(loaders[k])
+            results[k] = indices[:indices.size - indices.size % root.batch_size] if root.drop_last else indices
+    return results  # type: ignore[return-value]
 
 
 def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, epochs: int = 2, seed: int = 0,
@@ -157,7 +188,8 @@ def check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader
 
     for data_epoch in range(-(-epochs // sub_epochs)):
         trainer_epochs = range(data_epoch * sub_epochs, min((data_epoch + 1) * sub_epochs, epochs))
-        per_rank = [np.concatenate([rank_indices(loader, e) for e in trainer_epochs]) for loader in loaders]
+        by_epoch = [epoch_indices(loaders, e) for e in trainer_epochs]
+        per_rank = [np.concatenate([indices[k] for indices in by_epoch]) for k in range(len(loaders))]
         coverage = epoch_coverage(data_epoch, per_rank, report.accounting, len(trainer_epochs) == sub_epochs)
         report.epochs.append(coverage)
         if coverage.problem:

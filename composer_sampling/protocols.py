@@ -33,6 +33,7 @@ __all__ = [
     'Offsettable',
     'OrderPreserving',
     'PassIndices',
+    'PassPositions',
     'ReportsSources',
     'SeedForwarding',
     'Seeded',
@@ -135,6 +136,19 @@ class PassIndices(Protocol):
 
 
 @runtime_checkable
+class PassPositions(Protocol):
+    """Says which global positions its next pass reads and maps any positions of the epoch's order to indices.
+
+    ``plan`` concatenates the positions of every rank whose sampler draws the same
+    order (same order signature, seed and epoch) and maps them in one call.
+    """
+
+    def pass_positions(self) -> Any: ...
+
+    def indices_at(self, positions: Any) -> Any: ...
+
+
+@runtime_checkable
 class ShuffleSeeded(Protocol):
     """An iterable dataset that shuffles with ``shuffle_seed`` (mosaicml-streaming's ``StreamingDataset``)."""
 
@@ -150,6 +164,7 @@ _METHODS = {
     HasOrderSignature: ('order_signature',),
     ReportsSources: ('source_report',),
     PassIndices: ('pass_indices',),
+    PassPositions: ('pass_positions', 'indices_at'),
 }
 _FLAGS = {SeedForwarding: 'forwards_seed', OrderPreserving: 'keeps_child_order'}
 _DATA = {Seeded: ('seed',), Sharded: ('num_replicas', 'rank'), SubEpochs: ('sub_epochs_per_epoch',),

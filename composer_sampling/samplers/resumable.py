@@ -89,12 +89,19 @@ class ResumableDistributedSampler(OrderedSampler):
             cursor=self._cursor_for(start, count),
         )
 
-    def pass_indices(self) -> np.ndarray:
-        """The next pass's indices in one vectorised call from this sampler's own rank, replicas, seed and epoch."""
+    def pass_positions(self) -> np.ndarray:
+        """The global positions the next pass reads, from this sampler's own rank, replicas and pending offset."""
         start = self._next_start
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)
-        positions = rank_positions(start, self.rank, self.num_replicas, count)
+        return rank_positions(start, self.rank, self.num_replicas, count)
+
+    def indices_at(self, positions: np.ndarray) -> np.ndarray:
+        """Sample indices at global ``positions`` of the current epoch's order (positions past N wrap: padding)."""
         return global_indices(positions, self.dataset_len, self.shuffle, self.seed, self.epoch)
+
+    def pass_indices(self) -> np.ndarray:
+        """The next pass's indices in one vectorised call from this sampler's own rank, replicas, seed and epoch."""
+        return self.indices_at(self.pass_positions())
 
     def order_signature(self) -> dict[str, Any]:
         return {'sampler': type(self).__name__, 'dataset_len': self.dataset_len, 'shuffle': self.shuffle}

@@ -28,3 +28,27 @@ def test_pass_indices_is_the_next_pass(n: int, world: int, data: st.DataObject, 
         planned = sampler.pass_indices().tolist()
         assert planned == sampler.pass_indices().tolist()  # nothing consumed
         assert planned == list(sampler), type(sampler).__name__
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 300), world=st.integers(1, 8), batch=st.integers(1, 7), drop_last=st.booleans(),
+       batch_drop_last=st.booleans(), seed=st.integers(0, 2**32), epoch=st.integers(0, 3), offset=st.integers(0, 300))
+def test_plan_maps_every_rank_in_one_call_as_iteration_would(n: int, world: int, batch: int, drop_last: bool,
+                                                             batch_drop_last: bool, seed: int, epoch: int,
+                                                             offset: int) -> None:
+    from itertools import chain
+
+    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+
+    from composer_sampling.plan import epoch_indices
+
+    def loader(rank: int) -> DataLoader:
+        sampler = ResumableDistributedSampler(n, world, rank, seed=seed, drop_last=drop_last)
+        sampler.set_epoch(epoch)
+        sampler.set_sample_in_epoch(min(offset, n))
+        return DataLoader(range(n), batch_sampler=BatchSampler(sampler, batch, batch_drop_last))
+
+    other = DataLoader(range(n), batch_sampler=BatchSampler(SequentialSampler(range(n)), batch, batch_drop_last))
+    planned = epoch_indices([*(loader(rank) for rank in range(world)), other], epoch)
+    iterated = [list(chain.from_iterable(each.batch_sampler)) for each in [*(loader(r) for r in range(world)), other]]
+    assert [indices.tolist() for indices in planned] == iterated
