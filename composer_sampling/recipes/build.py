@@ -56,6 +56,7 @@ from composer_sampling.recipes.schema import (
     inline_options,
     parse_duration,
     part_name,
+    part_sections,
 )
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
@@ -152,12 +153,6 @@ def part_label(field_name: str, part: PartConfig) -> str:
     return part.target or part_name(field_name, part) or '?'
 
 
-def _parts(recipe: Recipe) -> list[tuple[str, PartConfig]]:
-    from composer_sampling.recipes.schema import part_sections
-
-    return part_sections(recipe)
-
-
 #: The parts that decide the data order: all that ``plan`` builds or checks.
 DATA_PARTS = ('train_loader.dataset', 'eval_loader.dataset', 'train_loader.sampler', 'train_loader.collate_fn',
               'eval_loader.collate_fn')
@@ -177,20 +172,19 @@ def check_builders(recipe: Recipe, training: bool = True) -> None:
         ...
         composer_sampling.recipes.schema.RecipeError: model: the model MLPClassifier: unexpected keyword 'depth'; ...
     """
-    for field_name, part in _parts(recipe):
+    for field_name, part in part_sections(recipe):
         if not training and field_name not in DATA_PARTS:
             continue
         builder, arguments = resolve_part(field_name, part)
         runner = {name: None for name in _RUNNER_KEYWORDS.get(field_name, ())}
         positional = 1 if field_name.endswith('collate_fn') else 0  # called with the list of samples
-        _check_call(field_name, builder, {**arguments, **runner}, part_label(field_name, part), positional)
+        _check_call(field_name, builder, {**arguments, **runner}, positional)
     if training:
         for label, builder, arguments in _callback_builders(recipe):
-            _check_call(f'callbacks.{label}', builder, arguments, label)
+            _check_call(f'callbacks.{label}', builder, arguments)
 
 
-def _check_call(field_name: str, builder: Callable[..., Any], arguments: dict[str, Any], label: str,
-                positional: int = 0) -> None:
+def _check_call(field_name: str, builder: Callable[..., Any], arguments: dict[str, Any], positional: int = 0) -> None:
     kind = field_name.rsplit('.', 1)[-1].replace('_', ' ')
     try:
         check_arguments(builder, arguments, f'the {kind}', positional)
@@ -406,7 +400,7 @@ def build_callbacks(recipe: Recipe) -> list[Callback]:
                 raise RecipeError('callbacks.sample_ledger writes to {save_folder}/ledger: set save_folder, or give '
                                   'the callback a folder')
             arguments['folder'] = str(Path(recipe.save_folder) / 'ledger')
-        _check_call(f'callbacks.{label}', builder, arguments, label)
+        _check_call(f'callbacks.{label}', builder, arguments)
         callback = _call(f'callbacks.{label}', builder, arguments)
         if not isinstance(callback, Callback):
             raise RecipeError(f'callbacks.{label}: the builder returned a {type(callback).__name__}, not a '

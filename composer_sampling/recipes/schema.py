@@ -27,6 +27,8 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from composer_sampling.recipes.registry import REGISTRIES, TARGET_FORM, RegistryError
+
 __all__ = [
     'DEFAULT_NAMES',
     'DURATION_UNITS',
@@ -459,8 +461,6 @@ def check_parts(recipe: Recipe) -> None:
     That the target imports and takes its ``kwargs`` is checked when the run is
     built (:func:`composer_sampling.recipes.build.check_builders`).
     """
-    from composer_sampling.recipes.registry import REGISTRIES, TARGET_FORM, RegistryError
-
     kinds = {'train_loader.dataset': 'datasets', 'eval_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
              'train_loader.collate_fn': 'collate_fns', 'eval_loader.collate_fn': 'collate_fns', 'model': 'models',
              'optimizer': 'optimizers'}
