@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(VENV)/bin/composer -n 2 scripts/train.py yamls/digits-grad-accum.yaml
 	$(VENV)/bin/composer -n 2 scripts/train.py yamls/custom-batch-sampler.yaml
 	$(VENV)/bin/composer -n 2 scripts/train.py yamls/mixture.yaml
+	rm -rf runs/text-classification  # a fresh run folder: audit accounts for one run at a time
 	PYTHONPATH=examples/text-classification $(VENV)/bin/composer -n 2 -m composer_sampling.train \
 		examples/text-classification/recipe.yaml
 	$(VENV)/bin/composer-sampling audit runs/text-classification
