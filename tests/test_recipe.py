@@ -97,7 +97,7 @@ def test_missing_recipe_file(capsys) -> None:
 
 def test_train_digits_in_process() -> None:
     result = train(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['max_duration=3ep']))
-    assert result.eval_accuracy > 0.8  # ten classes: chance is 0.1
+    assert result.eval_accuracy > 0.85
     assert result.trainer.state.timestamp.epoch.value == 3
 
 
