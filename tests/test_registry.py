@@ -208,3 +208,11 @@ def test_entry_points_register_parts_by_name(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(RegistryError, match="'nothing' is not a registered dataset; choose one of: digits, "
                                             'synthetic, numbers'):
         fresh.entry('nothing')
+
+
+def test_a_registered_part_gets_the_recipes_values_of_its_options_defaults_included() -> None:
+    model = build_model(load_recipe(None, []))
+    adamw = build_optimizer(load_recipe(None, []), model)
+    assert (adamw.defaults['lr'], adamw.defaults['weight_decay']) == (0.003, 0.0)  # not AdamW's own 0.001 and 0.01
+    tuned = build_optimizer(load_recipe(None, ['optimizer.lr=0.02', 'optimizer.kwargs={betas: [0.8, 0.9]}']), model)
+    assert tuned.defaults['lr'] == 0.02 and tuple(tuned.defaults['betas']) == (0.8, 0.9)

@@ -53,7 +53,6 @@ from composer_sampling.recipes.schema import (
     RecipeError,
     callback_parts,
     eval_fraction_of,
-    inline_options,
     parse_duration,
     part_name,
     part_sections,
@@ -143,7 +142,10 @@ def resolve_part(field_name: str, part: PartConfig) -> tuple[Callable[..., Any],
             return import_target(part.target), dict(part.kwargs or {})
         name = part_name(field_name, part)
         assert name is not None, 'check_parts gives every part a name or a target'
-        return _TABLES[field_name].get(name), {**inline_options(part), **(part.kwargs or {})}
+        table = _TABLES[field_name]
+        options = {option: getattr(part, option) for option in table.entry(name).options
+                   if getattr(part, option, None) is not None}  # defaults included: they are the recipe's values
+        return table.get(name), {**options, **(part.kwargs or {})}
     except RegistryError as error:
         raise RecipeError(f'{field_name}: {error}') from None
 
