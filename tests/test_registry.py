@@ -216,3 +216,22 @@ def test_a_registered_part_gets_the_recipes_values_of_its_options_defaults_inclu
     assert (adamw.defaults['lr'], adamw.defaults['weight_decay']) == (0.003, 0.0)  # not AdamW's own 0.001 and 0.01
     tuned = build_optimizer(load_recipe(None, ['optimizer.lr=0.02', 'optimizer.kwargs={betas: [0.8, 0.9]}']), model)
     assert tuned.defaults['lr'] == 0.02 and tuple(tuned.defaults['betas']) == (0.8, 0.9)
+
+
+@pytest.mark.parametrize('overrides', [
+    ['train_loader.sampler.name=mixture', 'train_loader.sampler.source_fractions=[0.5,0.3,0.2]'],  # digits, cut
+    [NUMBERS],
+])
+def test_batches_carry_the_positions_the_sampler_draws(overrides: list[str]) -> None:
+    from torch.utils.data import DataLoader
+
+    train, _ = build_datasets(load_recipe(None, overrides))
+    drawn = [0, 1, len(train) // 2, len(train) - 2, len(train) - 1]  # across every source of a mixture
+    batch = next(iter(DataLoader(train, batch_size=len(drawn), sampler=drawn)))  # the DataLoader's batched reads
+    assert batch['index'].tolist() == drawn  # what SampleLedger(index_key='index') records
+
+
+def test_a_concat_dataset_from_a_builder_is_one_dataset() -> None:
+    train, held_out = build_datasets(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']))
+    assert (len(train), len(held_out)) == (160, 40)
+    assert plan_recipe(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']), 2, 1).ok

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import ConcatDataset, Dataset
 
 
 class Numbers(Dataset):
@@ -53,3 +53,8 @@ def junk_sampler(dataset: Any, num_replicas: int, rank: int, seed: int, device_b
 
 
 NOT_CALLABLE = 42
+
+
+def concatenated(sizes: tuple[int, ...] = (120, 80)) -> ConcatDataset:
+    """One dataset that happens to be a ConcatDataset (not the sources of a mixture)."""
+    return ConcatDataset([Numbers(size) for size in sizes])

@@ -220,8 +220,7 @@ def _as_dataset(field_name: str, built: Any) -> Dataset:
     if isinstance(built, (list, tuple)):
         if not built:
             raise RecipeError(f'{field_name}: the builder returned an empty list; return a dataset or a list of them')
-        sources = [_as_dataset(f'{field_name}[{k}]', source) for k, source in enumerate(built)]
-        return ConcatDataset(sources)
+        return _Sources([_as_dataset(f'{field_name}[{k}]', source) for k, source in enumerate(built)])
     if not isinstance(built, Sized) or isinstance(built, (str, bytes, Mapping)):
         raise RecipeError(f'{field_name}: the builder returned a {type(built).__name__}; a recipe trains on a '
                           'map-style dataset with a length (or a list of them, the sources of a mixture)')
@@ -247,7 +246,7 @@ def build_datasets(recipe: Recipe) -> tuple[Dataset, Dataset]:
     sampler = recipe.train_loader.sampler
     fractions = sampler.source_fractions
     name = part_name('train_loader.sampler', sampler)
-    several = isinstance(train, ConcatDataset) and not isinstance(train, _Sources)
+    several = isinstance(train, _Sources)  # the builder returned a list; a ConcatDataset of its own is one dataset
     if several and fractions is not None:
         raise RecipeError(f'train_loader.sampler.source_fractions cuts one dataset into sources, but the '
                           f'train_loader.dataset builder returned {len(train.datasets)} of them; remove one or the '
@@ -263,8 +262,9 @@ def build_datasets(recipe: Recipe) -> tuple[Dataset, Dataset]:
     own_held_out = recipe.eval_loader.dataset is not None
     held_out = build_dataset(recipe, 'eval_loader.dataset') if own_held_out else None
     fraction = eval_fraction_of(recipe)[1]
-    if several:
-        cuts = [(source, None) if own_held_out else cut_held_out(source, fraction) for source in train.datasets]
+    if several:  # each source keeps what its samples say: a position within one source is not what is drawn
+        cuts = [(source, None) if own_held_out else cut_held_out(source, fraction, renumber=False)
+                for source in train.datasets]
         if held_out is None:
             held_out = ConcatDataset([cut for _, cut in cuts])
         return _Sources([kept for kept, _ in cuts]), held_out
@@ -276,31 +276,38 @@ def build_datasets(recipe: Recipe) -> tuple[Dataset, Dataset]:
 
 
 class _Sources(ConcatDataset):
-    """The sources of a mixture, concatenated (their ``datasets``)."""
+    """The sources of a mixture, concatenated (their ``datasets``): a builder's list, or one dataset cut."""
 
 
 class Split(Subset):
     """Part of a dataset, read through positions ``indices``; a dict sample's ``'index'`` is its position here.
 
-    The renumbering keeps what a sample says about itself in step with what the
-    sampler drew, so :class:`~composer_sampling.SampleLedger` (``index_key='index'``)
-    records positions of the dataset it trains on.
+    Used where its positions are the ones the sampler draws (the train split of one
+    dataset, and its held-out split), so that :class:`~composer_sampling.SampleLedger`
+    (``index_key='index'``) records positions of the dataset it trains on. Read one
+    sample at a time or a batch at once (as the DataLoader does), it renumbers alike.
 
     Example:
         >>> split = Split([{'index': i} for i in range(10)], range(6, 10))
-        >>> len(split), split[0]
-        (4, {'index': 0})
+        >>> len(split), split[0], split.__getitems__([1])
+        (4, {'index': 0}, [{'index': 1}])
     """
 
     def __getitem__(self, index: Any) -> Any:
-        item = self.dataset[self.indices[index]]
-        if isinstance(item, dict) and 'index' in item:
-            item = {**item, 'index': index}
-        return item
+        return _renumbered(self.dataset[self.indices[index]], index)
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        return [_renumbered(item, index) for item, index in zip(super().__getitems__(indices), indices, strict=True)]
 
 
-def cut_held_out(dataset: Dataset, fraction: float) -> tuple[Dataset, Dataset]:
+def _renumbered(item: Any, index: int) -> Any:
+    return {**item, 'index': index} if isinstance(item, dict) and 'index' in item else item
+
+
+def cut_held_out(dataset: Dataset, fraction: float, renumber: bool = True) -> tuple[Dataset, Dataset]:
     """The first ``1 - fraction`` of ``dataset`` to train on and the rest held out, as positions (O(1) memory).
+
+    ``renumber=False`` cuts plain ``Subset``s, whose samples keep the ``'index'`` they carry.
 
     Example:
         >>> train, held_out = cut_held_out(list(range(10)), 0.2)
@@ -309,11 +316,15 @@ def cut_held_out(dataset: Dataset, fraction: float) -> tuple[Dataset, Dataset]:
     """
     total = len(dataset)  # type: ignore[arg-type]
     held = round(total * fraction)
-    return Split(dataset, range(total - held)), Split(dataset, range(total - held, total))
+    part = Split if renumber else Subset
+    return part(dataset, range(total - held)), part(dataset, range(total - held, total))
 
 
 def split_into_sources(dataset: Dataset, fractions: list[float]) -> list[Dataset]:
     """Cut ``dataset`` into consecutive sources of the given fractions (the last takes the rounding).
+
+    The sources are plain ``Subset``s: concatenated again they are ``dataset`` itself,
+    so a sample's ``'index'`` (its position in ``dataset``) is the position drawn.
 
     Example:
         >>> [len(source) for source in split_into_sources(list(range(10)), [0.5, 0.3, 0.2])]
@@ -321,7 +332,7 @@ def split_into_sources(dataset: Dataset, fractions: list[float]) -> list[Dataset
     """
     total = len(dataset)  # type: ignore[arg-type]
     bounds = [round(total * sum(fractions[:k])) for k in range(len(fractions))] + [total]
-    return [Split(dataset, range(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
+    return [Subset(dataset, range(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
 
 
 @dataclass(frozen=True)
