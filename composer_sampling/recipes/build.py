@@ -36,11 +36,8 @@ from composer_sampling.graph import active_root, sharding_problem
 from composer_sampling.order import MAX_SEED
 from composer_sampling.recipes.registry import (
     CALLBACKS,
-    COLLATE_FNS,
-    DATASETS,
-    MODELS,
-    OPTIMIZERS,
-    SAMPLERS,
+    PART_KINDS,
+    REGISTRIES,
     Registry,
     RegistryError,
     check_arguments,
@@ -84,11 +81,7 @@ __all__ = [
 #: The keywords the runner passes to every sampler builder, besides the sampler's own options.
 SAMPLER_KEYWORDS = ('dataset', 'num_replicas', 'rank', 'seed', 'device_batch_size')
 #: Where each part's builder is looked up.
-_TABLES: dict[str, Registry] = {
-    'train_loader.dataset': DATASETS, 'eval_loader.dataset': DATASETS, 'train_loader.sampler': SAMPLERS,
-    'train_loader.collate_fn': COLLATE_FNS, 'eval_loader.collate_fn': COLLATE_FNS, 'model': MODELS,
-    'optimizer': OPTIMIZERS,
-}
+_TABLES: dict[str, Registry] = {field_name: REGISTRIES[kind] for field_name, kind in PART_KINDS.items()}
 #: What the runner adds to a part's own arguments when it calls the builder.
 _RUNNER_KEYWORDS: dict[str, tuple[str, ...]] = {'train_loader.sampler': SAMPLER_KEYWORDS, 'optimizer': ('params',)}
 

@@ -35,6 +35,7 @@ __all__ = [
     'DATASETS',
     'MODELS',
     'OPTIMIZERS',
+    'PART_KINDS',
     'REGISTRIES',
     'SAMPLERS',
     'Entry',
@@ -53,11 +54,13 @@ class RegistryError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered part: where it lives, a line on what it is, and the inline options of its name form."""
+    """One registered part: where it lives, a line on what it is, the inline options of its name form
+    and those of them a recipe must set."""
 
     target: str
     description: str = ''
     options: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
 
 
 def import_target(target: str) -> Any:
@@ -172,7 +175,7 @@ _SAMPLER_BUILDERS = 'composer_sampling.recipes.samplers'
 DATASETS = Registry('datasets', 'composer_sampling.datasets', {
     'digits': Entry(f'{_DEMO}.data:digits', "scikit-learn's 8x8 digits, 1,797 images", ('read_delay_ms',)),
     'synthetic': Entry(f'{_DEMO}.data:synthetic', '`size` samples of ten Gaussian clusters',
-                       ('size', 'read_delay_ms')),
+                       ('size', 'read_delay_ms'), required=('size',)),
 })
 MODELS = Registry('models', 'composer_sampling.models', {
     'mlp': Entry(f'{_DEMO}.model:MLPClassifier', 'a two-layer perceptron for the demo datasets', ('hidden_size',)),
@@ -187,12 +190,14 @@ SAMPLERS = Registry('samplers', 'composer_sampling.samplers', {
     'custom_batch': Entry(f'{_SAMPLER_BUILDERS}:custom_batch', 'a batch-shuffling custom batch sampler over '
                           'BatchSampler(DistributedSampler)', ('shuffle', 'drop_last')),
     'sub_epoch': Entry(f'{_SAMPLER_BUILDERS}:sub_epoch', 'SubEpochDistributedSampler: a trainer epoch is '
-                       '1/sub_epochs_per_epoch of the data', ('shuffle', 'drop_last', 'sub_epochs_per_epoch')),
+                       '1/sub_epochs_per_epoch of the data', ('shuffle', 'drop_last', 'sub_epochs_per_epoch'),
+                       required=('sub_epochs_per_epoch',)),
     'mixture': Entry(f'{_SAMPLER_BUILDERS}:mixture', 'MixtureDistributedSampler over the sources (a dataset '
                      'builder returning a list, or the train split cut by source_fractions)',
                      ('shuffle', 'source_fractions')),
     'nested_batch': Entry(f'{_SAMPLER_BUILDERS}:nested_batch', 'NestedBatchSampler of num_batches inner batches, '
-                          'made distributed by distribute()', ('shuffle', 'drop_last', 'num_batches')),
+                          'made distributed by distribute()', ('shuffle', 'drop_last', 'num_batches'),
+                          required=('num_batches',)),
 })
 COLLATE_FNS = Registry('collate_fns', 'composer_sampling.collate_fns', {
     'default': Entry('torch.utils.data:default_collate', "torch's default_collate"),
@@ -220,6 +225,10 @@ CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
     **{name: Entry(f'composer.callbacks:{cls}', f"Composer's {cls}") for name, cls in _COMPOSER_CALLBACKS.items()},
 })
 
-#: Every registry by the recipe field that names its parts.
+#: Every registry by the kind of part it holds.
 REGISTRIES = {'datasets': DATASETS, 'models': MODELS, 'samplers': SAMPLERS, 'collate_fns': COLLATE_FNS,
               'optimizers': OPTIMIZERS, 'callbacks': CALLBACKS}
+#: The kind of part each recipe field names (callbacks are a mapping of their own).
+PART_KINDS = {'train_loader.dataset': 'datasets', 'eval_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
+              'train_loader.collate_fn': 'collate_fns', 'eval_loader.collate_fn': 'collate_fns', 'model': 'models',
+              'optimizer': 'optimizers'}

@@ -27,7 +27,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from composer_sampling.recipes.registry import REGISTRIES, TARGET_FORM, RegistryError
+from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, TARGET_FORM, RegistryError
 
 __all__ = [
     'DEFAULT_NAMES',
@@ -461,9 +461,6 @@ def check_parts(recipe: Recipe) -> None:
     That the target imports and takes its ``kwargs`` is checked when the run is
     built (:func:`composer_sampling.recipes.build.check_builders`).
     """
-    kinds = {'train_loader.dataset': 'datasets', 'eval_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
-             'train_loader.collate_fn': 'collate_fns', 'eval_loader.collate_fn': 'collate_fns', 'model': 'models',
-             'optimizer': 'optimizers'}
     for field_name, part in part_sections(recipe):
         options = inline_options(part)
         if part.target is not None:
@@ -483,24 +480,19 @@ def check_parts(recipe: Recipe) -> None:
         name = part_name(field_name, part)
         if name is None:
             raise RecipeError(f'{field_name} needs a name (one of: '
-                              f'{", ".join(REGISTRIES[kinds[field_name]].names())}) or a target')
+                              f'{", ".join(REGISTRIES[PART_KINDS[field_name]].names())}) or a target')
         try:
-            entry = REGISTRIES[kinds[field_name]].entry(name)
+            entry = REGISTRIES[PART_KINDS[field_name]].entry(name)
         except RegistryError as error:
             raise RecipeError(f'{field_name}.name: {error}') from None
         for option in options:
             if option not in entry.options:
                 takes = f'it takes: {", ".join(entry.options)}' if entry.options else 'it takes none'
-                raise RecipeError(f'{field_name}.{option} does not apply to the {name} {kinds[field_name][:-1]} '
+                raise RecipeError(f'{field_name}.{option} does not apply to the {name} {PART_KINDS[field_name][:-1]} '
                                   f'({takes}); for a registered part, pass other arguments in {field_name}.kwargs')
-    required = {('train_loader.sampler', 'sub_epoch'): 'sub_epochs_per_epoch',
-                ('train_loader.sampler', 'nested_batch'): 'num_batches',
-                ('train_loader.dataset', 'synthetic'): 'size', ('eval_loader.dataset', 'synthetic'): 'size'}
-    for field_name, part in part_sections(recipe):
-        option = required.get((field_name, part_name(field_name, part) or ''))
-        if option and getattr(part, option) is None and option not in (part.kwargs or {}):
-            raise RecipeError(f'{field_name}.{option} is required for the {part_name(field_name, part)} '
-                              f'{kinds[field_name][:-1]}')
+        for option in entry.required:
+            if getattr(part, option, None) is None and option not in (part.kwargs or {}):
+                raise RecipeError(f'{field_name}.{option} is required for the {name} {PART_KINDS[field_name][:-1]}')
     for label, name, target, _ in callback_parts(recipe):
         extra = set(recipe.callbacks[label] or {}) - {'target', 'kwargs'}
         if target is not None and extra:
