@@ -37,7 +37,15 @@ from composer_sampling.graph import (
     sharding_problem,
 )
 from composer_sampling.order import MAX_SEED
-from composer_sampling.protocols import HasOrderSignature, PassPositions, ReportsSources, Seeded, SubEpochs, supports
+from composer_sampling.protocols import (
+    HasOrderSignature,
+    PassIndices,
+    PassPositions,
+    ReportsSources,
+    Seeded,
+    SubEpochs,
+    supports,
+)
 from composer_sampling.seeding import seeded_nodes
 from composer_sampling.validate import check_int
 
@@ -81,7 +89,8 @@ def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
     batches one sampler (torch's ``BatchSampler`` over it) is read from that
     sampler's own positions (:class:`~composer_sampling.protocols.PassPositions`):
     the positions of all loaders whose samplers draw the same order are mapped to
-    indices in one vectorised call. Any other graph is iterated.
+    indices in one vectorised call. Else the sampler's whole pass is read as one
+    array (:class:`~composer_sampling.protocols.PassIndices`); any other graph is iterated.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -100,6 +109,9 @@ def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
             key = (type(sampler), tuple(sorted(sampler.order_signature().items())), sampler.seed, sampler.epoch)
             groups.setdefault(key, []).append((k, sampler, np.asarray(sampler.pass_positions(), dtype=np.int64)))
             continue
+        if type(root) is BatchSampler and supports(sampler, PassIndices):
+            results[k] = _batched(np.asarray(sampler.pass_indices(), dtype=np.int64), root)
+            continue
         items = iter(root)
         if loader.batch_sampler is not None:
             items = chain.from_iterable(items)
@@ -108,10 +120,13 @@ def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
         mapped = members[0][1].indices_at(np.concatenate([positions for _, _, positions in members]))
         bounds = np.cumsum([0] + [positions.size for _, _, positions in members])
         for (k, _, _), lo, hi in zip(members, bounds[:-1], bounds[1:], strict=True):
-            indices = np.asarray(mapped[lo:hi], dtype=np.int64)
-            root = active_root(loaders[k])
-            results[k] = indices[:indices.size - indices.size % root.batch_size] if root.drop_last else indices
+            results[k] = _batched(np.asarray(mapped[lo:hi], dtype=np.int64), active_root(loaders[k]))
     return results  # type: ignore[return-value]
+
+
+def _batched(indices: np.ndarray, batch_sampler: BatchSampler) -> np.ndarray:
+    """What ``batch_sampler`` keeps of its sampler's ``indices``: all, or whole batches only with ``drop_last``."""
+    return indices[:indices.size - indices.size % batch_sampler.batch_size] if batch_sampler.drop_last else indices
 
 
 def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, epochs: int = 2, seed: int = 0,

@@ -48,7 +48,13 @@ def test_plan_maps_every_rank_in_one_call_as_iteration_would(n: int, world: int,
         sampler.set_sample_in_epoch(min(offset, n))
         return DataLoader(range(n), batch_sampler=BatchSampler(sampler, batch, batch_drop_last))
 
-    other = DataLoader(range(n), batch_sampler=BatchSampler(SequentialSampler(range(n)), batch, batch_drop_last))
-    planned = epoch_indices([*(loader(rank) for rank in range(world)), other], epoch)
-    iterated = [list(chain.from_iterable(each.batch_sampler)) for each in [*(loader(r) for r in range(world)), other]]
+    def others() -> list[DataLoader]:  # read as one array each (pass_indices), and by iteration
+        sub_epoch = SubEpochDistributedSampler(max(n, world * 2), 2, world, world - 1, seed=seed, drop_last=drop_last)
+        sub_epoch.set_epoch(epoch)
+        return [DataLoader(range(n), batch_sampler=BatchSampler(sub_epoch, batch, batch_drop_last)),
+                DataLoader(range(n), batch_sampler=BatchSampler(SequentialSampler(range(n)), batch, batch_drop_last))]
+
+    planned = epoch_indices([*(loader(rank) for rank in range(world)), *others()], epoch)
+    iterated = [list(chain.from_iterable(each.batch_sampler))
+                for each in [*(loader(r) for r in range(world)), *others()]]
     assert [indices.tolist() for indices in planned] == iterated
