@@ -16,7 +16,7 @@ from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNested
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.validate import check_int, resolve_replicas
 
-__all__ = ['distribute']
+__all__ = ['distribute', 'rebuild_loader']
 
 _LOADER_SETTINGS = (
     'num_workers', 'collate_fn', 'pin_memory', 'timeout', 'worker_init_fn', 'multiprocessing_context', 'generator',
@@ -94,27 +94,39 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
             refresh_state_capability(rebuilt, NestedBatchSampler, StatefulNestedBatchSampler)
         return rebuilt
 
+    custom_batches = dataloader.batch_sampler is not None and dataloader.batch_size is None
+    if custom_batches:
+        return rebuild_loader(dataloader, batch_sampler=DistributedBatchAdapter(replace(dataloader.batch_sampler, 1)))
+    return rebuild_loader(dataloader, batch_size=dataloader.batch_size, drop_last=dataloader.drop_last,
+                          sampler=replace(dataloader.sampler, 1))
+
+
+def rebuild_loader(dataloader: DataLoader, **samplers: Any) -> DataLoader:
+    """A new ``DataLoader`` over the same dataset with the same settings (workers, collate, ...) and new samplers.
+
+    Example:
+        >>> from torch.utils.data import SequentialSampler
+        >>> loader = DataLoader(range(6), batch_size=2, num_workers=0)
+        >>> [batch.tolist() for batch in rebuild_loader(loader, batch_size=3)]
+        [[0, 1, 2], [3, 4, 5]]
+    """
     settings = {name: getattr(dataloader, name) for name in _LOADER_SETTINGS if hasattr(dataloader, name)}
     if dataloader.num_workers == 0:
         settings.pop('prefetch_factor', None)
-    custom_batches = dataloader.batch_sampler is not None and dataloader.batch_size is None
-    if custom_batches:
-        adapter = DistributedBatchAdapter(replace(dataloader.batch_sampler, 1))
-        return DataLoader(dataloader.dataset, batch_sampler=adapter, **settings)
-    return DataLoader(dataloader.dataset, batch_size=dataloader.batch_size, drop_last=dataloader.drop_last,
-                      sampler=replace(dataloader.sampler, 1), **settings)
+    return DataLoader(dataloader.dataset, **samplers, **settings)
 
 
 def _distributed_leaf(node: Any, dataset: Any, num_replicas: int, rank: int, seed: int) -> Any:
     """The distributed replacement of an index sampler, or None when ``node`` is a level to descend."""
-    if isinstance(node, ResumableDistributedSampler) or type(node) is DistributedSampler:
+    if type(node) in (ResumableDistributedSampler, DistributedSampler):
         return ResumableDistributedSampler(node.dataset, num_replicas, rank, shuffle=node.shuffle, seed=seed,
                                            drop_last=node.drop_last)
-    if isinstance(node, OrderedSampler):
+    if isinstance(node, (OrderedSampler, DistributedSampler)):  # a subclass keeps its own order: never replaced
         if (node.num_replicas, node.rank) != (num_replicas, rank):
             raise ValueError(
                 f'{type(node).__name__} is already distributed for num_replicas={node.num_replicas}, rank={node.rank}; '
-                f'build it for num_replicas={num_replicas}, rank={rank} instead of calling distribute',
+                f'distribute cannot rebuild a subclass without losing its order: build it for '
+                f'num_replicas={num_replicas}, rank={rank} yourself',
             )
         return node
     if type(node) is SequentialSampler:

@@ -262,6 +262,13 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
             f'process is rank {rank} of world size {world_size} and expects {expected}'
         )
         layout = replication_layout(node.num_replicas, node.rank, world_size, rank)
+        if replication > 1 and (node.num_replicas, node.rank) == (world_size, rank):
+            return (
+                f'{text}. SamplerSync(replication={replication}) says groups of {replication} ranks read the same '
+                f'data, but this sampler gives every rank a share of its own: build it with the replication too '
+                f'(llm-foundry: replication: {replication} under train_loader.dataset; or num_replicas='
+                f'{want_replicas}, rank=global_rank // {replication}), or drop replication from SamplerSync'
+            )
         if layout is not None and layout != replication:
             return (
                 f'{text}. That is the layout of replication {layout} (groups of {layout} ranks reading the same '

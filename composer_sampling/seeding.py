@@ -19,9 +19,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from composer_sampling.graph import iter_samplers
+from composer_sampling.order import derive_seed
 from composer_sampling.protocols import Seeded, SeedForwarding, supports
 
-__all__ = ['default_seed', 'is_streaming_dataset', 'seeded_nodes']
+__all__ = ['default_seed', 'epoch_generator_seed', 'generator_nodes', 'is_streaming_dataset', 'seeded_nodes']
+
+#: Stream tag separating the seeds of samplers' generators from every other seed derived from the data seed.
+_GENERATOR_STREAM = 0x6E7E2A
+#: The seed of a ``torch.Generator()`` nobody seeded: a generator with it was not chosen by anybody.
+UNSEEDED_GENERATOR = 67280421310721
 
 _MISSING = object()
 
@@ -55,3 +61,29 @@ def is_streaming_dataset(dataset: Any) -> bool:
         cls.__name__ == 'StreamingDataset' and cls.__module__.split('.')[0] == 'streaming'
         for cls in type(dataset).__mro__
     )
+
+
+def generator_nodes(obj: Any) -> Iterator[Any]:
+    """The samplers below ``obj`` that draw their order from a ``generator`` attribute (torch's ``RandomSampler``).
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, RandomSampler
+        >>> [type(node).__name__ for node in generator_nodes(BatchSampler(RandomSampler(range(4)), 2, False))]
+        ['RandomSampler']
+    """
+    import torch
+
+    for node in iter_samplers(obj):
+        generator = getattr(node, 'generator', _MISSING)
+        if generator is None or isinstance(generator, torch.Generator):
+            yield node
+
+
+def epoch_generator_seed(seed: int, epoch: int) -> int:
+    """The seed of the generator a generator-driven sampler draws epoch ``epoch`` from.
+
+    Example:
+        >>> epoch_generator_seed(5, 0) != epoch_generator_seed(5, 1)
+        True
+    """
+    return derive_seed(derive_seed(seed, _GENERATOR_STREAM), epoch)

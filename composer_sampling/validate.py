@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import operator
 from collections.abc import Sized
 from typing import Any
@@ -55,21 +56,28 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def dataset_length(dataset: Any) -> int:
-    """The length of a sized dataset, or ``dataset`` itself when it is an integer; in ``[1, 2**62]``.
+    """The length of a sized dataset (tensors and arrays too), or ``dataset`` itself when it is an integer.
+
+    The length must be in ``[1, 2**62]``; a string is refused rather than taken for a dataset of characters.
 
     Example:
-        >>> dataset_length(range(7)), dataset_length(7)
-        (7, 7)
+        >>> import torch
+        >>> dataset_length(range(7)), dataset_length(7), dataset_length(torch.arange(5))
+        (7, 7, 5)
     """
-    if isinstance(dataset, Sized) and not hasattr(dataset, '__index__'):
-        length = len(dataset)
-    else:
+    if isinstance(dataset, (str, bytes)):
+        raise TypeError(f'dataset must be a sized (map-style) dataset or an int length, got the string {dataset!r:.40}')
+    if isinstance(dataset, (bool, np.bool_)):
+        raise TypeError(f'dataset must be a sized (map-style) dataset or an int length, got {dataset!r}')
+    if isinstance(dataset, numbers.Integral):
+        length = int(dataset)
+    elif isinstance(dataset, Sized):
         try:
+            length = len(dataset)
+        except TypeError:  # a 0-d tensor or array has __len__ but no length: an integer scalar is a length
             length = _as_int('dataset', dataset)
-        except TypeError:
-            raise TypeError(
-                f'dataset must be a sized (map-style) dataset or an int length, got {type(dataset).__name__}',
-            ) from None
+    else:
+        raise TypeError(f'dataset must be a sized (map-style) dataset or an int length, got {type(dataset).__name__}')
     if length < 1:
         raise ValueError(f'dataset must hold at least one sample, got length {length}')
     if length > MAX_DATASET_LEN:

@@ -6,8 +6,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Sampler
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
@@ -67,15 +68,42 @@ def test_checkpointed_seed_wins_over_a_new_data_seed(tmp_path: Path) -> None:
     assert resumed.batches == whole.batches[4:]
 
 
-def test_a_graph_that_cannot_start_at_an_offset_keeps_composers_spin(tmp_path: Path, caplog) -> None:
+def test_a_batch_sampler_of_yours_resumes_without_loading_a_trained_batch(tmp_path: Path) -> None:
     whole = train(custom_loader(), '1ep')
     train(custom_loader(), '4ba', folder=tmp_path)
     loader = custom_loader()
+    resumed = train(loader, '1ep', load=checkpoint(tmp_path, 4))
+    assert resumed.batches == whole.batches[4:]
+    assert sorted(loader.dataset.reads.elements()) == sorted(flat(resumed))  # no trained batch is loaded again
+
+
+class _PassCounting(Sampler[int]):
+    """A sampler whose order depends on how many passes it made: only Composer's spin replays that."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.passes = size, 0
+
+    def __iter__(self):
+        self.passes += 1
+        return iter(np.random.default_rng(self.passes).permutation(self.size).tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def test_a_sampler_that_counts_its_passes_keeps_composers_spin(tmp_path: Path, caplog) -> None:
+    def loader() -> DataLoader:
+        dataset = ReadCounter(synthetic(SIZE))
+        return DataLoader(dataset, batch_size=BATCH, sampler=_PassCounting(SIZE))
+
+    whole = train(loader(), '1ep')
+    train(loader(), '4ba', folder=tmp_path)
+    resumed_loader = loader()
     with caplog.at_level(logging.WARNING, logger='composer_sampling'):
-        resumed = train(loader, '1ep', load=checkpoint(tmp_path, 4))
-    assert 'BatchShuffleSampler(seed=17, len=13) cannot start at a sample offset' in caplog.text
+        resumed = train(resumed_loader, '1ep', load=checkpoint(tmp_path, 4))
+    assert '_PassCounting(len=100) has neither set_epoch nor a generator' in caplog.text
     assert resumed.batches == whole.batches[4:]  # still correct, by Composer's spin...
-    assert sum(loader.dataset.reads.values()) == SIZE  # ...which loaded the 4 trained batches again
+    assert sum(resumed_loader.dataset.reads.values()) == SIZE  # ...which loaded the 4 trained batches again
 
 
 def test_resume_with_another_batch_size_continues_at_the_right_sample(tmp_path: Path) -> None:

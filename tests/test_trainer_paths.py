@@ -69,14 +69,18 @@ def test_train_subset_resumes_with_the_batches_left(tmp_path: Path, stop: int) -
     assert resumed.batches == whole.batches[stop:], 'the resumed epoch stops after the batches that were left'
 
 
-def test_a_spin_that_would_land_on_another_sample_is_refused(tmp_path: Path) -> None:
+def test_a_batch_order_resumed_with_another_global_batch_is_refused_with_advice_that_works(tmp_path: Path) -> None:
+    whole = train(shuffled_batches_loader(), '1ep')
     train(shuffled_batches_loader(), '4ba', folder=tmp_path)
-    with pytest.raises(ValueError, match=r'BatchShuffleSampler.*skipping 4 batches of the new global batch 4, but '
-                                         r'the checkpoint trained its 4 batches with global batch 8'):
+    with pytest.raises(ValueError, match=r'BatchShuffleSampler.* decides the order of whole batches.*the checkpoint '
+                                         r'trained 8 distinct samples a step, this run 4. Resume with global batch 8 '
+                                         r'\(device batch 8 on each of the 1 data-parallel ranks\)'):
         train(shuffled_batches_loader(batch=4), '1ep', load=checkpoint(tmp_path, 4), microbatch=4)
+    resumed = train(shuffled_batches_loader(batch=8), '1ep', load=checkpoint(tmp_path, 4))  # the advice
+    assert resumed.batches == whole.batches[4:]
 
 
-def test_the_same_global_batch_keeps_composers_spin(tmp_path: Path) -> None:
+def test_the_same_global_batch_continues_the_batch_order(tmp_path: Path) -> None:
     whole = train(shuffled_batches_loader(), '1ep')
     train(shuffled_batches_loader(), '4ba', folder=tmp_path)
     resumed = train(shuffled_batches_loader(), '1ep', load=checkpoint(tmp_path, 4))

@@ -1,4 +1,4 @@
-"""Seeds, epochs and resume position for every sampler (or streaming dataset) of the train dataloader."""
+"""Seeds, epochs, resume position and RNG for every sampler (or streaming dataset) of the train dataloader."""
 
 from __future__ import annotations
 
@@ -6,25 +6,36 @@ import logging
 import warnings
 from typing import Any
 
+import torch
 from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
+from composer_sampling.callbacks.checkpoint_rng import CheckpointRNG
+from composer_sampling.distribute import rebuild_loader
 from composer_sampling.graph import (
     active_root,
     describe,
     device_batch,
     is_map_style,
     iter_samplers,
-    keeps_child_order,
     set_epoch_everywhere,
     sharding_problem,
-    supports_start_offset,
 )
+from composer_sampling.index_tap import IndexTap
 from composer_sampling.order import MAX_SEED
-from composer_sampling.protocols import EpochAware, supports
-from composer_sampling.seeding import default_seed, is_streaming_dataset, seeded_nodes
+from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
+from composer_sampling.protocols import EpochAware, Offsettable, supports
+from composer_sampling.resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, install_tap, plan_resume
+from composer_sampling.seeding import (
+    UNSEEDED_GENERATOR,
+    default_seed,
+    epoch_generator_seed,
+    generator_nodes,
+    is_streaming_dataset,
+    seeded_nodes,
+)
 from composer_sampling.signatures import order_signature, signature_difference
 from composer_sampling.validate import check_bool, check_int
 
@@ -32,11 +43,14 @@ __all__ = ['SamplerSync']
 
 log = logging.getLogger(__name__)
 
-_STATE_VERSION = 2  # 2 added 'replication' and 'global_batch'; version 1 states load without them
+# 3: 'global_batch' counts distinct samples a step (device batch x world size / replication); adds
+# 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added 'replication' and
+# 'global_batch'. Versions 1 and 2 load with defaults.
+_STATE_VERSION = 3
 
 
 class SamplerSync(Callback):
-    """Keeps the whole sampler graph of the train dataloader in step with the trainer.
+    """Keeps the whole sampler graph of the train dataloader in step with the trainer, and resumes it exactly.
 
     Composer calls ``set_epoch`` only on a ``DistributedSampler`` sitting directly at
     ``dataloader.sampler`` or ``dataloader.batch_sampler``, seeds it with ``0`` unless
@@ -46,25 +60,34 @@ class SamplerSync(Callback):
     * ``FIT_START``: the data seed is ``data_seed``, else the trainer's
       ``rank_zero_seed`` (never ``state.seed``, which differs per rank); it is
       checked to be identical on every rank and set as ``seed`` on every sampler of
-      the graph that has one (and as ``shuffle_seed`` of a mosaicml-streaming
-      ``StreamingDataset``). A seed that differs from its class's default (a
-      user's ``DistributedSampler(seed=42)``) is replaced with a warning that
-      says how to keep it. Every sampler gets ``set_epoch`` for the current
+      the graph that has one, as the seed of a fresh ``generator`` per epoch on a
+      sampler that draws from one (torch's ``RandomSampler``), on every
+      :class:`~composer_sampling.PerSampleRNG` of the dataset, and as
+      ``shuffle_seed`` of a mosaicml-streaming ``StreamingDataset``. A seed (or
+      generator) that differs from its class's default is replaced with a warning
+      that says how to keep it. Every sampler gets ``set_epoch`` for the current
       epoch, once. With ``check_sharding``, a multi-rank run whose graph does not
-      shard by rank as ``replication`` says is refused. After a checkpoint load,
-      the graph's order signature (dataset length, shuffle) must match the
-      checkpoint's; if every index sampler can start at an offset, they start at
-      ``timestamp.sample_in_epoch`` (divided by ``replication``) and Composer's
-      dataloader spin is switched off, otherwise the spin stays (refused when it
-      would land on another sample because the global batch changed).
+      shard by rank as ``replication`` says is refused.
+    * Resume: the graph's order signature (dataset length, shuffle) must match the
+      checkpoint's. A fit that starts inside an epoch continues it without loading
+      a trained sample again: samplers of ours start at the sample offset, any other
+      graph skips the trained batches' indices (see
+      :func:`~composer_sampling.resume_plan.plan_resume`), Composer's spin is
+      switched off, and the checkpoint's RNG state is restored before the first
+      batch, where the spin would have restored it. A resume that cannot continue
+      exactly (another batch size or world size for a graph whose order depends on
+      them) is refused before training, saying what would work.
     * ``EPOCH_START``: ``set_epoch(epoch)`` on every node that has it, at any depth,
-      and on an iterable dataset that has it.
+      a new generator for the epoch, and the epoch of every ``PerSampleRNG``.
 
     Iterable datasets order themselves: a ``StreamingDataset`` gets the data seed,
     another iterable dataset with ``set_epoch`` gets the epoch, any other one a
     warning that it cannot be ordered. On resume the checkpointed data seed wins
     over the constructor's (a new seed in the middle of an epoch would repeat and
-    skip samples), with a warning. One ``SamplerSync`` per Trainer.
+    skip samples), with a warning; a checkpoint written without this callback keeps
+    the order of the epoch in flight and takes the data seed from the next epoch.
+    One ``SamplerSync`` per Trainer, placed before any ``CheckpointSaver`` in
+    ``callbacks`` (the Trainer's own saver comes last).
 
     Args:
         data_seed (int, optional): seed of the data order, in ``[0, 2**64 - 1]``.
@@ -109,56 +132,95 @@ class SamplerSync(Callback):
         self._checkpoint_seed: int | None = None
         self._checkpoint_signatures: list[dict[str, Any]] | None = None
         self._checkpoint_replication: int | None = None
-        self._checkpoint_global_batch: int | None = None
-        self._global_batch: int | None = None
+        self._checkpoint_layout: Layout | None = None
+        self._loaded = False
+        self._fits = 0
+        self._layout = Layout(None, None)
         self._graph_signatures: list[dict[str, Any]] | None = None
         self._epoch_set_at_fit_start: int | None = None
         self._set_resumption = False
-        self._warned: set[tuple[int, int, int]] = set()
+        self._epoch_seeds: dict[str, Any] | None = None  # the epoch in flight keeps these seeds (adoption)
+        self._generators: dict[int, torch.Generator] = {}  # the generators this callback gave, by sampler id
+        self._windowed: tuple[Any, int] | None = None  # (the train dataloader, its length) while a copy is read
+        self._rng = CheckpointRNG()
+        self._warned: set[tuple[Any, ...]] = set()
 
     def __repr__(self) -> str:
         return (f'SamplerSync(data_seed={self.data_seed!r}, check_sharding={self.check_sharding!r}, '
                 f'replication={self.replication!r}, print_summary={self.print_summary!r})')
 
+    # events -------------------------------------------------------------------------------------------
+
     def fit_start(self, state: State, logger: Logger) -> None:
         _refuse_another_sync(self, state)
+        self._fits += 1
+        adopting = self._fits == 1 and not self._loaded and int(state.timestamp.batch) > 0
+        self._rng.capture_enabled = dist.get_world_size() == 1 or _has_checkpoint_saver(state)
+        self._warn_a_saver_before_this(state)
         loader = state.train_dataloader
         if not isinstance(loader, DataLoader):
             return
         map_style = is_map_style(loader)
         seed = self._agreed_seed(state, loader, map_style)
-        self.seed_in_use = seed
-        logger.log_hyperparameters({'data_seed': seed})
         epoch = int(state.timestamp.epoch)
         self._epoch_set_at_fit_start = epoch
         if not map_style:
-            self._order_iterable(loader.dataset, seed, epoch)
+            self.seed_in_use = self._order_iterable(loader.dataset, seed, epoch, adopting)
+            logger.log_hyperparameters({'data_seed': self.seed_in_use})
+            self._rng.fit_start(state, spin_skipped='train' in state.dataset_resumption)
+            self._print_summary(loader, self.seed_in_use, map_style=False)
             return
-        for node in seeded_nodes(loader):
-            self._reseed(node, 'seed', seed)
+        self.seed_in_use = seed
+        logger.log_hyperparameters({'data_seed': seed})
+        if adopting and int(state.timestamp.batch_in_epoch) > 0:
+            self._adopt_epoch_in_flight(loader, epoch, seed)
+        self._seed_graph(loader, seed, epoch, in_flight=int(state.timestamp.batch_in_epoch) > 0)
         self._check_signatures(loader)
-        self._global_batch = _global_batch(loader)
+        self._layout = self._current_layout(loader)
         set_epoch_everywhere(loader, epoch)
-        self._resume_in_epoch(state, loader)
-        if self.print_summary and dist.get_global_rank() == 0:
-            from composer_sampling.summary import summarize
-
-            source = 'SamplerSync data_seed' if self.data_seed is not None else 'the trainer seed'
-            print(summarize(loader, data_seed=seed, seed_source=source), flush=True)
+        spin_skipped = self._resume_in_epoch(state, loader)
+        self._rng.fit_start(state, spin_skipped=spin_skipped)
+        self._print_summary(loader, seed, map_style=True)
 
     def epoch_start(self, state: State, logger: Logger) -> None:
+        self._rng.epoch_start()
+        self._end_windowed_loader(state)
         loader = state.train_dataloader
         epoch = int(state.timestamp.epoch)
-        if self._epoch_set_at_fit_start == epoch:  # fit start has just set it: once per node per epoch
-            self._epoch_set_at_fit_start = None
-            return
-        self._epoch_set_at_fit_start = None
+        set_at_fit_start, self._epoch_set_at_fit_start = self._epoch_set_at_fit_start, None
         if not isinstance(loader, DataLoader):
             return
-        if is_map_style(loader):
+        if not is_map_style(loader):
+            if set_at_fit_start != epoch and supports(loader.dataset, EpochAware) and \
+                    not is_streaming_dataset(loader.dataset):
+                loader.dataset.set_epoch(epoch)
+            return
+        seed = self.seed_in_use if self.seed_in_use is not None else 0
+        if self._epoch_seeds is not None and epoch > int(self._epoch_seeds['epoch']):
+            self._epoch_seeds = None  # the epoch that kept its samplers' own seeds is over
+            self._seed_graph(loader, seed, epoch, in_flight=False)
+        else:
+            self._seed_generators(loader, seed, epoch)  # Composer's spin may have drawn from them since fit start
+        if set_at_fit_start != epoch:  # fit start has just set it otherwise: once per node per epoch
             set_epoch_everywhere(loader, epoch)
-        elif supports(loader.dataset, EpochAware) and not is_streaming_dataset(loader.dataset):
-            loader.dataset.set_epoch(epoch)
+            self._set_dataset_epochs(loader, epoch)
+
+    def before_dataloader(self, state: State, logger: Logger) -> None:
+        self._rng.before_dataloader()
+
+    def batch_checkpoint(self, state: State, logger: Logger) -> None:
+        self._rng.checkpoint_event(state)
+
+    def epoch_checkpoint(self, state: State, logger: Logger) -> None:
+        self._rng.checkpoint_event(state)
+
+    def iteration_checkpoint(self, state: State, logger: Logger) -> None:
+        self._rng.checkpoint_event(state)
+
+    def fit_end(self, state: State, logger: Logger) -> None:
+        self._end_windowed_loader(state)
+
+    # checkpoints --------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -166,7 +228,10 @@ class SamplerSync(Callback):
             'data_seed': self.seed_in_use if self.seed_in_use is not None else self.data_seed,
             'order_signatures': self._graph_signatures,
             'replication': self.replication,
-            'global_batch': self._global_batch,
+            'global_batch': self._layout.global_batch,
+            'data_parallel_ranks': self._layout.data_parallel_ranks,
+            'epoch_seeds': self._epoch_seeds,
+            **self._rng.state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -189,12 +254,75 @@ class SamplerSync(Callback):
                 f'SamplerSync state order_signatures must be a list of dicts or None, got {signatures!r:.200}',
             )
         replication = check_int('SamplerSync state replication', state.get('replication', 1), minimum=1)
+        global_batch = state.get('global_batch')
+        if global_batch is not None:
+            global_batch = check_int('SamplerSync state global_batch', global_batch, minimum=1)
+            if version < 3:  # it counted every rank's samples, a replication group's R times
+                global_batch //= replication
+        ranks = state.get('data_parallel_ranks')
+        if ranks is not None:
+            ranks = check_int('SamplerSync state data_parallel_ranks', ranks, minimum=1)
+        epoch_seeds = state.get('epoch_seeds')
+        if epoch_seeds is not None and not (isinstance(epoch_seeds, dict) and 'epoch' in epoch_seeds):
+            raise TypeError(f'SamplerSync state epoch_seeds must be a dict with an epoch or None, got '
+                            f'{epoch_seeds!r:.200}')
+        self._rng.load(state)
         self._checkpoint_seed = seed
         self._checkpoint_signatures = signatures
         self._checkpoint_replication = replication
-        global_batch = state.get('global_batch')
-        self._checkpoint_global_batch = None if global_batch is None else check_int(
-            'SamplerSync state global_batch', global_batch, minimum=1)
+        self._checkpoint_layout = Layout(global_batch, ranks)
+        self._epoch_seeds = epoch_seeds
+        self._loaded = True
+
+    # seeds --------------------------------------------------------------------------------------------
+
+    def _seed_graph(self, loader: DataLoader, seed: int, epoch: int, in_flight: bool) -> None:
+        """Seed samplers, generators and per-sample RNGs; an adopted epoch in flight keeps its own seeds."""
+        kept = self._epoch_seeds if self._epoch_seeds is not None and int(self._epoch_seeds['epoch']) == epoch \
+            and in_flight else None
+        samplers = list(seeded_nodes(loader))
+        datasets = [node for node in iter_datasets(loader.dataset) if isinstance(node, PerSampleRNG)]
+        if kept is not None:
+            for node, value in zip(samplers, kept.get('samplers', []), strict=False):
+                node.seed = value
+            for node, value in zip(datasets, kept.get('datasets', []), strict=False):
+                node.seed = value
+        else:
+            self._epoch_seeds = None
+            for node in samplers:
+                self._reseed(node, 'seed', seed)
+            for node in datasets:
+                node.seed = seed
+        self._seed_generators(loader, seed, epoch)
+        self._set_dataset_epochs(loader, epoch)
+
+    def _seed_generators(self, loader: DataLoader, seed: int, epoch: int) -> None:
+        """A fresh generator seeded from ``(seed, epoch)`` for every sampler that draws from one."""
+        for node in generator_nodes(loader):
+            current = node.generator
+            if current is not None and current is not self._generators.get(id(node)):
+                self._warn_users_generator(node, current, seed)
+            generator = torch.Generator()
+            generator.manual_seed(epoch_generator_seed(seed, epoch))
+            node.generator = self._generators[id(node)] = generator
+
+    def _set_dataset_epochs(self, loader: DataLoader, epoch: int) -> None:
+        for node in iter_datasets(loader.dataset):
+            if isinstance(node, PerSampleRNG):
+                node.set_epoch(epoch)
+
+    def _warn_users_generator(self, node: Any, generator: torch.Generator, seed: int) -> None:
+        chosen = generator.initial_seed()
+        key = (id(node), 'generator', chosen, seed)
+        if chosen in (UNSEEDED_GENERATOR, seed) or key in self._warned:
+            return
+        self._warned.add(key)
+        warnings.warn(
+            f'SamplerSync: {describe(node)} had a generator seeded {chosen}; it now draws every epoch from a '
+            f'generator seeded from the data seed {seed} and the epoch (the same on every rank). To keep {chosen}, '
+            f'pass SamplerSync(data_seed={chosen})',
+            stacklevel=4,
+        )
 
     def _reseed(self, node: Any, attribute: str, seed: int) -> None:
         """Set ``node.<attribute> = seed``, warning once when that overwrites a seed the user chose."""
@@ -209,13 +337,36 @@ class SamplerSync(Callback):
             warnings.warn(
                 f'SamplerSync: {where} had seed {old}; it now uses the data seed {seed} (the same on every rank). '
                 f'To keep {old}, pass SamplerSync(data_seed={old})',
-                stacklevel=3,
+                stacklevel=4,
             )
         setattr(node, attribute, seed)
 
-    def _order_iterable(self, dataset: Any, seed: int, epoch: int) -> None:
-        """Seed a streaming dataset, give the epoch to one with ``set_epoch``, warn about any other."""
+    def _adopt_epoch_in_flight(self, loader: DataLoader, epoch: int, seed: int) -> None:
+        """A checkpoint written without SamplerSync: the epoch in flight keeps the seeds its samplers have."""
+        samplers = [node.seed for node in seeded_nodes(loader)]
+        datasets = [node.seed for node in iter_datasets(loader.dataset) if isinstance(node, PerSampleRNG)]
+        self._epoch_seeds = {'epoch': epoch, 'samplers': samplers, 'datasets': datasets}
+        lost = [describe(node) for node in generator_nodes(loader)]
+        warnings.warn(
+            f'SamplerSync: the checkpoint was written without SamplerSync; the rest of epoch {epoch} keeps the '
+            f'order its samplers had (seeds {sorted(set(samplers + datasets)) or "none"}) and the data seed {seed} '
+            f'applies from epoch {epoch + 1}'
+            + (f'. {", ".join(lost)} drew epoch {epoch} from a generator that no checkpoint holds: the rest of that '
+               'epoch is drawn again and may repeat or skip samples' if lost else ''),
+            stacklevel=3,
+        )
+
+    def _order_iterable(self, dataset: Any, seed: int, epoch: int, adopting: bool) -> int:
+        """Seed a streaming dataset, give the epoch to one with ``set_epoch``, warn about any other; the seed used."""
         if is_streaming_dataset(dataset):
+            if adopting:  # the stream resumed with the seed of a run without SamplerSync: it keeps it to the end
+                warnings.warn(
+                    f'SamplerSync: the checkpoint was written without SamplerSync; {type(dataset).__name__} keeps '
+                    f'shuffle_seed {dataset.shuffle_seed} it resumed with for the rest of the run (not the data '
+                    f'seed {seed})',
+                    stacklevel=3,
+                )
+                return int(dataset.shuffle_seed)
             self._reseed(dataset, 'shuffle_seed', seed)
             log.info('SamplerSync: %s shuffles with seed %d', type(dataset).__name__, seed)
         elif supports(dataset, EpochAware):
@@ -227,6 +378,7 @@ class SamplerSync(Callback):
                 'the epoch, and seed it from the trainer seed yourself',
                 stacklevel=3,
             )
+        return seed
 
     def _agreed_seed(self, state: State, loader: DataLoader, map_style: bool) -> int:
         """The data seed, checked identical on every rank, together with the sharding check."""
@@ -257,6 +409,8 @@ class SamplerSync(Callback):
             raise ValueError(f'SamplerSync (rank {rank}): {text}')
         return seed
 
+    # resume -------------------------------------------------------------------------------------------
+
     def _check_signatures(self, loader: DataLoader) -> None:
         current = [sig for node in iter_samplers(active_root(loader)) if (sig := order_signature(node))]
         self._graph_signatures = current
@@ -269,6 +423,12 @@ class SamplerSync(Callback):
                 f'{current}; resuming would skip or repeat samples. Resume with the same sampler graph',
             )
         for before, now in zip(saved, current, strict=True):
+            if before.get('sampler') != now.get('sampler'):
+                raise ValueError(
+                    f'SamplerSync: the checkpoint was written with the sampler {before.get("sampler")}, the train '
+                    f'dataloader now has {now.get("sampler")}; resuming would skip or repeat samples. Resume with '
+                    f'{before.get("sampler")}',
+                )
             difference = signature_difference(before, now)
             if difference:
                 key, was, is_now = difference
@@ -278,48 +438,123 @@ class SamplerSync(Callback):
                     'with the same dataset and sampler settings',
                 )
 
-    def _resume_in_epoch(self, state: State, loader: DataLoader) -> None:
-        """Start every index sampler at the global sample offset, so Composer need not spin."""
-        root = active_root(loader)
-        offsettable = [node for node in iter_samplers(root) if supports_start_offset(node)]
-        blocker = next(
-            (node for node in iter_samplers(root) if not supports_start_offset(node) and not keeps_child_order(node)),
-            None,
-        )
-        batch_in_epoch = int(state.timestamp.batch_in_epoch)
+    def _current_layout(self, loader: DataLoader) -> Layout:
+        ranks = max(dist.get_world_size() // self.replication, 1)
+        size = device_batch(loader)
+        return Layout(None if size is None else size * ranks, ranks)
+
+    def _resume_in_epoch(self, state: State, loader: DataLoader) -> bool:
+        """Continue the epoch at the next sample without Composer's spin; whether the spin is skipped."""
         if self._set_resumption:  # set by an earlier fit of this trainer: decide afresh
             state.dataset_resumption.pop('train', None)
             self._set_resumption = False
-        for node in offsettable:  # no offset from an earlier fit (reset_time, a new duration) survives
-            node.set_sample_in_epoch(0)
-        if batch_in_epoch == 0:
-            if int(state.timestamp.epoch) > 0 and blocker is None and 'train' not in state.dataset_resumption:
-                state.dataset_resumption['train'] = True  # nothing to spin: every sampler is set by epoch
-                self._set_resumption = True
-            return
-        if _is_subset(state, loader):
-            log.info(
-                'SamplerSync: train_subset_num_batches=%d is shorter than the train dataloader (%d batches), so '
-                'Composer spins the dataloader to batch %d instead of starting the samplers at an offset',
-                int(state.dataloader_len), len(loader), batch_in_epoch,
-            )
-            return
-        if blocker is not None:
-            _refuse_a_misplaced_spin(blocker, batch_in_epoch, self._global_batch, self._checkpoint_global_batch)
-            log.warning(
-                'SamplerSync: %s cannot start at a sample offset, so Composer will load and skip the %d batches '
-                'already trained in this epoch. Use composer_sampling samplers (or give the class '
-                'keeps_child_order = True if it only groups the indices below it) to resume without it',
-                describe(blocker), batch_in_epoch,
-            )
-            return
+        root = active_root(loader)
+        for node in iter_samplers(root):  # no offset or window of an earlier fit (reset_time, ...) survives
+            if supports(node, Offsettable):
+                node.set_sample_in_epoch(0)
+            elif isinstance(node, IndexTap):
+                node.set_window(0)
         replication = self._checkpoint_replication or self.replication
-        offset = int(state.timestamp.sample_in_epoch) // replication
-        for node in offsettable:
-            node.set_sample_in_epoch(offset)
-        if 'train' not in state.dataset_resumption:
-            state.dataset_resumption['train'] = True
+        position = Position(int(state.timestamp.batch_in_epoch), int(state.timestamp.sample_in_epoch) // replication,
+                            int(state.dataloader_len) if _is_subset(state, loader) else None)
+        try:
+            plan = plan_resume(loader, position, self._checkpoint_layout, self._layout)
+            if plan.parent is None and plan.kind in ('window', 'offset') and (plan.skip or plan.limit is not None) \
+                    and type(loader) is not DataLoader:
+                plan = ResumePlan('spin', reason=f'{describe(root)} is the top of a {type(loader).__name__}, which '
+                                                 'SamplerSync cannot rebuild')
+        except ResumeRefusedError as error:
+            raise ValueError(f'SamplerSync: {error}') from None
+        if plan.kind == 'spin':
+            return self._keep_spin(state, plan, position)
+        if plan.kind == 'offset':
+            for node in iter_samplers(root):
+                if supports(node, Offsettable):
+                    node.set_sample_in_epoch(plan.offset)
+        if plan.skip or plan.limit is not None:
+            self._open_window(state, loader, plan)
+        if (position.batches or int(state.timestamp.epoch)) and 'train' not in state.dataset_resumption:
+            state.dataset_resumption['train'] = True  # nothing to spin: every sampler is placed
             self._set_resumption = True
+        return 'train' in state.dataset_resumption
+
+    def _open_window(self, state: State, loader: DataLoader, plan: ResumePlan) -> None:
+        if plan.parent is not None:
+            install_tap(plan.parent, plan.attribute).set_window(plan.skip, plan.limit)
+            return
+        tap = IndexTap(active_root(loader))
+        tap.set_window(plan.skip, plan.limit)
+        windowed = rebuild_loader(loader, **({'batch_sampler': tap} if loader.batch_sampler is not None else
+                                            {'sampler': tap, 'batch_size': None}))
+        length = int(state.dataloader_len) if state.dataloader_len is not None else -1
+        self._windowed = (state.dataloader, length)
+        state.set_dataloader(windowed, 'train', length)
+
+    def _end_windowed_loader(self, state: State) -> None:
+        """Put the train dataloader back once the resumed epoch read through a windowed copy is over."""
+        if self._windowed is not None:
+            original, length = self._windowed
+            self._windowed = None
+            state.set_dataloader(original, 'train', length)
+
+    def _keep_spin(self, state: State, plan: ResumePlan, position: Position) -> bool:
+        if position.batches == 0:
+            return 'train' in state.dataset_resumption
+        saved = self._checkpoint_layout
+        if saved is not None and saved.global_batch not in (None, self._layout.global_batch):
+            raise ValueError(
+                f'SamplerSync: Composer would resume by skipping {position.batches} batches of the new global batch '
+                f'{self._layout.global_batch}, but the checkpoint trained them with {saved.global_batch} distinct '
+                f'samples a step ({plan.reason}); the rest of the epoch would repeat or skip samples. Resume with '
+                f'global batch {saved.global_batch} (device batch x world size / replication), or give that sampler '
+                'set_epoch so that SamplerSync resumes it without the spin',
+            )
+        log.warning(
+            'SamplerSync: %s, so Composer will load and skip the %d batches already trained in this epoch. Give it '
+            'set_epoch(epoch) if its order depends only on the epoch, and SamplerSync resumes it without loading them',
+            plan.reason, position.batches,
+        )
+        return 'train' in state.dataset_resumption
+
+    # messages -----------------------------------------------------------------------------------------
+
+    def _warn_a_saver_before_this(self, state: State) -> None:
+        from composer.callbacks import CheckpointSaver
+
+        position = next(i for i, callback in enumerate(state.callbacks) if callback is self)
+        if any(isinstance(callback, CheckpointSaver) for callback in state.callbacks[:position]):
+            self._warn_once(('saver',), 'SamplerSync comes after a CheckpointSaver in callbacks, so the RNG state '
+                                        'it saves is one event old and a resume cannot restore it; put SamplerSync '
+                                        'before the CheckpointSaver')
+
+    def _warn_once(self, key: tuple[Any, ...], text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(text, stacklevel=4)
+
+    def _print_summary(self, loader: DataLoader, seed: int, map_style: bool) -> None:
+        if not self.print_summary or dist.get_global_rank() != 0:
+            return
+        from composer_sampling.summary import summarize
+
+        if self._loaded and self._checkpoint_seed is not None:
+            source = 'the checkpoint\'s'
+        else:
+            source = 'SamplerSync data_seed' if self.data_seed is not None else 'the trainer seed'
+        if map_style:
+            print(summarize(loader, data_seed=seed, seed_source=source), flush=True)
+        else:
+            dataset = loader.dataset
+            print(f'composer-sampling run summary\n  data seed  {seed} ({source})\n  dataset    '
+                  f'{type(dataset).__name__}, an iterable dataset that orders itself'
+                  + (f' with shuffle_seed {dataset.shuffle_seed}' if is_streaming_dataset(dataset) else ''),
+                  flush=True)
+
+
+def _has_checkpoint_saver(state: State) -> bool:
+    from composer.callbacks import CheckpointSaver
+
+    return any(isinstance(callback, CheckpointSaver) for callback in state.callbacks)
 
 
 def _refuse_another_sync(callback: SamplerSync, state: State) -> None:
@@ -339,22 +574,3 @@ def _is_subset(state: State, loader: DataLoader) -> bool:
         return int(state.dataloader_len) < len(loader)
     except TypeError:
         return False
-
-
-def _global_batch(loader: DataLoader) -> int | None:
-    size = device_batch(loader)
-    return None if size is None else size * dist.get_world_size()
-
-
-def _refuse_a_misplaced_spin(blocker: Any, batches: int, global_batch: int | None,
-                             saved_global_batch: int | None) -> None:
-    """Composer's spin skips ``batches`` batches of the *current* global batch: refuse if the checkpoint's differed."""
-    if saved_global_batch is None or global_batch is None or global_batch == saved_global_batch:
-        return
-    raise ValueError(
-        f'SamplerSync: {describe(blocker)} cannot start at a sample offset, so Composer would resume by skipping '
-        f'{batches} batches of the new global batch {global_batch}, but the checkpoint trained its {batches} batches '
-        f'with global batch {saved_global_batch}; the rest of the epoch would repeat or skip samples. Resume with '
-        f'global batch {saved_global_batch} (device batch x world size), or build the graph on composer_sampling '
-        'samplers (ResumableDistributedSampler), which resume at the exact sample with any batch size',
-    )

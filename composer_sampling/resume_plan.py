@@ -1,0 +1,258 @@
+"""How a fit that starts inside an epoch continues it without loading a trained sample again.
+
+:class:`~composer_sampling.SamplerSync` asks :func:`plan_resume` at fit start. The
+answer depends on what decides the order in the graph (the nodes that do not
+only group what is below them, :func:`order_deciding`):
+
+* **offset**: every one of them is ours (``set_sample_in_epoch``): they start at
+  the global sample count, on any world size and batch size.
+* **window by samples**: the only one is an index sampler under torch's
+  ``BatchSampler`` (torch's ``DistributedSampler``, ``RandomSampler``,
+  ``SequentialSampler``, a sampler of yours): an :class:`~composer_sampling.index_tap.IndexTap`
+  above it drops the indices this rank already trained. torch's
+  ``DistributedSampler`` orders positions below N independently of the world size
+  and gives rank ``r`` positions ``r, r + W, ...``, so it continues exactly on
+  another world size or batch size too.
+* **window by batches**: anything else (a batch sampler of yours deciding the
+  order): a tap right below the top drops the trained batches, on the same
+  distinct global batch and data-parallel world size only.
+* **spin**: a node whose order depends on how often it was iterated before
+  (neither ``set_epoch``, nor a ``generator``, nor ours): Composer's spin stays.
+
+``train_subset_num_batches`` (Composer's cut of every epoch) is honoured by the
+window's ``limit``, so the spin is not needed for it.
+
+Example:
+    >>> from torch.utils.data import DataLoader, DistributedSampler
+    >>> data = range(40)
+    >>> loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data, num_replicas=2, rank=0))
+    >>> now = Layout(global_batch=8, data_parallel_ranks=2)
+    >>> plan = plan_resume(loader, Position(batches=3, samples=24), now, now)
+    >>> plan.kind, plan.skip
+    ('window', 12)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+
+from composer_sampling.graph import active_root, describe, iter_samplers, keeps_child_order, labelled_children
+from composer_sampling.index_tap import IndexTap
+from composer_sampling.protocols import EpochAware, Offsettable, supports
+from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+from composer_sampling.samplers.nested import NestedBatchSampler
+from composer_sampling.seeding import generator_nodes
+
+__all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers']
+
+
+class ResumeRefusedError(ValueError):
+    """A resume that cannot continue the epoch exactly; the message says what would."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What a step trains: ``global_batch`` distinct samples over ``data_parallel_ranks`` (world size / replication)."""
+
+    global_batch: int | None
+    data_parallel_ranks: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """Where the fit starts in its epoch: batches trained, distinct samples trained across ranks, Composer's cut."""
+
+    batches: int
+    samples: int
+    subset_batches: int | None = None  # train_subset_num_batches when it cuts the epoch short
+
+
+@dataclasses.dataclass
+class ResumePlan:
+    """What to do before the first batch. ``kind``: ``start``, ``offset``, ``window`` or ``spin``."""
+
+    kind: str
+    offset: int = 0  # kind 'offset': the global sample offset of every deciding node
+    parent: Any = None  # kind 'window' (or an 'offset' with a cut): the node whose edge gets the tap; None: the loader
+    attribute: str = ''
+    skip: int = 0
+    limit: int | None = None
+    reason: str = ''
+
+
+def order_deciding(root: Any) -> list[Any]:
+    """The nodes of the graph below ``root`` that decide the order (they do not only group what is below them)."""
+    return [node for node in iter_samplers(root) if not keeps_child_order(node)]
+
+
+def _orders_by_epoch(node: Any, generator_driven: set[int]) -> bool:
+    """Whether ``node``'s pass is a function of its seed, epoch and the nodes below, however often it ran before."""
+    return (supports(node, Offsettable) or supports(node, EpochAware) or id(node) in generator_driven
+            or type(node) is SequentialSampler)
+
+
+def spin_blockers(root: Any) -> list[Any]:
+    """Deciding nodes whose order may depend on how many passes they made before: only Composer's spin replays it.
+
+    Example:
+        >>> from torch.utils.data import RandomSampler
+        >>> spin_blockers(RandomSampler(range(4)))  # SamplerSync gives it a generator per epoch
+        []
+    """
+    generator_driven = {id(node) for node in generator_nodes(root)}
+    return [node for node in order_deciding(root) if not _orders_by_epoch(node, generator_driven)]
+
+
+def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, now: Layout) -> ResumePlan:
+    """How the fit continues its epoch from ``position``; raises :class:`ResumeRefusedError` when it cannot exactly.
+
+    ``saved`` is the layout the checkpoint was trained with (None: unknown, taken as ``now``).
+    """
+    root = active_root(loader)
+    blockers = spin_blockers(root)
+    if blockers:
+        return ResumePlan('spin', reason=f'{describe(blockers[0])} has neither set_epoch nor a generator, so its '
+                                         'order may depend on the passes it made before')
+    if position.batches == 0:
+        return ResumePlan('start')
+    saved = saved or now
+    deciding = order_deciding(root)
+    remaining = None if position.subset_batches is None else max(position.subset_batches - position.batches, 0)
+    if deciding and all(supports(node, Offsettable) for node in deciding):
+        plan = ResumePlan('offset', offset=position.samples)
+        if remaining is not None:
+            plan.parent, plan.attribute, per_batch = _top_edge(loader)
+            plan.limit = remaining * per_batch
+        return plan
+    sample_edge = _sample_edge(root, deciding)
+    if sample_edge is not None:
+        parent, attribute, per_batch, index_sampler = sample_edge
+        ranks = now.data_parallel_ranks or 1
+        if saved.data_parallel_ranks not in (None, ranks) and not _rank_independent(index_sampler):
+            raise ResumeRefusedError(_changed_ranks(index_sampler, saved, now))
+        if position.samples % ranks:
+            raise ResumeRefusedError(
+                f'the checkpoint stopped after {position.samples} samples of this epoch, which {ranks} data-parallel '
+                f'ranks cannot share evenly, so {describe(index_sampler)} cannot continue at the next sample. Resume '
+                f'with a data-parallel world size that divides {position.samples}'
+                + (f', such as the checkpoint\'s {saved.data_parallel_ranks}' if saved.data_parallel_ranks else ''),
+            )
+        skip = position.samples // ranks
+        return ResumePlan('window', parent=parent, attribute=attribute, skip=skip,
+                          limit=None if remaining is None else remaining * per_batch)
+    top = deciding[0] if deciding else root
+    if saved.data_parallel_ranks not in (None, now.data_parallel_ranks):
+        raise ResumeRefusedError(_changed_ranks(top, saved, now))
+    if saved.global_batch is not None and now.global_batch is not None and saved.global_batch != now.global_batch:
+        raise ResumeRefusedError(
+            f'{describe(top)} decides the order of whole batches, so a resume must continue at batch '
+            f'{position.batches} of the same batches: the checkpoint trained {saved.global_batch} distinct samples '
+            f'a step, this run {now.global_batch}. Resume with global batch {saved.global_batch}'
+            + (f' (device batch {saved.global_batch // now.data_parallel_ranks} on each of the '
+               f'{now.data_parallel_ranks} data-parallel ranks)'
+               if now.data_parallel_ranks and saved.global_batch % now.data_parallel_ranks == 0 else ''),
+        )
+    parent, attribute, per_batch = _top_edge(loader)
+    return ResumePlan('window', parent=parent, attribute=attribute, skip=position.batches * per_batch,
+                      limit=None if remaining is None else remaining * per_batch)
+
+
+def _rank_independent(node: Any) -> bool:
+    """Whether ``node`` orders positions independently of the world size and strides them by rank (torch's own)."""
+    from torch.utils.data import DistributedSampler
+
+    return type(node) is DistributedSampler
+
+
+def _changed_ranks(node: Any, saved: Layout, now: Layout) -> str:
+    return (
+        f'the checkpoint was trained on {saved.data_parallel_ranks} data-parallel ranks, this run has '
+        f'{now.data_parallel_ranks}, and the order of {describe(node)} may depend on the world size, so the rest of '
+        f'the epoch would repeat or skip samples. Resume on {saved.data_parallel_ranks} data-parallel ranks '
+        '(world size / replication), or build the graph on composer_sampling samplers, which resume on any world size'
+    )
+
+
+def _edges_to(root: Any, target: Any) -> list[tuple[Any, str, Any]] | None:
+    """The edges ``(parent, attribute, child)`` from ``root`` down to ``target``, or None if it is not below."""
+
+    def walk(node: Any, path: list[tuple[Any, str, Any]], depth: int) -> Iterator[list[tuple[Any, str, Any]]]:
+        if node is target:
+            yield path
+            return
+        if depth > 64:
+            return
+        for label, child in labelled_children(node):
+            yield from walk(child, [*path, (node, label, child)], depth + 1)
+
+    return next(walk(root, [], 0), None)
+
+
+def _per_batch(node: Any) -> int:
+    """How many items of a node's child make one of the node's items (1 unless it groups)."""
+    if type(node) is BatchSampler:
+        return int(node.batch_size)
+    if isinstance(node, NestedBatchSampler):
+        return node.num_batches
+    return 1
+
+
+def _sample_edge(root: Any, deciding: list[Any]) -> tuple[Any, str, int, Any] | None:
+    """The edge right above the graph's only deciding node when that is an index sampler under torch's BatchSampler.
+
+    Returns ``(parent, attribute, items of that edge per top batch, the index sampler)``.
+    """
+    if len(deciding) != 1:
+        return None
+    (index_sampler,) = deciding
+    path = _edges_to(root, index_sampler)
+    if not path:
+        return None
+    parent, attribute, _ = path[-1]
+    if isinstance(parent, IndexTap):  # installed by an earlier fit: reuse it
+        if len(path) < 2:
+            return None
+        parent, attribute, _ = path[-2]
+    if type(parent) is not BatchSampler or attribute != 'sampler':
+        return None
+    per_batch = 1
+    for node, _, _ in path:
+        per_batch *= _per_batch(node)
+    return parent, attribute, per_batch, index_sampler
+
+
+def _top_edge(loader: DataLoader) -> tuple[Any, str, int]:
+    """Where a tap skips whole top batches: the edge below the top when the top is ours or torch's; else the loader.
+
+    Returns ``(parent, attribute, items of that edge per top batch)``; ``parent`` None means a new
+    DataLoader whose batch sampler is the tap over the top.
+    """
+    top = active_root(loader)
+    if type(top) is BatchSampler:
+        return top, 'sampler', int(top.batch_size)
+    if isinstance(top, DistributedBatchAdapter):
+        return top, 'batch_sampler', 1
+    if isinstance(top, NestedBatchSampler):
+        return top, 'batch_sampler', top.num_batches
+    return None, 'batch_sampler', 1
+
+
+def install_tap(parent: Any, attribute: str) -> IndexTap:
+    """The tap on ``parent.<attribute>``, installed unless one is there already.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, SequentialSampler
+        >>> batches = BatchSampler(SequentialSampler(range(4)), 2, False)
+        >>> install_tap(batches, 'sampler') is install_tap(batches, 'sampler')
+        True
+    """
+    child = getattr(parent, attribute)
+    if isinstance(child, IndexTap):
+        return child
+    tap = IndexTap(child)
+    setattr(parent, attribute, tap)
+    return tap
