@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from composer_sampling.callbacks.sampler_sync import SamplerSync
     from composer_sampling.checkpoint_check import CheckpointError, check_checkpoint
     from composer_sampling.graph import iter_samplers
+    from composer_sampling.per_sample_rng import PerSampleRNG
     from composer_sampling.plan import check_plan
     from composer_sampling.samplers.mixture import MixtureDistributedSampler
     from composer_sampling.samplers.nested import NestedBatchSampler
@@ -36,6 +37,7 @@ _MODULES = {
     'CheckpointError': 'composer_sampling.checkpoint_check',
     'MixtureDistributedSampler': 'composer_sampling.samplers.mixture',
     'NestedBatchSampler': 'composer_sampling.samplers.nested',
+    'PerSampleRNG': 'composer_sampling.per_sample_rng',
     'ResumableDistributedSampler': 'composer_sampling.samplers.resumable',
     'SampleLedger': 'composer_sampling.callbacks.sample_ledger',
     'SamplerSync': 'composer_sampling.callbacks.sampler_sync',
@@ -50,6 +52,7 @@ __all__ = [
     'CheckpointError',
     'MixtureDistributedSampler',
     'NestedBatchSampler',
+    'PerSampleRNG',
     'ResumableDistributedSampler',
     'SampleLedger',
     'SamplerSync',

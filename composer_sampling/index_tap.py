@@ -64,11 +64,16 @@ class IndexTap(Sampler):
         self._limit = None if limit is None else check_int('limit', limit)
 
     def __iter__(self) -> Iterator[Any]:
+        if self._skip == 0 and self._limit is None:
+            return iter(self.sampler)
+        return self._windowed_pass()
+
+    def _windowed_pass(self) -> Iterator[Any]:
+        # A generator: the window is taken at the first next(), not at iter(). A DataLoader with workers calls
+        # iter() on its batch sampler twice and reads only the second iterator.
         skip, limit = self._skip, self._limit
         self._skip, self._limit = 0, None
-        if skip == 0 and limit is None:
-            return iter(self.sampler)
-        return itertools.islice(self.sampler, skip, None if limit is None else skip + limit)
+        yield from itertools.islice(self.sampler, skip, None if limit is None else skip + limit)
 
     def __len__(self) -> int:
         return len(self.sampler)

@@ -35,19 +35,6 @@ def flat(ledger) -> list[int]:
     return [index for _, indices in ledger.batches for index in indices]
 
 
-@pytest.mark.parametrize('stop', [1, 6, 13, 19])
-def test_resume_trains_exactly_the_rest_and_reads_nothing_twice(tmp_path: Path, stop: int) -> None:
-    whole = train(resumable_loader(), '2ep')
-    train(resumable_loader(), f'{stop}ba', folder=tmp_path)
-
-    loader = resumable_loader()
-    resumed = train(loader, '2ep', load=checkpoint(tmp_path, stop))
-    assert resumed.batches == whole.batches[stop:]
-    reads = loader.dataset.reads
-    assert sum(reads.values()) == len(flat(resumed)), 'no sample of the first batches may be loaded again'
-    assert sorted(reads.elements()) == sorted(flat(resumed))
-
-
 def test_resume_refuses_another_dataset_length(tmp_path: Path) -> None:
     train(resumable_loader(), '3ba', folder=tmp_path)
     with pytest.raises(ValueError, match='dataset_len=100, the train dataloader now has dataset_len=90'):
@@ -104,15 +91,3 @@ def test_a_sampler_that_counts_its_passes_keeps_composers_spin(tmp_path: Path, c
     assert '_PassCounting(len=100) has neither set_epoch nor a generator' in caplog.text
     assert resumed.batches == whole.batches[4:]  # still correct, by Composer's spin...
     assert sum(resumed_loader.dataset.reads.values()) == SIZE  # ...which loaded the 4 trained batches again
-
-
-def test_resume_with_another_batch_size_continues_at_the_right_sample(tmp_path: Path) -> None:
-    first = train(resumable_loader(), '5ba', folder=tmp_path)
-    dataset = ReadCounter(synthetic(SIZE))
-    smaller = DataLoader(dataset, batch_size=6, sampler=ResumableDistributedSampler(dataset))
-    resumed = train(smaller, '2ep', load=checkpoint(tmp_path, 5), microbatch=6)
-    epoch_zero = flat(first) + resumed.trained[0]
-    assert sorted(epoch_zero) == list(range(SIZE)), 'every sample of the interrupted epoch exactly once'
-    assert {len(batch) for epoch, batch in resumed.batches[:-1] if epoch == 0} == {6}
-    assert sorted(resumed.trained[1]) == list(range(SIZE))
-    assert sum(dataset.reads.values()) == len(flat(resumed))  # nothing loaded only to be skipped

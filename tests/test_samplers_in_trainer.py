@@ -66,22 +66,6 @@ def test_nested_batches_partition_every_epoch() -> None:
     assert ledger.seeds and set(ledger.seeds) == {17}
 
 
-@pytest.mark.parametrize(('make', 'duration', 'stop'), [
-    (sub_epoch_loader, '4ep', 7),  # sub-epoch 1, 2 batches in
-    (mixture_loader, '2ep', 9),    # epoch 0 has 11 steps
-    (nested_loader, '2ep', 9),     # epoch 0 has 7 nested batches
-])
-def test_resume_is_exact_and_reads_nothing_twice(tmp_path: Path, make, duration: str, stop: int) -> None:
-    whole = train_with_ledger(make(), duration)
-    train_with_ledger(make(), f'{stop}ba', folder=tmp_path)
-    loader = make()
-    resumed = train_with_ledger(loader, duration, load=checkpoint(tmp_path, stop))
-    assert resumed.batches == whole.batches[stop:]
-    trained = [i for _, batch in resumed.batches for i in batch]
-    reads = loader.dataset.reads
-    assert sorted(reads.elements()) == sorted(trained), 'a trained sample was loaded again'
-
-
 def test_sub_epoch_resume_on_another_world_size_is_refused(tmp_path: Path) -> None:
     loose = SamplerSync(check_sharding=False)
     train_with_ledger(sub_epoch_loader(num_replicas=2, rank=0), '2ba', folder=tmp_path, sync=loose)

@@ -1,6 +1,7 @@
 """Every Trainer path resumes exactly: repeated fits, reset_time, train subsets, a changed batch, workers, eval.
 
-Each case is compared with the same run uninterrupted, sample by sample.
+Each case is compared with the same run uninterrupted, sample by sample; resumes from a checkpoint
+are in the resume grid (test_resume_grid.py, test_resume_layouts.py).
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
@@ -58,51 +58,6 @@ def test_repeated_fits_continue_mid_epoch_exactly() -> None:
         trainer.fit(duration='3ba')  # stops and continues in the middle of epochs 0 and 1
     trainer.fit(duration=f'{26 - 24}ba')
     assert samples(ledger) == whole
-
-
-@pytest.mark.parametrize('stop', [3, 7])
-def test_train_subset_resumes_with_the_batches_left(tmp_path: Path, stop: int) -> None:
-    whole = train(loader(), '3ep', train_subset_num_batches=5)
-    assert len(whole.batches) == 15
-    train(loader(), f'{stop}ba', folder=tmp_path, train_subset_num_batches=5)
-    resumed = train(loader(), '3ep', load=checkpoint(tmp_path, stop), train_subset_num_batches=5)
-    assert resumed.batches == whole.batches[stop:], 'the resumed epoch stops after the batches that were left'
-
-
-def test_a_batch_order_resumed_with_another_global_batch_is_refused_with_advice_that_works(tmp_path: Path) -> None:
-    whole = train(shuffled_batches_loader(), '1ep')
-    train(shuffled_batches_loader(), '4ba', folder=tmp_path)
-    with pytest.raises(ValueError, match=r'BatchShuffleSampler.* decides the order of whole batches.*the checkpoint '
-                                         r'trained 8 distinct samples a step, this run 4. Resume with global batch 8 '
-                                         r'\(device batch 8 on each of the 1 data-parallel ranks\)'):
-        train(shuffled_batches_loader(batch=4), '1ep', load=checkpoint(tmp_path, 4), microbatch=4)
-    resumed = train(shuffled_batches_loader(batch=8), '1ep', load=checkpoint(tmp_path, 4))  # the advice
-    assert resumed.batches == whole.batches[4:]
-
-
-def test_the_same_global_batch_continues_the_batch_order(tmp_path: Path) -> None:
-    whole = train(shuffled_batches_loader(), '1ep')
-    train(shuffled_batches_loader(), '4ba', folder=tmp_path)
-    resumed = train(shuffled_batches_loader(), '1ep', load=checkpoint(tmp_path, 4))
-    assert resumed.batches == whole.batches[4:]
-
-
-def test_an_offset_graph_resumes_with_another_batch_size(tmp_path: Path) -> None:
-    first = train(loader(), '4ba', folder=tmp_path)
-    resumed = train(loader(batch=4), '1ep', load=checkpoint(tmp_path, 4), microbatch=4)
-    assert sorted(samples(first) + samples(resumed)) == list(range(SIZE))
-
-
-def test_persistent_workers_and_eval_during_training_resume_exactly(tmp_path: Path) -> None:
-    def with_workers() -> DataLoader:
-        return loader(num_workers=2, persistent_workers=True)
-
-    evaluation = DataLoader(synthetic(32), batch_size=16)
-    extra = {'eval_dataloader': evaluation, 'eval_interval': '5ba'}
-    whole = train(with_workers(), '2ep', **extra)
-    train(with_workers(), '17ba', folder=tmp_path, **extra)
-    resumed = train(with_workers(), '2ep', load=checkpoint(tmp_path, 17), **extra)
-    assert resumed.batches == whole.batches[17:]
 
 
 def test_autoresume_continues_at_the_next_sample(tmp_path: Path) -> None:

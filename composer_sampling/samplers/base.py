@@ -90,8 +90,15 @@ class OrderedSampler(DistributedSampler):
         self._cursor = None
 
     def __iter__(self) -> Iterator[int]:
+        if self._next_start == 0:
+            return self._iter_pass(0)
+        return self._offset_pass()
+
+    def _offset_pass(self) -> Iterator[int]:
+        # A generator: the offset is taken at the first next(), not at iter(). A DataLoader with workers calls
+        # iter() on its batch sampler twice and reads only the second iterator.
         start, self._next_start = self._next_start, 0
-        return self._iter_pass(start)
+        yield from self._iter_pass(start)
 
     def _cursor_for(self, start: int, count: int) -> PassCursor:
         """A new cursor for the pass about to start; :meth:`state_dict` reads it."""
