@@ -101,8 +101,9 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
                           sampler=replace(dataloader.sampler, 1))
 
 
-def rebuild_loader(dataloader: DataLoader, **samplers: Any) -> DataLoader:
-    """A new ``DataLoader`` over the same dataset with the same settings (workers, collate, ...) and new samplers.
+def rebuild_loader(dataloader: DataLoader, dataset: Any = None, **samplers: Any) -> DataLoader:
+    """A new ``DataLoader`` with the same settings (workers, collate, ...), new samplers, and the same dataset
+    unless ``dataset`` replaces it.
 
     Example:
         >>> from torch.utils.data import SequentialSampler
@@ -113,7 +114,7 @@ def rebuild_loader(dataloader: DataLoader, **samplers: Any) -> DataLoader:
     settings = {name: getattr(dataloader, name) for name in _LOADER_SETTINGS if hasattr(dataloader, name)}
     if dataloader.num_workers == 0:
         settings.pop('prefetch_factor', None)
-    return DataLoader(dataloader.dataset, **samplers, **settings)
+    return DataLoader(dataloader.dataset if dataset is None else dataset, **samplers, **settings)
 
 
 def _distributed_leaf(node: Any, dataset: Any, num_replicas: int, rank: int, seed: int) -> Any:

@@ -2,21 +2,37 @@
 
     .venv/bin/python scripts/bench_resume.py [--repeats 3]
 
-Composer's default (torch's DistributedSampler, no SamplerSync) spins the
-dataloader through the k batches already trained: it reads and collates them
-and throws them away, so the spin costs about ``k x batch x read cost / workers``
-(plus the loader's own per-batch overhead). SamplerSync with
-ResumableDistributedSampler starts at the checkpoint's sample position, at a cost
-that does not grow with k. The speed-up is therefore not a constant: it grows
-with k and with the read cost and shrinks with DataLoader workers. The script
-measures k = 0, 100, 1000 for in-memory reads with 0 workers, and for reads that
-sleep 2 ms (slow storage) with 0 and with 4 workers.
+Three ways to resume the same DataLoader shape, ``DataLoader(dataset, batch_size=B,
+sampler=...)`` (llm-foundry's finetuning loader, what ``composer.utils.dist.get_sampler``
+builds):
+
+* Composer's default: torch's ``DistributedSampler``, no SamplerSync. Composer spins
+  the dataloader through the k batches already trained: it reads and collates them
+  and throws them away, so the spin costs about ``k x batch x read cost / workers``
+  (plus the loader's own per-batch overhead).
+* torch's ``DistributedSampler`` under SamplerSync: the same loader plus
+  ``callbacks=[SamplerSync()]``. SamplerSync switches the spin off and puts an
+  ``IndexTap`` on ``loader.batch_sampler.sampler`` that drops the indices of the
+  trained batches: the sampler still starts its epoch as usual (torch's draws a
+  permutation of the whole dataset) and the first ``k x batch`` indices are drawn
+  and skipped, but no trained sample is read or collated. Its cost is the
+  sampler's own epoch start plus O(k x batch) indices, microseconds here.
+* ResumableDistributedSampler under SamplerSync: the sampler starts at the
+  checkpoint's sample position, at a cost that does not grow with k.
+
+Both SamplerSync cases therefore cost about the same at any k, and their speed-up
+over the spin is not a constant: it grows with k and with the read cost and shrinks
+with DataLoader workers. The script measures k = 0, 100, 1000 for in-memory reads
+with 0 workers, and for reads that sleep 2 ms (slow storage) with 0 and with 4
+workers. With 0 workers it also counts the samples read before the first batch, and
+fails unless the SamplerSync cases read only that batch and the spin every trained
+batch too.
 
 The dataset and model are defined here (a tensor held in memory, a linear
 classifier), so the benchmark does not depend on the package's demo modules.
-Checkpoints are written once per kind (without read delay); every resume then
-builds a Trainer with the setting's loader and loads one. Medians over repeats,
-ours and the default interleaved in this one process.
+Checkpoints are written once per kind (without read delay, with SamplerSync for the
+two SamplerSync cases); every resume then builds a Trainer with the setting's loader
+and loads one. Medians over repeats, the three cases interleaved in this one process.
 """
 
 from __future__ import annotations
@@ -44,6 +60,9 @@ PER_EPOCH = SIZE // BATCH
 KS = (0, 100, 1000)
 #: (read cost in ms, DataLoader workers)
 SETTINGS = ((0.0, 0), (2.0, 0), (2.0, 4))
+#: The cases, in the order they run within a repeat: Composer's spin, torch's sampler under SamplerSync, ours.
+KINDS = ('composer', 'torch+sync', 'ours')
+SYNCED = ('torch+sync', 'ours')
 
 
 class MemoryDataset(Dataset):
@@ -54,25 +73,29 @@ class MemoryDataset(Dataset):
         self.features = torch.randn(SIZE, FEATURES, generator=generator)
         self.targets = torch.randint(0, CLASSES, (SIZE,), generator=generator)
         self.read_s = read_ms / 1000
+        self.reads = 0  # samples read in this process (all of them with 0 workers)
 
     def __len__(self) -> int:
         return SIZE
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.reads += 1
         if self.read_s:
             time.sleep(self.read_s)
         return self.features[index], self.targets[index]
 
 
 class FirstBatchClock(Callback):
-    """The time at which the first batch of the resumed run has been fetched."""
+    """The time at which the first batch of the resumed run has been fetched, and the samples read until then."""
 
     def __init__(self) -> None:
         self.at: float | None = None
+        self.reads = 0
 
     def after_dataloader(self, state: State, logger: Logger) -> None:
         if self.at is None:
             self.at = time.perf_counter()
+            self.reads = state.train_dataloader.dataset.reads
 
 
 def loader(kind: str, read_ms: float, workers: int) -> DataLoader:
@@ -86,7 +109,7 @@ def loader(kind: str, read_ms: float, workers: int) -> DataLoader:
 
 def trainer(kind: str, read_ms: float, workers: int, **kwargs: Any) -> Trainer:
     model = ComposerClassifier(torch.nn.Linear(FEATURES, CLASSES), num_classes=CLASSES)
-    callbacks: list[Callback] = [SamplerSync()] if kind == 'ours' else []
+    callbacks: list[Callback] = [SamplerSync()] if kind in SYNCED else []
     return Trainer(
         model=model, train_dataloader=loader(kind, read_ms, workers),
         optimizers=torch.optim.SGD(model.parameters(), lr=0.1), device='cpu', seed=17, progress_bar=False,
@@ -113,6 +136,11 @@ def time_to_first_batch(kind: str, path: Path, k: int, read_ms: float, workers: 
     trainer(kind, read_ms, workers, load_path=str(path), max_duration=f'{PER_EPOCH + k + 1}ba',
             callbacks=[clock]).fit()
     assert clock.at is not None
+    if workers == 0:  # every read happened in this process: the SamplerSync cases read the first batch only
+        expected = BATCH if kind in SYNCED else (k + 1) * BATCH
+        if clock.reads != expected:
+            raise RuntimeError(f'{kind} at k = {k} read {clock.reads} samples before its first batch, '
+                               f'expected {expected}')
     return clock.at - start
 
 
@@ -121,37 +149,43 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=3)
     args = parser.parse_args()
     rows = [
-        f'Dataset of {SIZE:,} samples, batch {BATCH}: {PER_EPOCH} batches an epoch; resume in epoch 1 at batch k. '
-        '"spin" is the default\'s time minus ours, against the model k x batch x read / workers.',
+        f'Dataset of {SIZE:,} samples, batch {BATCH}: {PER_EPOCH} batches an epoch; resume in epoch 1 at batch k, '
+        'the same `DataLoader(dataset, batch_size, sampler=...)` in every case. "spin cost" is the spin\'s time '
+        'minus ResumableDistributedSampler\'s, against the model k x batch x read / workers; the two speed-ups are '
+        'the spin\'s time over each SamplerSync case\'s.',
         '',
-        '| read | workers | k | SamplerSync + ResumableDistributedSampler | Composer default (spin) | spin | '
-        'k x batch x read / workers | speed-up |',
-        '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+        '| read | workers | k | Composer default: DistributedSampler (spin) | DistributedSampler + SamplerSync | '
+        'ResumableDistributedSampler + SamplerSync | spin cost | k x batch x read / workers | '
+        'speed-up, DistributedSampler + SamplerSync | speed-up, ResumableDistributedSampler + SamplerSync |',
+        '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {kind: checkpoints(kind, Path(tmp) / kind) for kind in ('ours', 'composer')}
+        paths = {kind: checkpoints(kind, Path(tmp) / kind.replace('+', '_')) for kind in KINDS}
         for read_ms, workers in SETTINGS:
             for k in KS:
-                ours, theirs = [], []
+                times: dict[str, list[float]] = {kind: [] for kind in KINDS}
                 for _ in range(args.repeats):
-                    ours.append(time_to_first_batch('ours', paths['ours'][k], k, read_ms, workers))
-                    theirs.append(time_to_first_batch('composer', paths['composer'][k], k, read_ms, workers))
-                our_s, their_s = statistics.median(ours), statistics.median(theirs)
+                    for kind in KINDS:
+                        times[kind].append(time_to_first_batch(kind, paths[kind][k], k, read_ms, workers))
+                spin_s, torch_s, our_s = (statistics.median(times[kind]) for kind in KINDS)
                 model_s = k * BATCH * read_ms / 1000 / max(workers, 1)
                 read = f'{read_ms:g} ms' if read_ms else 'in memory'
-                rows.append(f'| {read} | {workers} | {k} | {our_s:.2f} s | {their_s:.2f} s | '
-                            f'{their_s - our_s:.2f} s | {model_s:.2f} s | {their_s / our_s:.1f}x |')
+                rows.append(f'| {read} | {workers} | {k} | {spin_s:.2f} s | {torch_s:.2f} s | {our_s:.2f} s | '
+                            f'{spin_s - our_s:.2f} s | {model_s:.2f} s | {spin_s / torch_s:.1f}x | '
+                            f'{spin_s / our_s:.1f}x |')
                 print(rows[-1], flush=True)
     rows.append(
-        f'\nMedians over {args.repeats} repeats; each time includes building the Trainer (and its DataLoader workers) '
-        'and loading the checkpoint. The speed-up is not a constant: ours costs about the same at any k, the spin '
-        'grows as k x batch x read / workers (with in-memory reads only the loader\'s per-batch overhead is left), so '
-        'the ratio is large for slow reads and a late resume and small for fast reads, an early resume or many '
-        'workers.',
+        f'\nMedians over {args.repeats} repeats, the three cases interleaved; each time includes building the Trainer '
+        '(and its DataLoader workers) and loading the checkpoint. With 0 workers every run was checked to read only '
+        'the first batch before it under SamplerSync, and all k + 1 batches under the spin. Under SamplerSync '
+        'torch\'s DistributedSampler draws its permutation of the dataset and skips k x batch indices without '
+        'reading them, so both SamplerSync cases cost about the same at any k. The speed-up is not a constant: the '
+        'spin grows as k x batch x read / workers (with in-memory reads only the loader\'s per-batch overhead is '
+        'left), so the ratio is large for slow reads and a late resume and small for fast reads, an early resume or '
+        'many workers.',
     )
     write_section('bench_resume.py', f'.venv/bin/python scripts/bench_resume.py --repeats {args.repeats}',
                   '\n'.join(rows))
-
 
 if __name__ == '__main__':
     main()

@@ -91,3 +91,20 @@ def test_a_sampler_that_counts_its_passes_keeps_composers_spin(tmp_path: Path, c
     assert '_PassCounting(len=100) has neither set_epoch nor a generator' in caplog.text
     assert resumed.batches == whole.batches[4:]  # still correct, by Composer's spin...
     assert sum(resumed_loader.dataset.reads.values()) == SIZE  # ...which loaded the 4 trained batches again
+
+
+def test_llm_foundrys_loader_shape_reads_no_trained_sample_on_resume(tmp_path: Path) -> None:
+    """BatchSampler(DistributedSampler), as dist.get_sampler and llm-foundry's finetuning loader build it."""
+    from composer.utils import dist
+
+    def finetuning_loader() -> DataLoader:
+        dataset = ReadCounter(synthetic(96))
+        return DataLoader(dataset, batch_size=BATCH, sampler=dist.get_sampler(dataset, shuffle=True))
+
+    whole = train(finetuning_loader(), '2ep')
+    train(finetuning_loader(), '18ba', folder=tmp_path)
+    loader = finetuning_loader()
+    resumed = train(loader, '2ep', load=checkpoint(tmp_path, 18))
+    assert resumed.batches == whole.batches[18:]
+    assert sorted(loader.dataset.reads.elements()) == sorted(flat(resumed)), 'no trained sample is read again'
+    assert sum(loader.dataset.reads.values()) == 96 * 2 - 18 * BATCH

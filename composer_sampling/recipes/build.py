@@ -371,8 +371,19 @@ def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, where:
     keywords = {'dataset': dataset, 'num_replicas': where.num_replicas, 'rank': where.rank, 'seed': where.data_seed,
                 'device_batch_size': plan.device_batch}
     sampler = _call(field_name, builder, {**arguments, **keywords})
+    read_from = dataset
+    if recipe.train_loader.per_sample_rng:  # the samplers see the dataset as it is (a mixture its sources)
+        from composer_sampling.per_sample_rng import PerSampleRNG
+
+        read_from = PerSampleRNG(dataset, seed=where.data_seed)
     if isinstance(sampler, DataLoader):
-        return sampler
+        if read_from is dataset:
+            return sampler
+        from composer_sampling.distribute import rebuild_loader
+
+        samplers = ({'batch_sampler': sampler.batch_sampler} if sampler.batch_size is None else
+                    {'batch_size': sampler.batch_size, 'sampler': sampler.sampler, 'drop_last': sampler.drop_last})
+        return rebuild_loader(sampler, dataset=read_from, **samplers)
     if not isinstance(sampler, Sampler) and not callable(getattr(type(sampler), '__iter__', None)):
         raise RecipeError(f'{field_name}: the builder returned a {type(sampler).__name__}; return a sampler, a '
                           'batch sampler or a DataLoader')
@@ -381,8 +392,8 @@ def build_train_loader(recipe: Recipe, dataset: Dataset, plan: BatchPlan, where:
     if collate is not None:
         common['collate_fn'] = collate
     if is_batch_sampler(sampler):
-        return DataLoader(dataset, batch_sampler=sampler, **common)
-    return DataLoader(dataset, batch_size=plan.device_batch, sampler=sampler, **common)
+        return DataLoader(read_from, batch_sampler=sampler, **common)
+    return DataLoader(read_from, batch_size=plan.device_batch, sampler=sampler, **common)
 
 
 def build_eval_loader(recipe: Recipe, dataset: Dataset) -> DataLoader:

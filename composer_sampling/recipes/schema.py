@@ -102,6 +102,7 @@ class TrainLoaderConfig:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     collate_fn: PartConfig | None = None
     num_workers: int = 0
+    per_sample_rng: bool = False  # read every sample with the RNGs seeded from (data seed, epoch, index)
 
 
 @dataclass
