@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from composer.utils import dist
+
 from resume_harness import Row, fit_whole
 
 ROWS = [

@@ -38,8 +38,9 @@ def test_the_order_is_a_function_of_the_data_seed_and_the_epoch() -> None:
 
 
 def test_a_generator_you_seeded_is_replaced_with_a_warning_that_says_how_to_keep_it() -> None:
-    with pytest.warns(UserWarning, match=r'RandomSampler\(len=48\) had a generator seeded 42; it now draws every '
-                                         r'epoch from a generator seeded from the data seed 17.*SamplerSync\(data_seed=42\)'):
+    warning = (r'RandomSampler\(len=48\) had a generator seeded 42; it now draws every epoch from a generator seeded '
+               r'from the data seed 17.*SamplerSync\(data_seed=42\)')
+    with pytest.warns(UserWarning, match=warning):
         train(shuffled(torch.Generator().manual_seed(42)), '1ep')
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from resume_harness import LOADERS, Row, run_row
 
 _END, _BOUNDARY = ('end_of_epoch', 'last_batch', 'mid'), ('boundary', 'mid')

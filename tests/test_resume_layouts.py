@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from resume_harness import BATCH, Row, fit, fit_whole, resume_elsewhere
 
+from resume_harness import BATCH, Row, fit, fit_whole, resume_elsewhere
 from test_launcher import launch
 
 SAME_RANKS = [Row('resumable', stops=('mid',)), Row('torch_distributed', workers=2, stops=('last_batch',)),
