@@ -134,3 +134,11 @@ def test_sharding_problems() -> None:
         BatchSampler(wrong, 2, False), world_size=2, rank=1)
     right = DistributedSampler(range(4), num_replicas=2, rank=1)
     assert sharding_problem(Wrapper(BatchSampler(right, 2, False)), world_size=2, rank=1) is None
+
+
+def test_replication_asked_of_sampler_sync_but_not_of_the_dataset_names_the_datasets_replication() -> None:
+    every_rank_its_share = DistributedSampler(range(8), num_replicas=4, rank=3)
+    text = sharding_problem(every_rank_its_share, world_size=4, rank=3, replication=2)
+    assert 'expects num_replicas=2, rank=1 (world size 4 / replication 2)' in text
+    assert 'build it with the replication too (llm-foundry: replication: 2 under train_loader.dataset' in text
+    assert 'build the sampler with num_replicas=composer.utils.dist.get_world_size()' not in text

@@ -145,7 +145,9 @@ def test_replication_accepts_exactly_its_layout() -> None:
     dataset = synthetic(SIZE)
     sharded = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
     trainer = make_trainer(sharded, callbacks=[SamplerSync(replication=2)], dist_timeout=60)
-    with pytest.raises(ValueError, match=r'expects num_replicas=1, rank=0 \(world size 2 / replication 2\)'):
+    with pytest.raises(ValueError, match=r'expects num_replicas=1, rank=0 \(world size 2 / replication 2\)\. '
+                                         r'SamplerSync\(replication=2\) says groups of 2 ranks read the same data.*'
+                                         r'llm-foundry: replication: 2 under train_loader.dataset'):
         trainer.fit()
     ledger = IndexLedger()
     make_trainer(_replicated_loader(), max_duration='2ep', callbacks=[SamplerSync(replication=2), ledger],
