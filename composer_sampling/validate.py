@@ -16,7 +16,7 @@ __all__ = ['check_bool', 'check_int', 'dataset_length', 'resolve_replicas']
 
 def _as_int(name: str, value: Any) -> int:
     """``value`` as a Python int when it is an integer (numpy's too, through ``operator.index``); never a bool."""
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_)) or str(getattr(value, 'dtype', '')) in ('bool', 'torch.bool'):
         raise TypeError(f'{name} must be an int, got {value!r} ({type(value).__name__})')
     try:
         return operator.index(value)
