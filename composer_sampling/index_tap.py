@@ -2,41 +2,53 @@
 
 An :class:`IndexTap` sits on one edge of a sampler graph (for example as the
 ``sampler`` of torch's ``BatchSampler``) and passes on, unchanged and in order,
-what the node below it yields. Its next pass can be given a *window*: drop the
-first ``skip`` items and stop after ``limit`` more. That is how
-:class:`~composer_sampling.SamplerSync` resumes a graph that cannot start at a
-sample offset without reading a trained sample again: the index lists of the
-trained batches are drawn and dropped, their samples are never loaded. It is the
-one sanctioned replay in the package: indices are replayed, data is not.
+what the node below it yields. It does two things with that stream, both at the
+index level, without loading a sample:
 
-A window applies to the next pass only; every later pass is the node's own.
+* **skip**: its next pass can be given a *window*: drop the first ``skip`` items
+  and stop after ``limit`` more. That is how :class:`~composer_sampling.SamplerSync`
+  resumes a graph that cannot start at a sample offset: the index lists of the
+  trained batches are drawn and dropped, their samples never loaded. It is the one
+  sanctioned replay in the package: indices are replayed, data is not.
+* **tell**: listeners (:class:`~composer_sampling.SampleLedger`) receive every
+  batch of indices the pass yields, as one flat list per ``group`` items of the
+  edge (the batch size, for a tap under torch's ``BatchSampler``).
+
+A window applies to the next pass only, and is taken at the first ``next()``, not
+at ``iter()``: a DataLoader with workers calls ``iter()`` on its batch sampler
+twice and reads only the second iterator.
 
 Example:
     >>> from torch.utils.data import BatchSampler, SequentialSampler
     >>> batches = BatchSampler(SequentialSampler(range(10)), 2, drop_last=False)
-    >>> batches.sampler = IndexTap(batches.sampler)
-    >>> batches.sampler.set_window(skip=4, limit=4)  # two batches trained, two more in this pass
+    >>> batches.sampler = tap = IndexTap(batches.sampler, group=2)
+    >>> tap.set_window(skip=4, limit=4)  # two batches trained, two more in this pass
+    >>> told = []
+    >>> tap.listen(lambda number, indices: told.append(indices))
     >>> list(batches), len(batches)
     ([[4, 5], [6, 7]], 5)
-    >>> list(batches)
-    [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    >>> told
+    [[4, 5], [6, 7]]
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from torch.utils.data import Sampler
 
-from composer_sampling.validate import check_int
+from composer_sampling.validate import check_bool, check_int
 
-__all__ = ['IndexTap']
+__all__ = ['IndexTap', 'Listener', 'install_tap']
+
+#: Receives ``(pass number, indices of one batch)`` for every batch a tap's pass yields.
+Listener = Callable[[int, list[int]], None]
 
 
 class IndexTap(Sampler):
-    """Passes on what ``sampler`` yields; the next pass can skip a head and stop early.
+    """Passes on what ``sampler`` yields; the next pass can skip a head and stop early; listeners are told.
 
     It keeps the order of the node below (``keeps_child_order``), so the graph walk,
     seeding and checkpoints see through it to ``sampler``. ``len()`` is the full
@@ -44,14 +56,22 @@ class IndexTap(Sampler):
 
     Args:
         sampler: the node below: an index sampler or a batch sampler.
+        group (int): items of this edge that make one batch of the DataLoader (the
+            batch size under torch's ``BatchSampler``; 1 where the items are batches).
+        keep_partial (bool): whether a last, shorter group is a batch (the batch
+            sampler above does not drop it).
     """
 
     keeps_child_order = True
 
-    def __init__(self, sampler: Any) -> None:
+    def __init__(self, sampler: Any, group: int = 1, keep_partial: bool = True) -> None:
         self.sampler = sampler
+        self.group = check_int('group', group, minimum=1)
+        self.keep_partial = check_bool('keep_partial', keep_partial)
+        self.passes = 0  # passes started
         self._skip = 0
         self._limit: int | None = None
+        self._listeners: list[Listener] = []
 
     @property
     def window(self) -> tuple[int, int | None]:
@@ -63,20 +83,69 @@ class IndexTap(Sampler):
         self._skip = check_int('skip', skip)
         self._limit = None if limit is None else check_int('limit', limit)
 
-    def __iter__(self) -> Iterator[Any]:
-        if self._skip == 0 and self._limit is None:
-            return iter(self.sampler)
-        return self._windowed_pass()
+    def listen(self, listener: Listener) -> None:
+        """Tell ``listener`` every batch of indices from the next pass on (once, however often it is given)."""
+        if all(listener != known for known in self._listeners):
+            self._listeners.append(listener)
 
-    def _windowed_pass(self) -> Iterator[Any]:
-        # A generator: the window is taken at the first next(), not at iter(). A DataLoader with workers calls
-        # iter() on its batch sampler twice and reads only the second iterator.
+    def forget(self, listener: Listener) -> None:
+        self._listeners = [known for known in self._listeners if known != listener]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._skip == 0 and self._limit is None and not self._listeners:
+            self.passes += 1
+            return iter(self.sampler)
+        return self._pass()
+
+    def _pass(self) -> Iterator[Any]:
         skip, limit = self._skip, self._limit
         self._skip, self._limit = 0, None
-        yield from itertools.islice(self.sampler, skip, None if limit is None else skip + limit)
+        self.passes += 1
+        items = itertools.islice(self.sampler, skip, None if limit is None else skip + limit)
+        if not self._listeners:
+            yield from items
+            return
+        yield from self._told(self.passes, items)
+
+    def _told(self, number: int, items: Iterable[Any]) -> Iterator[Any]:
+        batch: list[int] = []
+        count = 0
+        for item in items:  # a batch is told before its last item leaves: before the DataLoader can use it
+            if isinstance(item, int):
+                batch.append(item)
+            else:
+                batch.extend(int(index) for index in item)
+            count += 1
+            if count == self.group:
+                self._tell(number, batch)
+                batch, count = [], 0
+            yield item
+        if count and self.keep_partial:
+            self._tell(number, batch)
+
+    def _tell(self, number: int, batch: list[int]) -> None:
+        for listener in self._listeners:
+            listener(number, batch)
 
     def __len__(self) -> int:
         return len(self.sampler)
 
     def __repr__(self) -> str:
-        return f'IndexTap(sampler={self.sampler!r})'
+        return f'IndexTap(sampler={self.sampler!r}, group={self.group})'
+
+
+def install_tap(parent: Any, attribute: str, group: int = 1, keep_partial: bool = True) -> IndexTap:
+    """The tap on ``parent.<attribute>``, installed unless one is there already.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, SequentialSampler
+        >>> batches = BatchSampler(SequentialSampler(range(4)), 2, False)
+        >>> install_tap(batches, 'sampler', group=2) is install_tap(batches, 'sampler', group=2)
+        True
+    """
+    child = getattr(parent, attribute)
+    if isinstance(child, IndexTap):
+        return child
+    tap = IndexTap(child, group, keep_partial)
+    setattr(parent, attribute, tap)
+    return tap

@@ -47,7 +47,8 @@ from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.seeding import generator_nodes
 
-__all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers']
+__all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers',
+           'top_edge']
 
 
 class ResumeRefusedError(ValueError):
@@ -73,12 +74,16 @@ class Position:
 
 @dataclasses.dataclass
 class ResumePlan:
-    """What to do before the first batch. ``kind``: ``start``, ``offset``, ``window`` or ``spin``."""
+    """What to do before the first batch. ``kind``: ``start``, ``offset``, ``window`` or ``spin``.
+
+    A window (also an offset's cut by ``train_subset_num_batches``) goes on ``edge``,
+    ``(parent, attribute)``, counted in that edge's items; with ``edge`` None it goes
+    on the top tap (:func:`top_edge`), counted in the DataLoader's batches.
+    """
 
     kind: str
     offset: int = 0  # kind 'offset': the global sample offset of every deciding node
-    parent: Any = None  # kind 'window' (or an 'offset' with a cut): the node whose edge gets the tap; None: the loader
-    attribute: str = ''
+    edge: tuple[Any, str] | None = None
     skip: int = 0
     limit: int | None = None
     reason: str = ''
@@ -123,11 +128,7 @@ def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, no
     deciding = order_deciding(root)
     remaining = None if position.subset_batches is None else max(position.subset_batches - position.batches, 0)
     if deciding and all(supports(node, Offsettable) for node in deciding):
-        plan = ResumePlan('offset', offset=position.samples)
-        if remaining is not None:
-            plan.parent, plan.attribute, per_batch = _top_edge(loader)
-            plan.limit = remaining * per_batch
-        return plan
+        return ResumePlan('offset', offset=position.samples, limit=remaining)
     sample_edge = _sample_edge(root, deciding)
     if sample_edge is not None:
         parent, attribute, per_batch, index_sampler = sample_edge
@@ -142,7 +143,7 @@ def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, no
                 + (f', such as the checkpoint\'s {saved.data_parallel_ranks}' if saved.data_parallel_ranks else ''),
             )
         skip = position.samples // ranks
-        return ResumePlan('window', parent=parent, attribute=attribute, skip=skip,
+        return ResumePlan('window', edge=(parent, attribute), skip=skip,
                           limit=None if remaining is None else remaining * per_batch)
     top = deciding[0] if deciding else root
     if saved.data_parallel_ranks not in (None, now.data_parallel_ranks):
@@ -156,9 +157,7 @@ def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, no
                f'{now.data_parallel_ranks} data-parallel ranks)'
                if now.data_parallel_ranks and saved.global_batch % now.data_parallel_ranks == 0 else ''),
         )
-    parent, attribute, per_batch = _top_edge(loader)
-    return ResumePlan('window', parent=parent, attribute=attribute, skip=position.batches * per_batch,
-                      limit=None if remaining is None else remaining * per_batch)
+    return ResumePlan('window', skip=position.batches, limit=remaining)
 
 
 def _rank_independent(node: Any) -> bool:
@@ -225,34 +224,24 @@ def _sample_edge(root: Any, deciding: list[Any]) -> tuple[Any, str, int, Any] | 
     return parent, attribute, per_batch, index_sampler
 
 
-def _top_edge(loader: DataLoader) -> tuple[Any, str, int]:
-    """Where a tap skips whole top batches: the edge below the top when the top is ours or torch's; else the loader.
+def top_edge(loader: DataLoader) -> tuple[Any, str, int, bool]:
+    """Where a tap sees every batch the DataLoader reads: the edge below the top when the top is ours or torch's.
 
-    Returns ``(parent, attribute, items of that edge per top batch)``; ``parent`` None means a new
-    DataLoader whose batch sampler is the tap over the top.
+    Returns ``(parent, attribute, items of that edge per batch, whether a last shorter group is a batch)``;
+    ``parent`` None means the top itself is a batch sampler of yours, which only a new DataLoader with the
+    tap as its batch sampler can see.
+
+    Example:
+        >>> loader = DataLoader(range(8), batch_size=4, drop_last=True)
+        >>> parent, attribute, group, keep_partial = top_edge(loader)
+        >>> type(parent).__name__, attribute, group, keep_partial
+        ('BatchSampler', 'sampler', 4, False)
     """
     top = active_root(loader)
     if type(top) is BatchSampler:
-        return top, 'sampler', int(top.batch_size)
+        return top, 'sampler', int(top.batch_size), not top.drop_last
     if isinstance(top, DistributedBatchAdapter):
-        return top, 'batch_sampler', 1
+        return top, 'batch_sampler', 1, True
     if isinstance(top, NestedBatchSampler):
-        return top, 'batch_sampler', top.num_batches
-    return None, 'batch_sampler', 1
-
-
-def install_tap(parent: Any, attribute: str) -> IndexTap:
-    """The tap on ``parent.<attribute>``, installed unless one is there already.
-
-    Example:
-        >>> from torch.utils.data import BatchSampler, SequentialSampler
-        >>> batches = BatchSampler(SequentialSampler(range(4)), 2, False)
-        >>> install_tap(batches, 'sampler') is install_tap(batches, 'sampler')
-        True
-    """
-    child = getattr(parent, attribute)
-    if isinstance(child, IndexTap):
-        return child
-    tap = IndexTap(child)
-    setattr(parent, attribute, tap)
-    return tap
+        return top, 'batch_sampler', top.num_batches, not top.drop_last
+    return None, 'batch_sampler', 1, True

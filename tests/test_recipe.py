@@ -153,9 +153,8 @@ REFUSED = [
      'train_loader.sampler.source_fractions=[0.99, 0.01]: source 1 (fraction 0.01) holds 14 of the 1438 train '
      'samples, fewer than one global step of 64, so it would never be trained; give every source a fraction of at '
      'least 0.045 (64 / 1438), or a global_train_batch_size of at most 14'),
-    (['train_loader=[1,2]'], 'train_loader must be a mapping of fields (dataset, sampler, collate_fn, num_workers), '
-                             'got a list '
-                             '[1, 2]'),
+    (['train_loader=[1,2]'], 'train_loader must be a mapping of fields (dataset, sampler, collate_fn, num_workers, '
+                             'per_sample_rng), got a list [1, 2]'),
     (['train_loader.sampler=fast'],
      'train_loader.sampler must be a mapping of fields (name, target, kwargs, shuffle, drop_last'),
     (['train_loader=null'], 'train_loader must be a mapping, got null'),

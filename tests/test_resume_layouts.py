@@ -44,7 +44,7 @@ def test_two_rank_checkpoints_resume_on_one_rank(tmp_path: Path) -> None:
     assert result.returncode == 0, output
     from resume_two_ranks import ROWS
 
-    for row in ROWS:
+    for number, row in enumerate(ROWS):
         folder = tmp_path / str(row)
         saved = json.loads((folder / 'batches.json').read_text())
         per_rank = [[(epoch, indices) for epoch, indices in batches] for batches in saved['batches']]
@@ -57,5 +57,10 @@ def test_two_rank_checkpoints_resume_on_one_rank(tmp_path: Path) -> None:
             with pytest.raises(ValueError, match=refusal):
                 fit(alone, folder, load=next(folder.glob(f'ep*-ba{stop}-rank0.pt')), batch=distinct)
             continue
-        assert resume_elsewhere(alone, folder, per_rank if row.replication == 1 else per_rank[:1], stop,
-                                batch=distinct) == []
+        group = per_rank if row.replication == 1 else per_rank[:1]
+        if number:
+            assert resume_elsewhere(alone, folder, group, stop, batch=distinct) == []
+            continue
+        with pytest.warns(UserWarning, match='the checkpoint holds the RNG states of 2 ranks and this run has 1, '
+                                             'so the RNG state cannot be restored'):
+            assert resume_elsewhere(alone, folder, group, stop, batch=distinct) == []

@@ -13,7 +13,7 @@ from composer.utils import dist
 from torch.utils.data import DataLoader
 
 from composer_sampling.callbacks.checkpoint_rng import CheckpointRNG
-from composer_sampling.distribute import rebuild_loader
+from composer_sampling.callbacks.top_tap import end_top_tap, top_tap
 from composer_sampling.graph import (
     active_root,
     describe,
@@ -23,11 +23,11 @@ from composer_sampling.graph import (
     set_epoch_everywhere,
     sharding_problem,
 )
-from composer_sampling.index_tap import IndexTap
+from composer_sampling.index_tap import IndexTap, install_tap
 from composer_sampling.order import MAX_SEED
 from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.protocols import EpochAware, Offsettable, supports
-from composer_sampling.resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, install_tap, plan_resume
+from composer_sampling.resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, plan_resume
 from composer_sampling.seeding import (
     UNSEEDED_GENERATOR,
     default_seed,
@@ -141,7 +141,6 @@ class SamplerSync(Callback):
         self._set_resumption = False
         self._epoch_seeds: dict[str, Any] | None = None  # the epoch in flight keeps these seeds (adoption)
         self._generators: dict[int, torch.Generator] = {}  # the generators this callback gave, by sampler id
-        self._windowed: tuple[Any, int] | None = None  # (the train dataloader, its length) while a copy is read
         self._rng = CheckpointRNG()
         self._warned: set[tuple[Any, ...]] = set()
 
@@ -184,7 +183,6 @@ class SamplerSync(Callback):
 
     def epoch_start(self, state: State, logger: Logger) -> None:
         self._rng.epoch_start()
-        self._end_windowed_loader(state)
         loader = state.train_dataloader
         epoch = int(state.timestamp.epoch)
         set_at_fit_start, self._epoch_set_at_fit_start = self._epoch_set_at_fit_start, None
@@ -218,7 +216,7 @@ class SamplerSync(Callback):
         self._rng.checkpoint_event(state)
 
     def fit_end(self, state: State, logger: Logger) -> None:
-        self._end_windowed_loader(state)
+        end_top_tap(state)
 
     # checkpoints --------------------------------------------------------------------------------------
 
@@ -459,43 +457,28 @@ class SamplerSync(Callback):
                             int(state.dataloader_len) if _is_subset(state, loader) else None)
         try:
             plan = plan_resume(loader, position, self._checkpoint_layout, self._layout)
-            if plan.parent is None and plan.kind in ('window', 'offset') and (plan.skip or plan.limit is not None) \
-                    and type(loader) is not DataLoader:
-                plan = ResumePlan('spin', reason=f'{describe(root)} is the top of a {type(loader).__name__}, which '
-                                                 'SamplerSync cannot rebuild')
         except ResumeRefusedError as error:
             raise ValueError(f'SamplerSync: {error}') from None
+        if plan.kind in ('window', 'offset') and plan.edge is None and (plan.skip or plan.limit is not None):
+            tap = top_tap(state)
+            if tap is None:
+                plan = ResumePlan('spin', reason=f'{describe(root)} is the top of a {type(loader).__name__}, which '
+                                                 'SamplerSync cannot rebuild')
+            else:
+                tap.set_window(plan.skip * tap.group, None if plan.limit is None else plan.limit * tap.group)
+        elif plan.edge is not None:
+            parent, attribute = plan.edge
+            install_tap(parent, attribute).set_window(plan.skip, plan.limit)
         if plan.kind == 'spin':
             return self._keep_spin(state, plan, position)
         if plan.kind == 'offset':
             for node in iter_samplers(root):
                 if supports(node, Offsettable):
                     node.set_sample_in_epoch(plan.offset)
-        if plan.skip or plan.limit is not None:
-            self._open_window(state, loader, plan)
         if (position.batches or int(state.timestamp.epoch)) and 'train' not in state.dataset_resumption:
             state.dataset_resumption['train'] = True  # nothing to spin: every sampler is placed
             self._set_resumption = True
         return 'train' in state.dataset_resumption
-
-    def _open_window(self, state: State, loader: DataLoader, plan: ResumePlan) -> None:
-        if plan.parent is not None:
-            install_tap(plan.parent, plan.attribute).set_window(plan.skip, plan.limit)
-            return
-        tap = IndexTap(active_root(loader))
-        tap.set_window(plan.skip, plan.limit)
-        windowed = rebuild_loader(loader, **({'batch_sampler': tap} if loader.batch_sampler is not None else
-                                            {'sampler': tap, 'batch_size': None}))
-        length = int(state.dataloader_len) if state.dataloader_len is not None else -1
-        self._windowed = (state.dataloader, length)
-        state.set_dataloader(windowed, 'train', length)
-
-    def _end_windowed_loader(self, state: State) -> None:
-        """Put the train dataloader back once the resumed epoch read through a windowed copy is over."""
-        if self._windowed is not None:
-            original, length = self._windowed
-            self._windowed = None
-            state.set_dataloader(original, 'train', length)
 
     def _keep_spin(self, state: State, plan: ResumePlan, position: Position) -> bool:
         if position.batches == 0:

@@ -1,0 +1,70 @@
+"""The tap every batch of the train dataloader passes through, shared by SamplerSync and SampleLedger.
+
+:func:`top_tap` installs an :class:`~composer_sampling.index_tap.IndexTap` on the
+edge below the top of the train dataloader's graph (torch's ``BatchSampler.sampler``,
+``DistributedBatchAdapter.batch_sampler``, ``NestedBatchSampler.batch_sampler``).
+When the top is a batch sampler of yours, no attribute of torch's DataLoader can be
+reassigned, so for the rest of the fit the trainer reads a new DataLoader over the
+same dataset, with the same settings, whose batch sampler is the tap over yours
+(``State.set_dataloader``); :func:`end_top_tap` gives the trainer its own back at fit
+end. ``state.train_dataloader`` stays yours throughout.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from composer.core import State
+from torch.utils.data import DataLoader
+
+from composer_sampling.distribute import rebuild_loader
+from composer_sampling.graph import active_root
+from composer_sampling.index_tap import IndexTap, install_tap
+from composer_sampling.resume_plan import top_edge
+
+__all__ = ['end_top_tap', 'top_tap']
+
+#: A DataLoader this module built around a tap -> (the trainer's own DataLoader, its length as Composer had it).
+_REBUILT: weakref.WeakKeyDictionary[DataLoader, tuple[DataLoader, int]] = weakref.WeakKeyDictionary()
+
+
+def top_tap(state: State) -> IndexTap | None:
+    """The tap every batch of the train dataloader passes through; None when it cannot be placed.
+
+    It cannot be placed on a batch sampler of yours at the top of a DataLoader
+    subclass (torchdata's ``StatefulDataLoader``, ...), which this module does not
+    rebuild.
+    """
+    loader = state.dataloader
+    if not isinstance(loader, DataLoader):
+        return None
+    if loader in _REBUILT:
+        tap = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+        assert isinstance(tap, IndexTap)
+        return tap
+    parent, attribute, group, keep_partial = top_edge(loader)
+    if parent is not None:
+        return install_tap(parent, attribute, group, keep_partial)
+    if type(loader) is not DataLoader:
+        return None
+    tap = IndexTap(active_root(loader))
+    rebuilt = rebuild_loader(loader, **_samplers(loader, tap))
+    length = -1 if state.dataloader_len is None else int(state.dataloader_len)
+    _REBUILT[rebuilt] = (loader, length)
+    state.set_dataloader(rebuilt, 'train', length)
+    return tap
+
+
+def end_top_tap(state: State) -> None:
+    """Give the trainer its own train dataloader back if :func:`top_tap` replaced it."""
+    loader = state.dataloader
+    if isinstance(loader, DataLoader) and loader in _REBUILT:
+        original, length = _REBUILT.pop(loader)
+        state.set_dataloader(original, 'train', length)
+
+
+def _samplers(loader: DataLoader, tap: IndexTap) -> dict[str, Any]:
+    if loader.batch_sampler is not None:
+        return {'batch_sampler': tap}
+    return {'sampler': tap, 'batch_size': None}
