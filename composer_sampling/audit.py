@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from composer_sampling.coverage import count_coverage, exactly_once_problem
-from composer_sampling.ledger_format import LedgerError, LedgerRecord, read_ledger
+from composer_sampling.ledger_format import MAGIC, PLAN_BATCH, LedgerError, LedgerRecord, read_ledger
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
@@ -68,6 +68,7 @@ class Attempt:
     started: float
     header: dict[str, Any]
     ranks: dict[int, list[LedgerRecord]]
+    plans: dict[int, np.ndarray] = field(default_factory=dict)  # epoch -> the samples it is meant to train
 
     @property
     def last_batch(self) -> int:
@@ -91,6 +92,7 @@ class AuditReport:
     tie: str | None = None
     epochs: list[EpochAudit] = field(default_factory=list)
     per_rank: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    torn: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> list[EpochAudit]:
@@ -98,13 +100,20 @@ class AuditReport:
 
 
 def _ledger_files(folder: Path) -> list[Path]:
+    """The ledger files of ``folder/ledger`` if it has any, else of ``folder``; other ``*.bin`` files are not ours."""
     if not folder.is_dir():
         raise LedgerError(f'{folder} is not a folder')
-    files = sorted(folder.glob('*.bin')) or sorted((folder / 'ledger').glob('*.bin'))
-    if not files:
-        raise LedgerError(f'no ledger files (*.bin) in {folder} or {folder / "ledger"}; run with the sample_ledger '
-                          'callback')
-    return files
+    for place in (folder / 'ledger', folder):
+        files = [path for path in sorted(place.glob('*.bin')) if _is_ledger(path)] if place.is_dir() else []
+        if files:
+            return files
+    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}; a run with the '
+                      'sample_ledger callback writes its files there once its first batch has trained')
+
+
+def _is_ledger(path: Path) -> bool:
+    with path.open('rb') as file:
+        return file.read(len(MAGIC)) == MAGIC
 
 
 def _check_header(path: Path, header: dict[str, Any]) -> None:
@@ -127,12 +136,15 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
                           "{'attempt': str, 'batch': int}")
 
 
-def _load(folder: Path) -> dict[str, Attempt]:
+def _load(folder: Path, torn: list[str]) -> dict[str, Attempt]:
     attempts: dict[str, Attempt] = {}
     reference: tuple[dict[str, Any], Path] | None = None
     for path in _ledger_files(folder):
-        header, records = read_ledger(path)
+        ledger = read_ledger(path)
+        header = ledger.header
         _check_header(path, header)
+        if ledger.torn:
+            torn.append(ledger.torn)
         if reference is None:
             reference = (header, path)
         for key in _SAME_FOR_A_RUN:
@@ -148,7 +160,8 @@ def _load(folder: Path) -> dict[str, Attempt]:
         if header['rank'] in attempt.ranks:
             raise LedgerError(f'attempt {attempt.attempt} has two ledgers for rank {header["rank"]}; {path.name} '
                               'is the second')
-        attempt.ranks[header['rank']] = records
+        attempt.ranks[header['rank']] = ledger.trained
+        attempt.plans.update((record.epoch, record.indices) for record in ledger.records if record.batch == PLAN_BATCH)
         attempt.ended = max(attempt.ended, path.stat().st_mtime)
     for attempt in attempts.values():
         if sorted(attempt.ranks) != list(range(attempt.world_size)):
@@ -218,8 +231,12 @@ def _span(first: int, last: int) -> str:
 
 def audit_folder(folder: Path) -> AuditReport:
     """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``)."""
-    attempts = _load(Path(folder))
+    torn: list[str] = []
+    attempts = _load(Path(folder), torn)
     path, tie = choose_lineage(attempts)
+    if not any(records for attempt in path for records in attempt.ranks.values()):
+        raise LedgerError(f'nothing recorded: the ledgers in {folder} hold no trained batch (attempts '
+                          f'{", ".join(attempt.attempt for attempt in path)} stopped before their first)')
     # Each lineage attempt counts its records up to the batch the next one resumed from.
     cuts = [child.start_batch for child in path[1:]] + [path[-1].last_batch]
     off_path = sorted((a for a in attempts.values() if all(a is not b for b in path)),
@@ -235,7 +252,7 @@ def audit_folder(folder: Path) -> AuditReport:
         if cut is not None:
             counted += [(number, attempt, rank, record) for rank, records in sorted(attempt.ranks.items())
                         for record in records if record.batch <= cut]
-    report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie)
+    report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn)
     report.superseded = sum(record.indices.size for attempt, cut in zip(path, cuts, strict=True)
                             for records in attempt.ranks.values() for record in records if record.batch > cut)
     for attempt in off_path:
@@ -257,8 +274,13 @@ def audit_folder(folder: Path) -> AuditReport:
         key = (number, rank, epoch)
         report.per_rank[key] = report.per_rank.get(key, 0) + int(record.indices.size)
     final_epoch = max(per_epoch, default=-1)
+    plans = {epoch: plan for attempt in path for epoch, plan in attempt.plans.items()}
     for epoch in sorted(per_epoch):
-        coverage = count_coverage(np.concatenate(per_epoch[epoch]), report.dataset_len)
+        trained = np.concatenate(per_epoch[epoch])
+        if epoch in plans:
+            report.epochs.append(_against_plan(epoch, trained, plans[epoch], epoch == final_epoch, path[-1]))
+            continue
+        coverage = count_coverage(trained, report.dataset_len)
         if exactly_once_problem(coverage, epoch, padded, dropped, complete=epoch != final_epoch):
             status = 'VIOLATION'
         elif coverage.missing > dropped:
@@ -268,3 +290,22 @@ def audit_folder(folder: Path) -> AuditReport:
         report.epochs.append(EpochAudit(epoch, coverage.trained, coverage.exactly_once, coverage.repeated,
                                         coverage.missing, status))
     return report
+
+
+def _against_plan(epoch: int, trained: np.ndarray, plan: np.ndarray, final: bool, last: Attempt) -> EpochAudit:
+    """An epoch whose samples repeat or are left out by design: what was trained against what was meant to be.
+
+    ``repeated`` counts trainings beyond the plan's, ``missing`` samples the plan has and the run did not train.
+    """
+    size = int(max(trained.max(initial=-1), plan.max(initial=-1))) + 1
+    got, meant = np.bincount(trained, minlength=size), np.bincount(plan, minlength=size)
+    repeated = int(np.maximum(got - meant, 0).sum())
+    missing = int(np.maximum(meant - got, 0).sum())
+    exactly_once = int(np.count_nonzero((got == meant) & (meant > 0)))
+    if repeated:
+        status = 'VIOLATION'
+    elif missing:
+        status = f'partial (run ended at batch {last.last_batch})' if final else 'VIOLATION'
+    else:
+        status = 'ok'
+    return EpochAudit(epoch, int(trained.size), exactly_once, repeated, missing, status)

@@ -52,7 +52,8 @@ def test_a_resumed_run_supersedes_what_the_crash_lost(tmp_path: Path, capsys) ->
 
 def _rewrite(path: Path, **changes: object) -> None:
     """Write ``path`` again (a valid ledger with its checksum) with some header fields changed."""
-    header, records = read_ledger(path)
+    ledger = read_ledger(path)
+    header, records = ledger.header, ledger.records
     header.pop('version')
     path.unlink()
     writer = LedgerWriter(path, {**header, **changes})
@@ -64,7 +65,7 @@ def _rewrite(path: Path, **changes: object) -> None:
 def test_without_superseding_the_same_ledgers_would_show_repeats(tmp_path: Path) -> None:
     ledger = _crashed_and_resumed(tmp_path)
     # Rewrite the resumed attempt as if it had started at batch 9: nothing is superseded any more.
-    (resumed,) = [path for path in ledger.glob('*.bin') if read_ledger(path)[0]['start_batch'] == 5]
+    (resumed,) = [path for path in ledger.glob('*.bin') if read_ledger(path).header['start_batch'] == 5]
     _rewrite(resumed, start_batch=9)
     report = audit_folder(ledger)
     assert report.epochs[0].repeated == 26 - 16 and report.epochs[0].status == 'VIOLATION'
@@ -95,11 +96,11 @@ def test_a_violation_exits_1(tmp_path: Path, capsys) -> None:
     ('setup', 'message'),
     [
         ('missing', 'is not a folder'),
-        ('empty', 'no ledger files'),
+        ('empty', 'nothing recorded: no ledger file in'),
+        ('nothing', r'nothing recorded: the ledgers in .* hold no trained batch \(attempts a1 stopped before'),
         ('mixed', "ledgers of different runs are mixed: a1-rank0.bin has lineage='one', b1-rank0.bin has "
                   "lineage='two'"),
         ('rank', r'attempt a1 ran on 2 ranks but only the ledgers of ranks \[0\]'),
-        ('truncated', 'is truncated'),
         ('corrupted', 'is corrupted'),
     ],
 )
@@ -107,7 +108,9 @@ def test_bad_input_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> 
     folder = tmp_path / 'run'
     if setup != 'missing':
         folder.mkdir()
-    if setup in ('mixed', 'truncated', 'corrupted'):
+    if setup == 'nothing':  # a header without records, as releases before this one left behind a crash
+        LedgerWriter(folder / 'a1-rank0.bin', _header()).close()
+    if setup in ('mixed', 'corrupted'):
         writer = LedgerWriter(folder / 'a1-rank0.bin', _header())
         writer.append(0, 1, [0, 1, 2, 3])
         writer.close()
@@ -115,9 +118,6 @@ def test_bad_input_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> 
         LedgerWriter(folder / 'b1-rank0.bin', _header(lineage='two', attempt='b1')).close()
     if setup == 'rank':
         LedgerWriter(folder / 'a1-rank0.bin', _header(world_size=2)).close()
-    if setup == 'truncated':
-        path = folder / 'a1-rank0.bin'
-        path.write_bytes(path.read_bytes()[:-3])
     if setup == 'corrupted':
         path = folder / 'a1-rank0.bin'
         data = bytearray(path.read_bytes())
@@ -155,7 +155,7 @@ def _fit(ledger: Path, duration: str, *, save: Path | None = None, load: Path | 
 
 
 def _attempts_by_start(ledger: Path) -> dict[int, str]:
-    return {header['start_batch']: header['attempt'] for header, _ in map(read_ledger, ledger.glob('*.bin'))}
+    return {read.header['start_batch']: read.header['attempt'] for read in map(read_ledger, ledger.glob('*.bin'))}
 
 
 @pytest.fixture(scope='module')
@@ -207,7 +207,7 @@ def test_the_clocks_of_the_hosts_do_not_change_the_verdict(side_branch: Path, tm
     # Every attempt ran on a host whose clock is further behind than the last one's: start times and file
     # modification times come out in the reverse order of what happened.
     for path in ledger.glob('*.bin'):
-        header, _ = read_ledger(path)
+        header = read_ledger(path).header
         _rewrite(path, started=-header['started'])
         os.utime(path, (2e9 - header['started'], 2e9 - header['started']))
     report = audit_folder(ledger)
@@ -222,8 +222,9 @@ def test_a_resume_that_dies_before_its_first_batch_erases_nothing(main_line: tup
         _fit(ledger, '2ep', load=main_line[1] / 'ep0-ba10-rank0.pt', extra=(DiesBeforeItsFirstBatch(),))
     report = audit_folder(ledger)
     assert [e.status for e in report.epochs] == ['ok', 'ok'] and report.superseded == 0
-    ids = _attempts_by_start(ledger)
-    assert [(b['attempt'], b['trained'], b['samples']) for b in report.abandoned] == [(ids[10], 'no batch', 0)]
+    assert sorted(path.name for path in ledger.iterdir()) == sorted(path.name for path in main_line[0].iterdir()), \
+        'an attempt that trained no batch leaves no file'
+    assert report.abandoned == []
 
 
 def test_a_checkpoint_without_the_attempt_id_still_resumes(main_line: tuple[Path, Path], tmp_path: Path) -> None:
@@ -233,7 +234,7 @@ def test_a_checkpoint_without_the_attempt_id_still_resumes(main_line: tuple[Path
     state['state']['callbacks']['SampleLedger'] = {'lineage': state['state']['callbacks']['SampleLedger']['lineage']}
     torch.save(state, tmp_path / 'older.pt')  # as written before the attempt id was recorded
     _fit(ledger, '12ba', load=tmp_path / 'older.pt')
-    (resumed,) = [header for header, _ in map(read_ledger, ledger.glob('*.bin')) if header['start_batch'] == 10]
+    (resumed,) = [read.header for read in map(read_ledger, ledger.glob('*.bin')) if read.header['start_batch'] == 10]
     assert resumed['resumed_from'] is None
     report = audit_folder(ledger)  # the main line trained further: the unlinked attempt is listed, not counted
     assert [b['origin'] for b in report.abandoned] == ['started at batch 10']
@@ -277,7 +278,6 @@ def test_a_tie_between_branches_goes_to_the_one_written_last(tmp_path: Path, cap
                 'in between are missing'),
         ('edited', 'is corrupted: its header fails its checksum'),
         ('index', r'the record of batch 2 \(byte \d+\) holds index 7, outside \[0, 4\)'),
-        ('negative', r'holds index -1, outside \[0, 4\)'),
     ],
 )
 def test_a_lineage_with_a_gap_or_a_damaged_ledger_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> None:
@@ -292,8 +292,8 @@ def test_a_lineage_with_a_gap_or_a_damaged_ledger_exits_2(tmp_path: Path, capsys
     if setup == 'edited':  # the same length of header text, another dataset_len
         path = _write(tmp_path, 'a1', [(0, 1, [0, 1, 2, 3])])
         path.write_bytes(path.read_bytes().replace(b'"dataset_len": 4', b'"dataset_len": 5'))
-    if setup in ('index', 'negative'):
-        _write(tmp_path, 'a1', [(0, 1, [0, 1]), (0, 2, [2, 7] if setup == 'index' else [-1, 3])])
+    if setup == 'index':
+        _write(tmp_path, 'a1', [(0, 1, [0, 1]), (0, 2, [2, 7])])
     assert main(['audit', str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith('error: ') and len(err.splitlines()) == 1

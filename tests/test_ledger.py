@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from composer import Trainer
@@ -42,7 +43,8 @@ def test_round_trip(tmp_path_factory, records) -> None:
     for epoch, batch, indices in records:
         writer.append(epoch, batch, indices)
     writer.close()
-    header, read = read_ledger(path)
+    ledger = read_ledger(path)
+    header, read = ledger.header, ledger.records
     assert header['note'] == 'x'
     assert [(r.epoch, r.batch, r.indices.tolist()) for r in read] == [(e, b, list(i)) for e, b, i in records]
 
@@ -56,13 +58,27 @@ def _written(tmp_path: Path) -> Path:
     return path
 
 
-def test_truncated_and_corrupted_files_are_refused(tmp_path: Path) -> None:
+def test_a_torn_last_record_is_reported_and_the_records_before_it_are_read(tmp_path: Path) -> None:
     path = _written(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[:-5])
-    with pytest.raises(LedgerError, match=r'rank0.bin is truncated: the record at byte \d+ needs 44 bytes, 39'):
-        read_ledger(path)
+    ledger = read_ledger(path)
+    assert [record.batch for record in ledger.records] == [1]
+    assert ledger.torn is not None and re.search(r'rank0.bin: the last record \(batch 2, 3 samples\) is torn: \d+ of '
+                                                 r'its \d+ bytes were written, so its 3 samples could not be read',
+                                                 ledger.torn)
+    path.write_bytes(data[:-34])  # less than a record header
+    assert 'the last record is torn' in read_ledger(path).torn
+
+
+def test_damage_before_the_tail_and_other_files_are_refused(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    data = path.read_bytes()
     path.write_bytes(data[:-2] + bytes([data[-2] ^ 0xFF]) + data[-1:])
+    with pytest.raises(LedgerError, match=r'is corrupted: the record at byte \d+ fails its checksum'):
+        read_ledger(path)
+    first_record_crc = len(data) - 20 - 5  # the first record's checksum (the second record is 20 + 4 bytes)
+    path.write_bytes(data[:first_record_crc] + bytes([data[first_record_crc] ^ 0xFF]) + data[first_record_crc + 1:])
     with pytest.raises(LedgerError, match=r'is corrupted: the record at byte \d+ fails its checksum'):
         read_ledger(path)
     path.write_bytes(b'PK\x03\x04' + data)
@@ -75,13 +91,60 @@ def test_truncated_and_corrupted_files_are_refused(tmp_path: Path) -> None:
         read_ledger(tmp_path / 'absent.bin')
 
 
+def test_indices_take_four_bytes_below_two_to_the_32(tmp_path: Path) -> None:
+    small, large = tmp_path / 'small.bin', tmp_path / 'large.bin'
+    for path, length in ((small, 1000), (large, 2**40)):
+        writer = LedgerWriter(path, {'rank': 0, 'dataset_len': length})
+        writer.append(0, 1, list(range(100)))
+        writer.close()
+    assert read_ledger(small).header['index_bytes'] == 4 and read_ledger(large).header['index_bytes'] == 8
+    header_growth = len(str(2**40)) - len('1000')
+    assert large.stat().st_size - small.stat().st_size == 100 * 4 + header_growth
+    assert read_ledger(small).records[0].indices.tolist() == list(range(100))
+
+
+def test_the_v2_files_of_earlier_releases_still_read() -> None:
+    ledger = read_ledger(ROOT / 'tests' / 'fixtures' / 'ledger-v2' / 'a0-rank0.bin')
+    assert ledger.header['version'] == 2 and 'index_bytes' not in ledger.header
+    assert [(r.epoch, r.batch, r.indices.tolist()) for r in ledger.records] == [
+        (0, 1, [4, 0, 2]), (0, 2, [5, 1, 3]), (1, 3, [1, 2, 3])]
+
+
+def test_a_short_write_is_completed_and_a_failed_one_leaves_no_partial_record(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    real_write = os.write
+    path = tmp_path / 'rank0.bin'
+    writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 100})
+    monkeypatch.setattr(os, 'write', lambda fd, data: real_write(fd, data[:7]))  # the kernel writes 7 bytes a call
+    writer.append(0, 1, [1, 2, 3])
+    calls = []
+
+    def fails_halfway(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(28, 'No space left on device')
+        return real_write(fd, data[:5])
+
+    monkeypatch.setattr(os, 'write', fails_halfway)
+    with pytest.raises(OSError, match='No space left'):
+        writer.append(0, 2, [4, 5, 6])
+    monkeypatch.setattr(os, 'write', real_write)
+    writer.append(0, 3, [7])
+    writer.close()
+    ledger = read_ledger(path)
+    assert [(r.batch, r.indices.tolist()) for r in ledger.records] == [(1, [1, 2, 3]), (3, [7])]
+    assert ledger.torn is None
+
+
 def test_sample_ledger_records_what_the_trainer_trained(tmp_path: Path) -> None:
     dataset = synthetic(50)
     loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
-    ledger = train_with_ledger(loader, '2ep', callbacks_extra=[SampleLedger(str(tmp_path))])
+    trained = train_with_ledger(loader, '2ep', callbacks_extra=[SampleLedger(str(tmp_path))])
     (path,) = tmp_path.glob('*-rank0.bin')
-    header, records = read_ledger(path)
-    assert [(r.epoch, r.indices.tolist()) for r in records] == ledger.batches
+    ledger = read_ledger(path)
+    header, records = ledger.header, ledger.records
+    assert [(r.epoch, r.indices.tolist()) for r in records] == trained.batches
     assert [r.batch for r in records] == list(range(1, 15))
     assert (header['dataset_len'], header['world_size'], header['start_batch'], header['padded']) == (50, 1, 0, 0)
 
@@ -99,12 +162,25 @@ def test_batches_without_indices_get_a_clear_error(tmp_path: Path) -> None:
     from helpers import make_trainer
 
     loader = DataLoader(WithoutIndex(), batch_size=4)
-    trainer = make_trainer(loader, callbacks=[SampleLedger(str(tmp_path))])
+    trainer = make_trainer(loader, callbacks=[SampleLedger(str(tmp_path), index_key='index')])
     with pytest.raises(ValueError, match=re.escape(
             "SampleLedger(index_key='index') found no sample indices: the batch is a dict with keys ['input', "
-            "'target']. Return the dataset index of each sample from the dataset and pass index_key=<its key>")):
+            "'target']. Return the dataset index of each sample from the dataset and pass index_key=<its key>, or "
+            'leave index_key None to record what the sampler hands the DataLoader')):
         trainer.fit()
     assert trainer.state.timestamp.batch == 1  # stopped at the first batch
+
+
+def test_without_index_key_the_ledger_records_what_the_sampler_handed_over(tmp_path: Path) -> None:
+    from helpers import make_trainer
+
+    loader = DataLoader(WithoutIndex(), batch_size=4, shuffle=True)
+    make_trainer(loader, max_duration='2ep', callbacks=[SamplerSync(), SampleLedger(str(tmp_path))]).fit()
+    (path,) = tmp_path.glob('*-rank0.bin')
+    records = read_ledger(path).records
+    assert read_ledger(path).header['source'] == 'sampler'
+    for epoch in (0, 1):
+        assert sorted(i for r in records if r.epoch == epoch for i in r.indices.tolist()) == list(range(8))
 
 
 class TupleModel(ComposerModel):
@@ -140,7 +216,7 @@ def _fit_tuples(folder: Path, index_key: Any, loader: DataLoader | None = None) 
 def test_tuple_batches_need_no_subclass(tmp_path: Path, index_key: Any) -> None:
     _fit_tuples(tmp_path, index_key)
     (path,) = tmp_path.glob('*-rank0.bin')
-    _, records = read_ledger(path)
+    records = read_ledger(path).records
     assert [r.batch for r in records] == list(range(1, 7))
     for epoch in (0, 1):
         assert sorted(i for r in records if r.epoch == epoch for i in r.indices.tolist()) == list(range(24))
@@ -151,12 +227,12 @@ def test_tuple_batches_need_no_subclass(tmp_path: Path, index_key: Any) -> None:
     [
         ('index', "SampleLedger(index_key='index') found no sample indices: the batch is a list of 3 (Tensor[8, 64] "
                   'float32, Tensor[8] int64, Tensor[8] int64). For a tuple or list batch pass index_key=<the position '
-                  'of the indices> (0 to 2), or a callable batch -> indices'),
+                  'of the indices> (0 to 2), or leave index_key None to record what the sampler hands the DataLoader'),
         (3, 'SampleLedger(index_key=3) found no sample indices: the position 3 is outside [0, 3) for a batch that is '
             'a list of 3'),
         (0, 'SampleLedger(index_key=0) read Tensor[8, 64] float32 from a batch that is a list of 3 (Tensor[8, 64] '
             'float32, Tensor[8] int64, Tensor[8] int64): sample indices must be integers'),
-        (1, None),  # the targets: integers, but 7 is outside the 4 samples of the dataset below
+        (1, None),  # the targets: integers, but not the indices the sampler handed the DataLoader
     ],
 )
 def test_a_batch_without_indices_stops_the_first_batch(tmp_path: Path, index_key: Any, message: str | None) -> None:
@@ -165,12 +241,11 @@ def test_a_batch_without_indices_stops_the_first_batch(tmp_path: Path, index_key
         dataset = TensorDataset(*(tensor[:4] for tensor in loader.dataset.tensors))
         dataset.tensors[1][:] = 7
         loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
-        message = ('SampleLedger(index_key=1) read sample index 7 in batch 1, outside [0, 4) for a dataset of 4 '
-                   'samples: index_key must select the dataset indices')
+        message = ('SampleLedger(index_key=1) read [7, 7, 7, 7] from the first batch, but the sampler graph handed '
+                   'the DataLoader')
     with pytest.raises(ValueError, match=re.escape(message)):
         _fit_tuples(tmp_path, index_key, loader)
-    (path,) = tmp_path.glob('*-rank0.bin')
-    assert read_ledger(path)[1] == []  # nothing recorded
+    assert not list(tmp_path.iterdir()), 'a run stopped before its first record leaves no file'
 
 
 def test_an_int_index_key_on_a_mapping_batch_says_what_to_pass() -> None:
@@ -180,21 +255,26 @@ def test_an_int_index_key_on_a_mapping_batch_says_what_to_pass() -> None:
         read_indices({'input': torch.zeros(2, 3), 'index': torch.tensor([0, 1])}, 2)
 
 
-@pytest.mark.parametrize('index_key', [True, 1.5, None, ['index']])
+@pytest.mark.parametrize('index_key', [True, 1.5, ['index']])
 def test_index_key_must_be_a_key_a_position_or_a_callable(index_key: Any) -> None:
     with pytest.raises(TypeError, match=re.escape('index_key must be a str (a mapping key), an int (a position in a '
-                                                  'tuple or list batch) or a callable batch -> indices, got')):
+                                                  'tuple or list batch), a callable batch -> indices, or None')):
         SampleLedger('ledger', index_key=index_key)
 
 
 def test_state_dict_carries_the_attempt_and_tolerates_older_checkpoints() -> None:
     ledger = SampleLedger('ledger')
-    ledger.load_state_dict({'lineage': 'abc'})  # written before attempt and batch were recorded
-    assert ledger.state_dict() == {'lineage': 'abc', 'attempt': None, 'batch': None}
+    ledger.load_state_dict({'lineage': 'abc'})  # written before attempt, batch and version were recorded
+    assert ledger.state_dict() == {'version': 1, 'lineage': 'abc', 'attempt': None, 'batch': None}
     ledger.load_state_dict({'lineage': 'abc', 'attempt': 'f00d', 'batch': 30})
-    assert ledger.state_dict() == {'lineage': 'abc', 'attempt': 'f00d', 'batch': 30}
+    assert ledger.state_dict() == {'version': 1, 'lineage': 'abc', 'attempt': 'f00d', 'batch': 30}
     with pytest.raises(ValueError, match="SampleLedger state has batch='30'; it must be a int or None"):
         ledger.load_state_dict({'lineage': 'abc', 'attempt': 'f00d', 'batch': '30'})
+    with pytest.raises(TypeError, match=r'SampleLedger\.load_state_dict expects a dict, got None'):
+        ledger.load_state_dict(None)
+    with pytest.raises(ValueError, match='SampleLedger state has version 9; this version of composer-sampling reads'):
+        ledger.load_state_dict({'version': 9})
+    assert repr(SampleLedger(index_key=np.int64(2))) == "SampleLedger(folder=None, index_key=2)"
 
 
 def test_the_header_is_checksummed(tmp_path: Path) -> None:
@@ -205,14 +285,14 @@ def test_the_header_is_checksummed(tmp_path: Path) -> None:
         read_ledger(path)
 
 
-@pytest.mark.parametrize('version', [1, 3])
+@pytest.mark.parametrize('version', [1, 4])
 def test_other_format_versions_are_refused(tmp_path: Path, version: int) -> None:
     path = tmp_path / 'rank0.bin'
     text = json.dumps({'version': version, 'rank': 0}).encode()
     record = struct.pack('<IqI', 0, 1, 1) + struct.pack('<q', 0)
     path.write_bytes(MAGIC + struct.pack('<I', len(text)) + text + record + struct.pack('<I', zlib.crc32(record)))
     with pytest.raises(LedgerError, match=re.escape(f'rank0.bin has ledger format version {version}; this version '
-                                                    'of composer-sampling reads version 2 only (version 1 has no '
+                                                    'of composer-sampling reads versions 2 to 3 (version 1 has no '
                                                     'header checksum)')):
         read_ledger(path)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -15,51 +16,72 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
+from composer_sampling.callbacks.top_tap import end_top_tap, top_tap
 from composer_sampling.coverage import epoch_accounting
-from composer_sampling.graph import active_root, iter_samplers
-from composer_sampling.ledger_format import LedgerWriter
+from composer_sampling.graph import (
+    active_root,
+    describe,
+    is_map_style,
+    iter_samplers,
+    replication_layout,
+    sharding_nodes,
+)
+from composer_sampling.index_tap import IndexTap
+from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter
 from composer_sampling.protocols import SubEpochs, supports
+from composer_sampling.seeding import is_streaming_dataset
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
 IndexKey = str | int | Callable[[Any], Any]
+_STATE_VERSION = 1
 
 
 class SampleLedger(Callback):
-    """Writes every trained batch's sample indices to a compact per-rank file.
+    """Writes every trained batch's sample indices to a compact per-rank file, for ``composer-sampling audit``.
 
-    How it learns the indices: from the batch itself, at ``BATCH_END``, so it
-    records what the model really trained on, whatever the sampler graph. The
-    dataset must return each sample's dataset index; ``index_key`` says where it
-    is in the collated batch: a key of a mapping batch (the recipes' datasets
-    return ``{'input', 'target', 'index'}``), a position in a tuple or list batch
-    (``TensorDataset(x, y, torch.arange(n))`` gives ``index_key=2``), or a callable
-    ``batch -> indices``. A batch without integer indices in ``[0, dataset_len)``
-    stops the run at the first batch with a :class:`ValueError` that says what the
-    batch holds. A batch counts as trained once its optimizer step ran, so a crash
-    between the step and the record loses at most that batch's record.
+    Where the indices come from:
 
-    Every fit writes new files ``{folder}/{attempt}-rank{r}.bin``. Their header
-    holds the attempt's start batch, a *lineage* id shared by every attempt of one
-    run, and ``resumed_from``: the attempt and batch whose state it continues (the
-    checkpoint carries the writing attempt's id in this callback's state; ``None``
-    for a fresh start or a checkpoint written without it). ``composer-sampling
-    audit`` follows these links from the attempt that trained furthest back to the
-    start, so abandoned branches and records a crash lost are not counted.
+    * a map-style dataset: the index lists the sampler graph hands to the DataLoader,
+      seen by the :class:`~composer_sampling.index_tap.IndexTap` on top of the graph
+      and matched in order to the batches that trained (lists a DataLoader worker
+      fetched ahead, or that Composer's cut of an epoch left behind, are dropped);
+    * mosaicml-streaming's ``StreamingDataset``: its own partition of the epoch,
+      computed in the main process (:mod:`composer_sampling.stream_partition`);
+    * with ``index_key``: the batch itself (a mapping key, a position in a tuple or
+      list batch, or a callable ``batch -> indices``), for batches that carry the
+      dataset index of each sample. Where the sampler graph is seen too, the first
+      batch's values are checked against it, so a key that selects the labels stops
+      the run at once.
+
+    The ledger therefore records what the sampler handed to the DataLoader for each
+    trained batch; a collate function that packs or redistributes samples across
+    batches (llm-foundry's ``packing_ratio``) is not seen.
+
+    The folder defaults to ``{save_folder}/ledger`` of the Trainer's
+    ``CheckpointSaver``, its placeholders (``{run_name}``, ``{rank}``, ...) filled as
+    Composer fills them for rank 0, so every rank writes into one folder. Files
+    ``{folder}/{attempt}-rank{r}.bin`` are created when the first batch has trained:
+    a run refused at fit start, or one that dies before training, leaves the folder
+    as it was. Their header holds the attempt's start batch, a *lineage* id shared by
+    every attempt of one run, and ``resumed_from``: the attempt and batch whose state
+    it continues (carried by the checkpoint in this callback's state). ``composer-sampling
+    audit`` follows these links from the attempt that trained furthest back to the start.
 
     Args:
-        folder (str): where the ledger files go (the recipes use ``{save_folder}/ledger``).
-        index_key (str | int | Callable): where the sample indices are in a batch: a mapping key,
-            a position in a tuple or list, or a callable ``batch -> indices``. Default: ``'index'``.
+        folder (str, optional): where the ledger files go. Default: ``{save_folder}/ledger``.
+        index_key (str | int | Callable, optional): read the indices from the batch here instead of
+            the sampler graph. Default: ``None``.
 
     Example:
         >>> from composer import Trainer
-        >>> from composer_sampling.callbacks.sample_ledger import SampleLedger
+        >>> from composer_sampling import SampleLedger, SamplerSync
         >>> trainer = Trainer(  # doctest: +SKIP
         ...     model=model,
-        ...     train_dataloader=train_dataloader,  # batches (inputs, targets, indices)
+        ...     train_dataloader=train_dataloader,
         ...     max_duration='2ep',
-        ...     callbacks=[SamplerSync(), SampleLedger('checkpoints/ledger', index_key=2)],
+        ...     save_folder='checkpoints',
+        ...     callbacks=[SamplerSync(), SampleLedger()],  # ledger in checkpoints/ledger
         ... )
 
     +---------------------+------------------------------------------------------------------+
@@ -75,71 +97,105 @@ class SampleLedger(Callback):
     +---------------------+------------------------------------------------------------------+
     | ``dataset_len``     | every recorded index lies in ``[0, dataset_len)``                |
     +---------------------+------------------------------------------------------------------+
+    | ``source``          | ``sampler``, ``stream`` or ``batch``: where the indices came from|
+    +---------------------+------------------------------------------------------------------+
     """
 
-    def __init__(self, folder: str, index_key: IndexKey = 'index') -> None:
-        if not isinstance(folder, (str, Path)) or not str(folder):
-            raise TypeError(f'folder must be a path, got {folder!r}')
-        if isinstance(index_key, bool) or not (isinstance(index_key, (str, int)) or callable(index_key)):
-            raise TypeError(f'index_key must be a str (a mapping key), an int (a position in a tuple or list batch) '
-                            f'or a callable batch -> indices, got {index_key!r}')
-        self.folder = Path(folder)
-        self.index_key = index_key
+    def __init__(self, folder: str | None = None, index_key: IndexKey | None = None) -> None:
+        if folder is not None and (not isinstance(folder, (str, Path)) or not str(folder)):
+            raise TypeError(f'folder must be a path or None (the save folder\'s ledger/), got {folder!r}')
+        if index_key is not None and (isinstance(index_key, (bool, np.bool_)) or not (
+                isinstance(index_key, (str, int, np.integer)) or callable(index_key))):
+            raise TypeError(f'index_key must be a str (a mapping key), an int (a position in a tuple or list batch), '
+                            f'a callable batch -> indices, or None (the sampler graph), got {index_key!r}')
+        self.folder = None if folder is None else str(folder)  # a str: a URI's '//' must survive
+        self.index_key: IndexKey | None = int(index_key) if isinstance(index_key, np.integer) else index_key
         self.lineage: str | None = None
         self._attempt: str | None = None  # the attempt that wrote the state this callback holds
         self._batch: int | None = None  # the last batch it recorded (or its start batch)
         self._dataset_len: int | None = None
         self._writer: LedgerWriter | None = None
+        self._path: Path | None = None
+        self._header: dict[str, Any] = {}
+        self._source = 'batch'
+        self._tap: IndexTap | None = None
+        self._told: collections.deque[tuple[int, list[int]]] = collections.deque()
+        self._check_first = False
+        self._spun = 0
+        self._stream: list[np.ndarray] = []
+        self._stream_epoch = -1
+        self._plans: dict[int, np.ndarray] = {}
+        self._loader: Any = None
 
     def __repr__(self) -> str:
-        return f'SampleLedger(folder={str(self.folder)!r}, index_key={self.index_key!r})'
+        return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'
+
+    # events -------------------------------------------------------------------------------------------
 
     def fit_start(self, state: State, logger: Logger) -> None:
+        folder = self._ledger_folder(state)
         resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
         shared = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
         dist.broadcast_object_list(shared, src=0)
         self.lineage, attempt, started, resumed_from = shared
         loader = state.train_dataloader
+        self._loader = loader
+        rank = dist.get_global_rank()
         header: dict[str, Any] = {
             'lineage': self.lineage,
             'attempt': attempt,
             'resumed_from': resumed_from,
             'started': started,
             'run_name': state.run_name,
-            'rank': dist.get_global_rank(),
+            'rank': rank,
             'world_size': dist.get_world_size(),
             'start_batch': int(state.timestamp.batch),
             'start_epoch': int(state.timestamp.epoch),
             'sub_epochs_per_epoch': 1,
-            'replication': _replication(state),
+            'replication': 1,
         }
-        self._dataset_len = None
-        if isinstance(loader, DataLoader):
-            accounting = epoch_accounting(loader, dist.get_world_size() // header['replication'])
-            header.update(dataset_len=accounting.dataset_len, padded=accounting.padded, dropped=accounting.dropped)
-            header['sub_epochs_per_epoch'] = next(
-                (node.sub_epochs_per_epoch for node in iter_samplers(active_root(loader))
-                 if supports(node, SubEpochs)), 1)
-            self._dataset_len = accounting.dataset_len
         self.close()
-        self._writer = LedgerWriter(self.folder / f'{attempt}-rank{header["rank"]}.bin', header)
+        self._dataset_len, self._told = None, collections.deque()
+        self._source = self._choose_source(state, loader)
+        header['source'] = self._source
+        header.update(self._describe_data(loader))
+        self._dataset_len = header.get('dataset_len')
+        self._header = header
+        self._path = folder / f'{attempt}-rank{rank}.bin'
         self._attempt, self._batch = attempt, header['start_batch']
+        self._spun = int(state.timestamp.batch_in_epoch)  # trained before this fit: spun past if Composer spins
+        if self._source == 'stream':
+            self._next_stream_epoch(int(state.timestamp.epoch))
+
+    def epoch_start(self, state: State, logger: Logger) -> None:
+        if self._source == 'stream' and int(state.timestamp.batch_in_epoch) == 0 and self._stream_epoch != int(
+                state.timestamp.epoch):
+            self._next_stream_epoch(int(state.timestamp.epoch))
 
     def batch_end(self, state: State, logger: Logger) -> None:
-        indices = read_indices(state.batch, self.index_key)
         batch = int(state.timestamp.batch)
+        indices = self._trained(state)
         if self._dataset_len is not None and indices.size:
             bad = indices[(indices < 0) | (indices >= self._dataset_len)]
             if bad.size:
-                raise ValueError(f'SampleLedger(index_key={_name(self.index_key)}) read sample index {int(bad[0])} '
-                                 f'in batch {batch}, outside [0, {self._dataset_len}) for a dataset of '
-                                 f'{self._dataset_len} samples: index_key must select the dataset indices')
-        assert self._writer is not None, 'fit_start opens the ledger'
-        self._writer.append(int(state.timestamp.epoch), batch, indices)
+                raise ValueError(f'{self._where()} read sample index {int(bad[0])} in batch {batch}, outside [0, '
+                                 f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
+                                 'select the dataset indices')
+        if self._writer is None:  # the first trained batch: only now does the run leave a file behind
+            assert self._path is not None, 'fit_start names the file'
+            self._writer = LedgerWriter(self._path, self._header)
+        epoch = int(state.timestamp.epoch)
+        plan = self._plans.pop(epoch, None)
+        if plan is not None:
+            self._writer.append(epoch, PLAN_BATCH, plan)
+        self._writer.append(epoch, batch, indices)
         self._batch = batch
 
     def fit_end(self, state: State, logger: Logger) -> None:
         self.close()
+        if self._tap is not None:
+            self._tap.forget(self._tell)
+        end_top_tap(state)
 
     def close(self, state: State | None = None, logger: Logger | None = None) -> None:
         if self._writer is not None:
@@ -147,10 +203,16 @@ class SampleLedger(Callback):
             self._writer = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {'lineage': self.lineage, 'attempt': self._attempt, 'batch': self._batch}
+        return {'version': _STATE_VERSION, 'lineage': self.lineage, 'attempt': self._attempt, 'batch': self._batch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Loads a state; ``attempt`` and ``batch`` are missing from older checkpoints and default to ``None``."""
+        """Loads a state; ``version``, ``attempt`` and ``batch`` are missing from older checkpoints (defaults)."""
+        if not isinstance(state, dict):
+            raise TypeError(f'SampleLedger.load_state_dict expects a dict, got {state!r:.100} ({type(state).__name__})')
+        version = state.get('version', 1)
+        if isinstance(version, bool) or version != _STATE_VERSION:
+            raise ValueError(f'SampleLedger state has version {version!r}; this version of composer-sampling reads '
+                             f'version {_STATE_VERSION}. Upgrade composer-sampling to resume this checkpoint')
         for key, kind in (('lineage', str), ('attempt', str), ('batch', int)):
             value = state.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
@@ -158,6 +220,162 @@ class SampleLedger(Callback):
         self.lineage = state.get('lineage')
         self._attempt = state.get('attempt')
         self._batch = state.get('batch')
+
+    # where the indices come from ----------------------------------------------------------------------
+
+    def _choose_source(self, state: State, loader: Any) -> str:
+        if not isinstance(loader, DataLoader):
+            if self.index_key is None:
+                raise ValueError(f'SampleLedger cannot see the samples of a {type(loader).__name__}; pass '
+                                 'SampleLedger(index_key=...) naming where each batch holds its sample indices')
+            return 'batch'
+        if is_map_style(loader):
+            if getattr(loader, 'in_order', True) is False:
+                raise ValueError('SampleLedger needs the DataLoader to return batches in the order of its index '
+                                 'lists; build it with in_order=True (the default)')
+            tap = top_tap(state)
+            if tap is None and self.index_key is None:
+                raise ValueError(
+                    f'SampleLedger cannot see the index lists of {describe(active_root(loader))} at the top of a '
+                    f'{type(loader).__name__}; pass SampleLedger(index_key=...) naming where each batch holds its '
+                    'sample indices, or use a plain torch DataLoader')
+            self._tap = tap
+            if tap is not None:
+                tap.listen(self._tell)
+            self._check_first = self.index_key is not None and tap is not None
+            return 'sampler' if self.index_key is None else 'batch'
+        if self.index_key is not None:
+            return 'batch'
+        if is_streaming_dataset(loader.dataset):
+            from composer_sampling.stream_partition import SUPPORTED, supported_version
+
+            if supported_version() is None:
+                raise ValueError(f'SampleLedger computes a StreamingDataset\'s samples as mosaicml-streaming '
+                                 f'{" or ".join(v + "x" for v in SUPPORTED)} does; this is another version: pass '
+                                 'SampleLedger(index_key=...) if the batches carry their sample ids')
+            return 'stream'
+        raise ValueError(f'SampleLedger cannot see the samples of the iterable dataset {type(loader.dataset).__name__}'
+                         ' (it orders itself); pass SampleLedger(index_key=...) naming where each batch holds its '
+                         'sample indices')
+
+    def _tell(self, number: int, indices: list[int]) -> None:
+        self._told.append((number, indices))
+
+    def _trained(self, state: State) -> np.ndarray:
+        if self._source == 'stream':
+            if not self._stream:
+                raise RuntimeError('SampleLedger: the stream trained more batches than its partition holds; the '
+                                   'installed mosaicml-streaming partitions differently')
+            return self._stream.pop(0)
+        told = self._next_told(state) if self._tap is not None else None
+        if self._source == 'sampler':
+            assert told is not None
+            return np.asarray(told, dtype=np.int64)
+        assert self.index_key is not None
+        indices = read_indices(state.batch, self.index_key)
+        if self._check_first:
+            self._check_first = False
+            assert self._tap is not None
+            self._tap.forget(self._tell)
+            self._tap = None
+            if told is not None and sorted(indices.tolist()) != sorted(told):
+                raise ValueError(
+                    f'{self._where()} read {indices.tolist()[:8]} from the first batch, but the sampler graph handed '
+                    f'the DataLoader {told[:8]}: index_key must select the dataset index of each sample (not the '
+                    'labels); leave index_key None to record what the sampler hands the DataLoader')
+        elif self._tap is None and self._draws_without_replacement():
+            values, counts = np.unique(indices, return_counts=True)
+            if (counts > 1).any():
+                raise ValueError(f'{self._where()} read sample {int(values[counts > 1][0])} twice in batch '
+                                 f'{int(state.timestamp.batch)} from a sampler graph that draws without replacement: '
+                                 'index_key must select the dataset index of each sample')
+        return indices
+
+    def _next_told(self, state: State) -> list[int]:
+        """The index list of the batch that just trained: the oldest told of the current pass."""
+        assert self._tap is not None
+        current = self._tap.passes
+        while self._told and self._told[0][0] < current:
+            self._told.popleft()  # fetched ahead by workers, or left behind by Composer's cut of an epoch
+        if self._spun:
+            if 'train' not in state.dataset_resumption:  # Composer spun past the batches trained before this fit
+                for _ in range(min(self._spun, len(self._told))):
+                    self._told.popleft()
+            self._spun = 0
+        if not self._told:
+            raise RuntimeError('SampleLedger: a batch trained that the sampler graph did not hand the DataLoader; '
+                               'a DataLoader that does not read through its batch sampler cannot be recorded')
+        return self._told.popleft()[1]
+
+    def _draws_without_replacement(self) -> bool:
+        loader = self._loader
+        if not isinstance(loader, DataLoader) or not is_map_style(loader):
+            return False
+        for node in iter_samplers(active_root(loader)):
+            if getattr(node, 'replacement', False) or type(node).__name__ == 'WeightedRandomSampler':
+                return False
+        return True
+
+    def _next_stream_epoch(self, epoch: int) -> None:
+        from composer_sampling.stream_partition import epoch_plan, rank_batches
+
+        loader = self._loader
+        dataset = loader.dataset
+        start, self._stream = rank_batches(dataset, epoch, loader.num_workers, loader.drop_last)
+        self._stream_epoch = epoch
+        if dist.get_global_rank() == 0 and start == 0:
+            self._plans[epoch] = epoch_plan(dataset, epoch, loader.num_workers)
+
+    # header -------------------------------------------------------------------------------------------
+
+    def _describe_data(self, loader: Any) -> dict[str, Any]:
+        """Dataset length (the global one), padding and drops, sub-epochs and replication, for the header."""
+        if not isinstance(loader, DataLoader):
+            return {}
+        world, rank = dist.get_world_size(), dist.get_global_rank()
+        if not is_map_style(loader):
+            dataset = loader.dataset
+            if is_streaming_dataset(dataset):
+                return {'dataset_len': int(dataset.size), 'replication': int(dataset.replication or 1)}
+            return {}
+        replication = _replication_of(loader, world, rank)
+        accounting = epoch_accounting(loader, world // replication)
+        sub_epochs = next((node.sub_epochs_per_epoch for node in iter_samplers(active_root(loader))
+                           if supports(node, SubEpochs)), 1)
+        return {'dataset_len': accounting.dataset_len, 'padded': accounting.padded, 'dropped': accounting.dropped,
+                'sub_epochs_per_epoch': sub_epochs, 'replication': replication}
+
+    def _ledger_folder(self, state: State) -> Path:
+        if self.folder is not None:
+            folder = self.folder
+        else:
+            from composer.callbacks import CheckpointSaver
+
+            saver = next((callback for callback in state.callbacks if isinstance(callback, CheckpointSaver)), None)
+            if saver is None:
+                raise ValueError('SampleLedger has no folder: give the Trainer a save_folder (the ledger goes to '
+                                 '{save_folder}/ledger) or pass SampleLedger(folder=...)')
+            folder = f'{saver.folder}/ledger'
+        from composer.utils.file_helpers import partial_format
+
+        folder = partial_format(folder, run_name=state.run_name, rank=0, local_rank=0, node_rank=0,
+                                world_size=dist.get_world_size(), local_world_size=dist.get_local_world_size())
+        if '://' in folder:
+            raise ValueError(f'SampleLedger writes its ledger to a local folder and the save folder is remote '
+                             f'({folder}); pass SampleLedger(folder=...) with a local path (audit it there)')
+        return Path(folder)
+
+    def _where(self) -> str:
+        return f'SampleLedger(index_key={_name(self.index_key)})'
+
+
+def _replication_of(loader: DataLoader, world: int, rank: int) -> int:
+    """The replication the sharding samplers were built for (groups of ranks reading the same data); 1 if none."""
+    for node in sharding_nodes(active_root(loader)):
+        layout = replication_layout(node.num_replicas, node.rank, world, rank)
+        if layout is not None:
+            return layout
+    return 1
 
 
 def read_indices(batch: Any, index_key: IndexKey) -> np.ndarray:
@@ -197,8 +415,8 @@ def read_indices(batch: Any, index_key: IndexKey) -> np.ndarray:
     return values.astype(np.int64, copy=False).reshape(-1)
 
 
-def _name(index_key: IndexKey) -> str:
-    if isinstance(index_key, (str, int)):
+def _name(index_key: IndexKey | None) -> str:
+    if index_key is None or isinstance(index_key, (str, int)):
         return repr(index_key)
     return getattr(index_key, '__qualname__', repr(index_key))
 
@@ -219,16 +437,9 @@ def _describe(value: Any, depth: int = 0) -> str:
 
 def _fix(batch: Any) -> str:
     if isinstance(batch, Mapping):
-        return ('Return the dataset index of each sample from the dataset and pass index_key=<its key>, or a '
-                'callable batch -> indices')
+        return ('Return the dataset index of each sample from the dataset and pass index_key=<its key>, or leave '
+                'index_key None to record what the sampler hands the DataLoader')
     if isinstance(batch, (tuple, list)) and batch:
         return (f'For a tuple or list batch pass index_key=<the position of the indices> (0 to {len(batch) - 1}), '
-                'or a callable batch -> indices')
-    return 'Return the dataset index of each sample from the dataset, or pass a callable index_key batch -> indices'
-
-
-def _replication(state: State) -> int:
-    """The replication SamplerSync was given: groups of that many ranks record the same samples."""
-    from composer_sampling.callbacks.sampler_sync import SamplerSync
-
-    return next((cb.replication for cb in state.callbacks if isinstance(cb, SamplerSync)), 1)
+                'or leave index_key None to record what the sampler hands the DataLoader')
+    return 'Leave index_key None to record what the sampler hands the DataLoader, or pass a callable batch -> indices'

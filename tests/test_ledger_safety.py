@@ -1,0 +1,103 @@
+"""A ledger is never lost, and cannot be fooled: the cases a new user ran into.
+
+A refused rerun leaves the finished run's ledger as it was; run names fill the
+save folder's placeholders; a torn last record is reported, not fatal; other
+files in a save folder do not hide its ledger; a key that selects the labels
+stops the run at its first batch.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
+from composer_sampling.audit import audit_folder
+from composer_sampling.ledger_format import read_ledger
+from composer_sampling.recipes.cli import main
+
+from helpers import make_trainer, synthetic
+
+
+def _loader(size: int = 40) -> DataLoader:
+    dataset = synthetic(size)
+    return DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+
+
+def _run(save_folder: str, *, ledger: SampleLedger | None = None, **kwargs: Any) -> Any:
+    trainer = make_trainer(_loader(), max_duration='2ep', save_folder=save_folder, save_interval='1ep',
+                           callbacks=[SamplerSync(), ledger or SampleLedger()], **kwargs)
+    trainer.fit()
+    return trainer
+
+
+def test_a_refused_rerun_into_a_finished_runs_folder_leaves_its_ledger_auditable(tmp_path: Path, capsys) -> None:
+    _run(str(tmp_path))
+    before = sorted(path.name for path in (tmp_path / 'ledger').iterdir())
+    with pytest.raises(FileExistsError):  # Composer refuses: no save_overwrite
+        _run(str(tmp_path))
+    assert sorted(path.name for path in (tmp_path / 'ledger').iterdir()) == before
+    assert main(['audit', str(tmp_path)]) == 0
+    assert '| ok ' in capsys.readouterr().out
+
+
+def test_the_save_folders_placeholders_are_filled_as_composer_fills_them(tmp_path: Path) -> None:
+    for name in ('first', 'second'):
+        _run(str(tmp_path / '{run_name}' / 'node{node_rank}'), run_name=name)
+        report = audit_folder(tmp_path / name / 'node0')
+        assert [epoch.status for epoch in report.epochs] == ['ok', 'ok']
+    assert not (tmp_path / '{run_name}').exists()
+
+
+def test_a_torn_last_record_is_reported_and_what_precedes_it_audited(tmp_path: Path, capsys) -> None:
+    _run(str(tmp_path))
+    (path,) = (tmp_path / 'ledger').glob('*-rank0.bin')
+    path.write_bytes(path.read_bytes()[:-5])
+    assert main(['audit', str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r'torn record: .*rank0\.bin: the last record \(batch 10, 8 samples\) is torn: .* so its 8 '
+                     r'samples could not be read; the records before it are counted', out), out
+    assert 'partial (run ended at batch 9)' in out
+
+
+def test_other_bin_files_in_a_save_folder_do_not_hide_its_ledger(tmp_path: Path) -> None:
+    _run(str(tmp_path))
+    torch.save({'weights': torch.zeros(2)}, tmp_path / 'pytorch_model.bin')
+    assert [epoch.status for epoch in audit_folder(tmp_path).epochs] == ['ok', 'ok']
+
+
+def test_a_remote_save_folder_or_no_folder_is_refused_before_training(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r'writes its ledger to a local folder and the save folder is remote '
+                                         r'\(s3://bucket/run/ledger\); pass SampleLedger\(folder=\.\.\.\)'):
+        make_trainer(_loader(), callbacks=[SampleLedger('s3://bucket/run/ledger')]).fit()
+    with pytest.raises(ValueError, match=r'SampleLedger has no folder: give the Trainer a save_folder'):
+        make_trainer(_loader(), callbacks=[SampleLedger()]).fit()
+
+
+def test_an_index_key_that_selects_the_labels_stops_the_first_batch(tmp_path: Path) -> None:
+    trainer = make_trainer(_loader(), callbacks=[SamplerSync(), SampleLedger(str(tmp_path), index_key='target')])
+    with pytest.raises(ValueError, match=r"SampleLedger\(index_key='target'\) read \[.*\] from the first batch, but "
+                                         r'the sampler graph handed the DataLoader \[.*\]: index_key must select the '
+                                         r'dataset index of each sample \(not the labels\)'):
+        trainer.fit()
+    assert trainer.state.timestamp.batch == 1
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+def test_the_batch_is_matched_to_its_indices_with_workers_and_a_cut_epoch(tmp_path: Path) -> None:
+    """Workers fetch index lists ahead; Composer's cut leaves some untrained: neither is recorded."""
+    dataset = synthetic(64)
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2)
+    ledger = SampleLedger(str(tmp_path))
+    from helpers import IndexLedger
+
+    seen = IndexLedger()
+    make_trainer(loader, max_duration='3ep', train_subset_num_batches=5,
+                 callbacks=[SamplerSync(), ledger, seen]).fit()
+    (path,) = tmp_path.glob('*-rank0.bin')
+    assert [(r.epoch, r.indices.tolist()) for r in read_ledger(path).records] == seen.batches
