@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSER = str(Path(sys.executable).parent / 'composer')
-TWO_RANK_TESTS = 24
+TWO_RANK_TESTS = 26
 
 pytestmark = pytest.mark.launcher
 

@@ -191,3 +191,32 @@ def test_an_iterable_dataset_without_set_epoch_warns_once() -> None:
     ledger, caught = _recording(lambda: _fit(DataLoader(EpochBlindStream(), batch_size=BATCH), seed=1, epochs=2))
     assert len(_messages(caught, 'cannot order')) == 1, [str(w.message) for w in caught]
     assert len(ledger.batches) == 2 * SIZE // BATCH, 'it still trains'
+
+
+@pytest.mark.parametrize('num_workers', [0, 2])
+def test_the_ledger_records_a_stream_without_help_from_the_batch(mds: Path, tmp_path: Path, num_workers: int) -> None:
+    from composer_sampling import SampleLedger
+    from composer_sampling.audit import audit_folder
+
+    whole = train(streaming_loader(mds, num_workers=num_workers), '2ep', seed=1,
+                  callbacks_extra=[SampleLedger(str(tmp_path / 'whole'))])
+    report = audit_folder(tmp_path / 'whole')
+    assert [(e.exactly_once, e.status) for e in report.epochs] == [(SIZE, 'ok')] * 2
+    ledger = tmp_path / 'resumed'
+    train(streaming_loader(mds, num_workers=num_workers), '5ba', folder=tmp_path / 'run', seed=1,
+          callbacks_extra=[SampleLedger(str(ledger))])
+    resumed = train(streaming_loader(mds, num_workers=num_workers), '2ep', load=checkpoint(tmp_path / 'run', 5),
+                    seed=1, callbacks_extra=[SampleLedger(str(ledger))])
+    assert resumed.batches == whole.batches[5:]
+    assert [(e.exactly_once, e.status) for e in audit_folder(ledger).epochs] == [(SIZE, 'ok')] * 2
+
+
+def test_a_stream_that_repeats_by_design_is_audited_against_its_own_epochs(tmp_path: Path) -> None:
+    from composer_sampling import SampleLedger
+    from composer_sampling.audit import audit_folder
+
+    mds = write_mds(tmp_path / 'mds', size=48)
+    loader = streaming_loader(mds, epoch_size=72)  # 1.5 passes over 48 samples an epoch: 24 samples twice
+    train(loader, '2ep', seed=1, callbacks_extra=[SampleLedger(str(tmp_path / 'ledger'))])
+    epochs = audit_folder(tmp_path / 'ledger').epochs
+    assert [(e.trained, e.repeated, e.missing, e.status) for e in epochs] == [(72, 0, 0, 'ok')] * 2

@@ -67,3 +67,16 @@ def test_another_trainer_seed_gives_another_order_on_both_ranks(mds: Path) -> No
     _assert_epochs_partition_the_dataset([four for _, _, four in per_rank], epochs=2)
     assert all(three == three_again for three, three_again, _ in per_rank), 'the same seed, the same order'
     assert all(three != four for three, _, four in per_rank), 'trainer seeds 3 and 4 give the same order'
+
+
+def test_a_stream_on_two_ranks_is_audited_exactly_once_against_its_global_size(mds: Path, tmp_path: Path) -> None:
+    from composer_sampling import SampleLedger
+    from composer_sampling.audit import audit_folder
+
+    folder = Path(dist.all_gather_object(str(tmp_path))[0]) / 'ledger'
+    make_trainer(streaming_loader(mds), max_duration='2ep', seed=3, dist_timeout=60,
+                 callbacks=[SamplerSync(), SampleLedger(str(folder))]).fit()
+    dist.barrier()
+    report = audit_folder(folder)
+    assert report.dataset_len == SIZE  # the stream's global size, not len() (its share of this rank)
+    assert [(e.exactly_once, e.status) for e in report.epochs] == [(SIZE, 'ok')] * 2

@@ -182,6 +182,16 @@ def test_audit_counts_a_replication_group_once(tmp_path: Path) -> None:
     assert [(epoch.exactly_once, epoch.repeated, epoch.status) for epoch in report.epochs] == [(SIZE, 0, 'ok')] * 2
 
 
+def test_the_ledger_reads_replication_from_the_samplers_layout(tmp_path: Path) -> None:
+    """A dataset built with replication 2 and no SamplerSync(replication=...): each group is counted once."""
+    dist.initialize_dist('cpu', timeout=60)
+    folder = Path(dist.all_gather_object(str(tmp_path))[0]) / 'ledger'
+    make_trainer(_replicated_loader(), max_duration='2ep', dist_timeout=60, callbacks=[SampleLedger(str(folder))]).fit()
+    dist.barrier()
+    report = audit_folder(folder)
+    assert [(epoch.exactly_once, epoch.repeated, epoch.status) for epoch in report.epochs] == [(SIZE, 0, 'ok')] * 2
+
+
 def test_a_recipe_with_replication_trains_the_same_data_on_both_ranks() -> None:
     result, ledger = _recipe_ledger('digits.yaml', 'max_duration=2ep', 'eval_interval=2ep',
                                     'callbacks.sampler_sync.replication=2')
