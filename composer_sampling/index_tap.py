@@ -134,18 +134,26 @@ class IndexTap(Sampler):
         return f'IndexTap(sampler={self.sampler!r}, group={self.group})'
 
 
-def install_tap(parent: Any, attribute: str, group: int = 1, keep_partial: bool = True) -> IndexTap:
+def install_tap(parent: Any, attribute: str, group: int | None = None, keep_partial: bool | None = None) -> IndexTap:
     """The tap on ``parent.<attribute>``, installed unless one is there already.
+
+    ``group`` and ``keep_partial`` (how the DataLoader batches the items of that edge) are set when given;
+    a caller that only skips items leaves them as they are.
 
     Example:
         >>> from torch.utils.data import BatchSampler, SequentialSampler
         >>> batches = BatchSampler(SequentialSampler(range(4)), 2, False)
-        >>> install_tap(batches, 'sampler', group=2) is install_tap(batches, 'sampler', group=2)
+        >>> install_tap(batches, 'sampler') is install_tap(batches, 'sampler', group=2)
         True
+        >>> batches.sampler.group
+        2
     """
-    child = getattr(parent, attribute)
-    if isinstance(child, IndexTap):
-        return child
-    tap = IndexTap(child, group, keep_partial)
-    setattr(parent, attribute, tap)
+    tap = getattr(parent, attribute)
+    if not isinstance(tap, IndexTap):
+        tap = IndexTap(tap)
+        setattr(parent, attribute, tap)
+    if group is not None:
+        tap.group = check_int('group', group, minimum=1)
+    if keep_partial is not None:
+        tap.keep_partial = check_bool('keep_partial', keep_partial)
     return tap

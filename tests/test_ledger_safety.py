@@ -101,3 +101,23 @@ def test_the_batch_is_matched_to_its_indices_with_workers_and_a_cut_epoch(tmp_pa
                  callbacks=[SamplerSync(), ledger, seen]).fit()
     (path,) = tmp_path.glob('*-rank0.bin')
     assert [(r.epoch, r.indices.tolist()) for r in read_ledger(path).records] == seen.batches
+
+
+def test_a_resumed_run_of_torchs_sampler_records_whole_batches(tmp_path: Path) -> None:
+    """SamplerSync's window and the ledger share one tap on BatchSampler.sampler, whichever comes first."""
+    from torch.utils.data import DistributedSampler
+
+    def loader() -> DataLoader:
+        dataset = synthetic(40)
+        return DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset, num_replicas=1, rank=0))
+
+    ledger = str(tmp_path / 'ledger')
+    make_trainer(loader(), max_duration='2ep', save_folder=str(tmp_path), save_interval='3ba',
+                 callbacks=[SamplerSync(), SampleLedger(ledger)]).fit()
+    for order in ((SamplerSync(), SampleLedger(ledger)), (SampleLedger(ledger), SamplerSync())):
+        make_trainer(loader(), max_duration='2ep', load_path=str(tmp_path / 'ep0-ba3-rank0.pt'),
+                     callbacks=list(order)).fit()
+    report = audit_folder(tmp_path)
+    assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(40, 'ok')] * 2
+    for path in (tmp_path / 'ledger').glob('*.bin'):
+        assert {len(record.indices) for record in read_ledger(path).trained} == {8}
