@@ -1,19 +1,30 @@
 # Two commands for a new user; each creates .venv and installs what it needs when missing.
 #   make demo   train the digits recipes end to end (one process, then two through the composer launcher),
 #               then the example user package of examples/text-classification, and audit its ledger
-#   make test   ruff check and the whole test suite, launcher tests included
+#   make test   ruff and the whole test suite (launcher and llm-foundry tests included), then the tests that
+#               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+OLDEST := .venv-composer029
+OLDEST_STAMP := $(OLDEST)/.installed-stamp
+# pip backtracks for a long time through llm-foundry's dependencies unless these two are bounded
+PINS := 'protobuf>=4.25.1,<6' 'wandb<0.19'
 
 .PHONY: setup demo test bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,demo]'
+	$(PY) -m pip install --quiet -e '.[test,demo,llmfoundry]' $(PINS)
 	touch $(STAMP)
+
+$(OLDEST_STAMP): pyproject.toml
+	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST)/bin/python -m pip install --quiet -e '.[test]' 'mosaicml==0.29.0' 'torch==2.6.0' 'torchvision==0.21.0'
+	touch $(OLDEST_STAMP)
 
 setup: $(STAMP)
 
@@ -27,6 +38,7 @@ demo: $(STAMP)
 		examples/text-classification/recipe.yaml
 	$(VENV)/bin/composer-sampling audit runs/text-classification
 
-test: $(STAMP)
+test: $(STAMP) $(OLDEST_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
+	$(OLDEST)/bin/python -m pytest -m composer -q

@@ -273,7 +273,8 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
             return (
                 f'{text}. That is the layout of replication {layout} (groups of {layout} ranks reading the same '
                 f'data, as tensor or sequence parallelism does): if you meant it, pass '
-                f'SamplerSync(replication={layout}); otherwise build the sampler with num_replicas='
+                f'SamplerSync(replication={layout}) (in a YAML: sampler_sync: {{replication: {layout}}}); otherwise '
+                'build the sampler with num_replicas='
                 'composer.utils.dist.get_world_size() and rank=dist.get_global_rank()'
             )
         return (

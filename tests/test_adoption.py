@@ -18,6 +18,8 @@ from helpers import checkpoint, synthetic
 from helpers import train_with_ledger as train
 from streaming_helpers import STREAMING_DEFAULT_SEED, streaming_loader, write_mds
 
+pytestmark = pytest.mark.composer
+
 SIZE, BATCH = 48, 8  # 6 batches an epoch
 
 

@@ -16,6 +16,8 @@ from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
 from helpers import IndexLedger, make_trainer, synthetic
 
+pytestmark = pytest.mark.composer
+
 
 def _resumable_loader(size: int = 96, batch: int = 8, **kwargs: Any) -> DataLoader:
     dataset = synthetic(size)

@@ -20,6 +20,8 @@ from composer_sampling import SamplerSync
 
 from resume_harness import LOADERS, CountedData, DropoutMLP, Row, fit, fit_whole
 
+pytestmark = pytest.mark.composer
+
 
 def _trainer(folder: Path, *, callbacks: list[Any] | None = None, **kwargs: Any) -> tuple[Trainer, DropoutMLP]:
     """A dropout model over torch's DistributedSampler on one rank, 2 epochs of 10 batches."""

@@ -16,6 +16,8 @@ from composer_sampling.train import train as train_recipe
 from helpers import IndexLedger, synthetic
 from helpers import train_with_ledger as train
 
+pytestmark = pytest.mark.composer
+
 SIZE, BATCH = 48, 8
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,6 +16,8 @@ from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from helpers import ReadCounter, checkpoint, synthetic
 from helpers import train_with_ledger as train
 
+pytestmark = pytest.mark.composer
+
 BATCH = 8
 SIZE = 100  # 13 batches per epoch, the last one partial
 

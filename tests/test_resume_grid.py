@@ -18,6 +18,8 @@ import pytest
 
 from resume_harness import LOADERS, Row, run_row
 
+pytestmark = pytest.mark.composer
+
 _END, _BOUNDARY = ('end_of_epoch', 'last_batch', 'mid'), ('boundary', 'mid')
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
@@ -16,6 +17,8 @@ from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
 from helpers import IndexLedger, ReadCounter, checkpoint, make_trainer, synthetic
 from helpers import train_with_ledger as train
+
+pytestmark = pytest.mark.composer
 
 SIZE, BATCH = 100, 8  # 13 batches per epoch, the last one partial
 

@@ -318,7 +318,7 @@ class SamplerSync(Callback):
         warnings.warn(
             f'SamplerSync: {describe(node)} had a generator seeded {chosen}; it now draws every epoch from a '
             f'generator seeded from the data seed {seed} and the epoch (the same on every rank). To keep {chosen}, '
-            f'pass SamplerSync(data_seed={chosen})',
+            f'pass SamplerSync(data_seed={chosen}) (in a YAML: sampler_sync: {{data_seed: {chosen}}})',
             stacklevel=4,
         )
 
@@ -334,7 +334,7 @@ class SamplerSync(Callback):
             where = describe(node) if attribute == 'seed' else f'{type(node).__name__}.{attribute}'
             warnings.warn(
                 f'SamplerSync: {where} had seed {old}; it now uses the data seed {seed} (the same on every rank). '
-                f'To keep {old}, pass SamplerSync(data_seed={old})',
+                f'To keep {old}, pass SamplerSync(data_seed={old}) (in a YAML: sampler_sync: {{data_seed: {old}}})',
                 stacklevel=4,
             )
         setattr(node, attribute, seed)
