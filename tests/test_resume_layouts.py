@@ -39,6 +39,7 @@ def test_a_batch_sampler_of_yours_on_another_batch_size_is_refused_with_advice_t
 
 
 @pytest.mark.launcher
+@pytest.mark.composer
 def test_two_rank_checkpoints_resume_on_one_rank(tmp_path: Path) -> None:
     result, output = launch(['-n', '2', 'tests/resume_two_ranks.py', str(tmp_path)], tmp_path / 'logs')
     assert result.returncode == 0, output

@@ -356,7 +356,7 @@ class SampleLedger(Callback):
                 raise ValueError('SampleLedger has no folder: give the Trainer a save_folder (the ledger goes to '
                                  '{save_folder}/ledger) or pass SampleLedger(folder=...)')
             folder = f'{saver.folder}/ledger'
-        from composer.utils.file_helpers import partial_format
+        from composer.utils import partial_format
 
         folder = partial_format(folder, run_name=state.run_name, rank=0, local_rank=0, node_rank=0,
                                 world_size=dist.get_world_size(), local_world_size=dist.get_local_world_size())
