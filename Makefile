@@ -38,7 +38,8 @@ demo: $(STAMP)
 		examples/text-classification/recipe.yaml
 	$(VENV)/bin/composer-sampling audit runs/text-classification
 
-test: $(STAMP) $(OLDEST_STAMP)
+test:  # the two environments install side by side (mostly downloads), then the tests run
+	$(MAKE) --no-print-directory -j2 $(STAMP) $(OLDEST_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 	$(OLDEST)/bin/python -m pytest -m composer -q

@@ -86,6 +86,7 @@ class PerSampleRNG(Dataset):
         self.dataset = dataset
         # key (as int64 bits) and epoch, shared with worker processes
         self._shared = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self._epoch_key = (-1, -1, 0)  # (key bits, epoch, the key of that epoch): one derivation an epoch
         self.seed = seed
 
     @property
@@ -137,7 +138,11 @@ class PerSampleRNG(Dataset):
 
     def _seed_of(self, index: int) -> int:
         key, epoch = self._shared.tolist()
-        return sample_seed(key & _MASK64, epoch, int(index))
+        cached_key, cached_epoch, epoch_key = self._epoch_key
+        if (key, epoch) != (cached_key, cached_epoch):
+            epoch_key = derive_seed(key & _MASK64, epoch)
+            self._epoch_key = (key, epoch, epoch_key)
+        return derive_seed(epoch_key, int(index))  # sample_seed(key, epoch, index), its first step cached
 
     def __repr__(self) -> str:
         return f'PerSampleRNG(dataset={type(self.dataset).__name__}, seed={self._seed}, epoch={self.epoch})'

@@ -218,7 +218,7 @@ def main() -> None:
         main_runs, 'bare batches', 'wrapped batches')
     parts = ('derive', 'random.seed', 'np.random.seed', 'torch manual_seed')
     part_labels = {
-        'derive': 'seed derivation (`_seed_of`: shared seed and epoch, two `derive_seed`)',
+        'derive': 'seed derivation (`_seed_of`: shared seed and epoch, one `derive_seed` a sample (one more an epoch))',
         'random.seed': '`random.seed(seed)`',
         'np.random.seed': '`np.random.seed(seed & 0xFFFFFFFF)`',
         'torch manual_seed': '`torch.default_generator.manual_seed(seed)`',
