@@ -121,3 +121,11 @@ def test_a_resumed_run_of_torchs_sampler_records_whole_batches(tmp_path: Path) -
     assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(40, 'ok')] * 2
     for path in (tmp_path / 'ledger').glob('*.bin'):
         assert {len(record.indices) for record in read_ledger(path).trained} == {8}
+
+
+def test_a_dataloader_that_returns_batches_out_of_order_is_refused(tmp_path: Path) -> None:
+    dataset = synthetic(16)
+    loader = DataLoader(dataset, batch_size=4, num_workers=2, in_order=False)
+    with pytest.raises(ValueError, match='SampleLedger needs the DataLoader to return batches in the order of its '
+                                         'index lists; build it with in_order=True'):
+        make_trainer(loader, callbacks=[SamplerSync(), SampleLedger(str(tmp_path))]).fit()

@@ -105,8 +105,8 @@ def test_a_stream_resumed_mid_epoch_ends_with_the_same_weights(parts: dict[str, 
 
 
 @pytest.mark.launcher
-def test_finetuning_with_replication_on_two_ranks_resumes_exactly_and_audits_once(parts: dict[str, Any],
-                                                                                  tmp_path: Path) -> None:
+def test_on_two_ranks_finetuning_with_replication_resumes_exactly_and_both_loaders_audit_once(
+        parts: dict[str, Any], tmp_path: Path) -> None:
     loader = _finetuning_loader(parts, replication=2)
     ledger = str(tmp_path / 'ledger')
     callbacks = {'sampler_sync': {'replication': 2}, 'sample_ledger': {'folder': ledger}}
@@ -114,8 +114,10 @@ def test_finetuning_with_replication_on_two_ranks_resumes_exactly_and_audits_onc
                      save_interval='9ba', run_name='whole', callbacks=callbacks)
     resumed = {**whole, 'save_folder': str(tmp_path / 'resumed'), 'run_name': 'resumed',
                'load_path': str(tmp_path / 'whole' / 'ep0-ba9-rank0.pt')}
+    stream = yaml_for(parts['tokenizer'], parts['vocab'], _stream_loader(parts), save_folder=str(tmp_path / 'stream'),
+                      save_interval='1ep', run_name='stream')
     paths = [str(write_yaml(tmp_path / f'{name}.yaml', config)) for name, config in
-             (('whole', whole), ('resumed', resumed))]
+             (('whole', whole), ('resumed', resumed), ('stream', stream))]
     result, output = launch(['-n', '2', 'tests/llmfoundry_train.py', *paths], tmp_path / 'logs')
     assert result.returncode == 0, output
     first, second = _weights(tmp_path / 'whole' / 'ep2-ba48-rank0.pt'), _weights(tmp_path / 'resumed' /
@@ -124,6 +126,9 @@ def test_finetuning_with_replication_on_two_ranks_resumes_exactly_and_audits_onc
     report = audit_folder(Path(ledger))
     assert report.dataset_len == JSONL and len(report.lineage) == 2
     assert [(e.exactly_once, e.repeated, e.status) for e in report.epochs] == [(JSONL, 0, 'ok')] * 2
+    streamed = audit_folder(tmp_path / 'stream')  # the stream's global size, its two ranks' shares
+    assert streamed.dataset_len == STREAM
+    assert [(e.exactly_once, e.repeated, e.status) for e in streamed.epochs] == [(STREAM, 0, 'ok')] * 2
 
 
 def test_the_ledger_matches_the_trained_batches_first_tokens(parts: dict[str, Any], tmp_path: Path) -> None:
