@@ -220,3 +220,11 @@ def test_a_stream_that_repeats_by_design_is_audited_against_its_own_epochs(tmp_p
     train(loader, '2ep', seed=1, callbacks_extra=[SampleLedger(str(tmp_path / 'ledger'))])
     epochs = audit_folder(tmp_path / 'ledger').epochs
     assert [(e.trained, e.repeated, e.missing, e.status) for e in epochs] == [(72, 0, 0, 'ok')] * 2
+
+
+def test_print_summary_prints_for_a_stream_too(mds: Path, capsys) -> None:
+    _fit(streaming_loader(mds), seed=5, epochs=1, sync=SamplerSync(print_summary=True))
+    out = capsys.readouterr().out
+    assert 'composer-sampling run summary' in out
+    assert 'data seed  5 (the trainer seed)' in out and 'StreamingDataset, an iterable dataset that orders itself ' \
+                                                      'with shuffle_seed 5' in out
