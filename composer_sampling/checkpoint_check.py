@@ -38,6 +38,7 @@ __all__ = [
     'check_checkpoint',
     'composer_load_path',
     'composer_safe_globals',
+    'load_checked_checkpoint',
     'resolve_safe_global',
 ]
 
@@ -249,6 +250,15 @@ def check_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[
         ...
         composer_sampling.checkpoint_check.CheckpointError: ... needs builtins.frozenset, ...
     """
+    load_checked_checkpoint(path, extra_safe_globals)
+    return os.fspath(path)
+
+
+def load_checked_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[Any] = ()) -> dict[str, Any]:
+    """What :func:`check_checkpoint` loads to check ``path``: the checkpoint's dict, loaded weights-only.
+
+    Raises :class:`CheckpointError` as :func:`check_checkpoint` does.
+    """
     text = os.fspath(path)
     file = _local_file(text)
     allowed = _allow_list(extra_safe_globals)
@@ -271,7 +281,7 @@ def check_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[
     if not isinstance(loaded, dict) or not isinstance(loaded.get('state'), dict):
         kind = f'a dict of {list(loaded)[:5]}' if isinstance(loaded, dict) else f'a {type(loaded).__name__}'
         raise CheckpointError(f"{text} is not a Composer checkpoint: it holds {kind}, without a 'state' mapping")
-    return text
+    return loaded
 
 
 def _refusal(path: str, types: list[str]) -> str:

@@ -23,7 +23,8 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader, Dataset
 
-from composer_sampling.recipes.build import build_run
+from composer_sampling.recipes.build_training import build_run
+from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train
 
@@ -60,7 +61,7 @@ def main() -> None:
     ledger_dir, kill_rank, kill_at, recipe_path, *overrides = sys.argv[1:]
     recipe = load_recipe(recipe_path, overrides)
     tag = f'{recipe.run_name}-rank{dist.get_global_rank()}'
-    run = build_run(recipe)
+    run = build_run(resolve(recipe))
     loader = run.train_loader
     logged = LoggedReads(run.train_dataset, Path(ledger_dir) / f'reads-{tag}.jsonl')
     logged_loader = DataLoader(logged, batch_size=loader.batch_size, sampler=loader.sampler)

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.callbacks.sample_ledger import read_indices
 from composer_sampling.ledger_format import MAGIC, LedgerError, LedgerWriter, read_ledger
-from composer_sampling.recipes.build import build_callbacks
+from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main
 
@@ -310,7 +310,7 @@ def test_indices_outside_the_dataset_are_refused(tmp_path: Path) -> None:
 
 def test_recipes_put_the_ledger_in_the_save_folder(tmp_path: Path, capsys) -> None:
     with pytest.raises(RecipeError, match=re.escape('callbacks.sample_ledger writes to {save_folder}/ledger')):
-        build_callbacks(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['callbacks.sample_ledger={}']))
+        resolve(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['callbacks.sample_ledger={}']))
     code = main([str(ROOT / 'yamls' / 'digits.yaml'), 'max_duration=4ba', f'save_folder={tmp_path}',
                  'callbacks.sample_ledger={}'])
     assert code == 0

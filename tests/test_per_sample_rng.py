@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from torch.utils.data import ConcatDataset, DataLoader, Subset
 
 from composer_sampling import PerSampleRNG, ResumableDistributedSampler, SamplerSync
-from composer_sampling.recipes.build import Split
+from composer_sampling.recipes.build_data import Split
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train as train_recipe
 

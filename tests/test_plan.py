@@ -10,7 +10,7 @@ import pytest
 from composer_sampling.coverage import EpochAccounting
 from composer_sampling.coverage import epoch_coverage as _coverage
 from composer_sampling.recipes.cli import main
-from composer_sampling.recipes.plan import plan_recipe
+from composer_sampling.recipes.dry_run import plan_recipe
 from composer_sampling.recipes.schema import load_recipe
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from composer_sampling import SamplerSync
-from composer_sampling.recipes.build import batch_plan, build_run, check_run
+from composer_sampling.recipes.build_training import build_run
+from composer_sampling.recipes.checks import batch_plan, check_spec
 from composer_sampling.recipes.cli import main as cli_main
-from composer_sampling.recipes.schema import RecipeError, load_recipe, parse_duration
+from composer_sampling.recipes.durations import parse_duration
+from composer_sampling.recipes.resolve import resolve
+from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,15 +26,14 @@ RECIPES = sorted((ROOT / 'yamls').glob('*.yaml'))
 @pytest.mark.parametrize('path', RECIPES, ids=lambda p: p.name)
 def test_every_recipe_loads_and_builds(path: Path) -> None:
     recipe = load_recipe(path)
-    run = build_run(recipe, world_size=1)
+    run = build_run(resolve(recipe), world_size=1)
     assert len(run.train_loader) > 0
 
 
 def test_grad_accum_recipe_has_the_documented_batches() -> None:
     recipe = load_recipe(ROOT / 'yamls' / 'digits-grad-accum.yaml')
-    from composer_sampling.recipes.build import batch_plan
 
-    plan = batch_plan(recipe, world_size=2)
+    plan = batch_plan(resolve(recipe), world_size=2)
     assert (plan.global_batch, plan.device_batch, plan.microbatch, plan.accumulation_steps) == (256, 128, 32, 4)
 
 
@@ -83,11 +85,10 @@ def test_main_exits_2_with_the_message_before_training(overrides, message, capsy
 
 
 def test_global_batch_must_divide_by_the_world_size() -> None:
-    from composer_sampling.recipes.build import batch_plan
 
     recipe = load_recipe(ROOT / 'yamls' / 'digits.yaml', ['global_train_batch_size=63'])
     with pytest.raises(RecipeError, match='global_train_batch_size=63 is not divisible by the world size 2'):
-        batch_plan(recipe, world_size=2)
+        batch_plan(resolve(recipe), world_size=2)
 
 
 def test_missing_recipe_file(capsys) -> None:
@@ -200,11 +201,11 @@ def test_the_seed_limit_follows_the_world_size(capsys) -> None:
     assert capsys.readouterr().err == ('error: seed=4294967293 is too large for 4 ranks: Composer seeds rank r with '
                                        'seed + r, which must stay below 2**32; use a seed in [0, 4294967292]\n')
     assert cli_main(['plan', digits, '--world-size', '4', 'seed=4294967292', '--epochs', '1']) == 0
-    check_run(load_recipe(digits, ['seed=4294967295']), world_size=1)
+    check_spec(resolve(load_recipe(digits, ['seed=4294967295'])), world_size=1)
 
 
 def test_the_largest_global_batch_is_the_train_split(capsys) -> None:
-    check_run(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['global_train_batch_size=1438']), world_size=1)
+    check_spec(resolve(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['global_train_batch_size=1438'])), world_size=1)
     assert cli_main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), '--world-size', '4',
                      'global_train_batch_size=1440']) == 2
     assert 'use at most 1436 (a multiple of the 4 data-parallel ranks)' in capsys.readouterr().err
@@ -243,7 +244,7 @@ def test_callbacks_in_a_recipe_replace_the_default(tmp_path: Path) -> None:
     assert load_recipe(path).callbacks == {}
     assert load_recipe(path, ['callbacks.lr_monitor={}']).callbacks == {'lr_monitor': {}}
     replicated = load_recipe(digits, ['callbacks.sampler_sync.replication=2'])
-    assert batch_plan(replicated, world_size=4).data_parallel == 2
+    assert batch_plan(resolve(replicated), world_size=4).data_parallel == 2
 
 
 def test_training_without_sampler_sync_warns_once() -> None:

@@ -9,20 +9,33 @@ import pytest
 from torch.utils.data import ConcatDataset
 
 from composer_sampling.recipes import registry
-from composer_sampling.recipes.build import build_datasets, build_model, build_optimizer, build_run, check_run
+from composer_sampling.recipes.build_data import build_data
+from composer_sampling.recipes.build_training import build_model, build_optimizer, build_run
+from composer_sampling.recipes.checks import check_spec
+from composer_sampling.recipes.dry_run import plan_recipe
 from composer_sampling.recipes.models import IndexedClassifier
-from composer_sampling.recipes.plan import plan_recipe
 from composer_sampling.recipes.registry import CALLBACKS, Registry, RegistryError
+from composer_sampling.recipes.resolve import resolve
+from composer_sampling.recipes.runner import main as train_main
 from composer_sampling.recipes.schema import RecipeError, load_recipe
-from composer_sampling.recipes.train import main as train_main
 
 from user_parts import Numbers
 
 NUMBERS = 'train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}'
 
 
+def _spec(path, overrides):
+    return resolve(load_recipe(path, overrides))
+
+
+def _datasets(recipe):
+    spec = resolve(recipe)
+    data = build_data(spec, check_spec(spec, 1).plan)
+    return data.train, data.held_out
+
+
 def _check(*overrides: str, world_size: int = 1) -> None:
-    check_run(load_recipe(None, list(overrides)), world_size)
+    check_spec(resolve(load_recipe(None, list(overrides))), world_size)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +136,7 @@ def test_what_a_dataset_builder_returns_is_checked(overrides: list[str], message
 def test_a_list_of_datasets_becomes_the_sources_of_a_mixture() -> None:
     recipe = load_recipe(None, ['train_loader.dataset.target=user_parts:three_sources',
                                 'train_loader.sampler.name=mixture'])
-    train, held_out = build_datasets(recipe)
+    train, held_out = _datasets(recipe)
     assert isinstance(train, ConcatDataset)
     assert [len(source) for source in train.datasets] == [480, 320, 240]  # 0.2 of each source held out
     assert len(held_out) == 120 + 80 + 60
@@ -134,7 +147,7 @@ def test_a_list_of_datasets_becomes_the_sources_of_a_mixture() -> None:
 
 def test_eval_loader_dataset_replaces_the_held_out_split() -> None:
     recipe = load_recipe(None, [NUMBERS, 'eval_loader.dataset={target: "user_parts:numbers", kwargs: {size: 30}}'])
-    train, held_out = build_datasets(recipe)
+    train, held_out = _datasets(recipe)
     assert (len(train), len(held_out)) == (200, 30)
     with pytest.raises(RecipeError, match=r'eval_loader\.eval_fraction cuts the held-out split from the train dataset, '
                                           r'but eval_loader\.dataset gives one of its own'):
@@ -143,33 +156,33 @@ def test_eval_loader_dataset_replaces_the_held_out_split() -> None:
 
 
 def test_the_held_out_split_renumbers_dict_indices_to_positions_in_the_split() -> None:
-    train, held_out = build_datasets(load_recipe(None, [NUMBERS]))
+    train, held_out = _datasets(load_recipe(None, [NUMBERS]))
     assert (len(train), len(held_out)) == (160, 40)
     assert held_out[0]['index'] == 0 and held_out[0]['input'][0] == 160 % 2  # sample 160 of the dataset
 
 
 def test_a_plain_module_is_wrapped_and_needs_num_classes() -> None:
-    model = build_model(load_recipe(None, ['model={target: "user_parts:linear", kwargs: {classes: 3}}']))
+    model = build_model(_spec(None, ['model={target: "user_parts:linear", kwargs: {classes: 3}}']))
     assert isinstance(model, IndexedClassifier) and model.num_classes == 3
     with pytest.raises(RecipeError, match='without an integer num_classes attribute'):
-        build_model(load_recipe(None, ['model={target: "user_parts:linear", kwargs: {with_num_classes: false}}']))
+        build_model(_spec(None, ['model={target: "user_parts:linear", kwargs: {with_num_classes: false}}']))
     with pytest.raises(RecipeError, match=r'model: user_parts:numbers returned a Numbers; return a '
                                           r'composer\.models\.ComposerModel'):
-        build_model(load_recipe(None, ['model={target: "user_parts:numbers", kwargs: {size: 3}}']))
+        build_model(_spec(None, ['model={target: "user_parts:numbers", kwargs: {size: 3}}']))
 
 
 def test_the_optimizer_builder_gets_the_parameters_and_must_return_an_optimizer() -> None:
-    model = build_model(load_recipe(None, []))
-    sgd = build_optimizer(load_recipe(None, ['optimizer.name=sgd', 'optimizer.lr=0.5']), model)
+    model = build_model(_spec(None, []))
+    sgd = build_optimizer(_spec(None, ['optimizer.name=sgd', 'optimizer.lr=0.5']), model)
     assert sgd.defaults['lr'] == 0.5 and sgd.defaults['momentum'] == 0.9
     with pytest.raises(RecipeError, match=r'optimizer: the builder returned a str, not a torch\.optim\.Optimizer'):
-        build_optimizer(load_recipe(None, ['optimizer.target=user_parts:not_an_optimizer']), model)
+        build_optimizer(_spec(None, ['optimizer.target=user_parts:not_an_optimizer']), model)
 
 
 def test_a_sampler_builder_must_return_a_sampler() -> None:
     with pytest.raises(RecipeError, match=r'train_loader\.sampler: the builder returned a int; return a sampler, a '
                                           r'batch sampler or a DataLoader'):
-        build_run(load_recipe(None, [NUMBERS, 'train_loader.sampler.target=user_parts:junk_sampler']), 1, 0)
+        build_run(_spec(None, [NUMBERS, 'train_loader.sampler.target=user_parts:junk_sampler']), 1, 0)
 
 
 def test_a_bad_part_exits_2_before_training(capsys: pytest.CaptureFixture[str]) -> None:
@@ -203,7 +216,7 @@ def test_entry_points_register_parts_by_name(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setitem(build._TABLES, 'train_loader.dataset', fresh)
     assert 'numbers' in fresh.names()
     recipe = load_recipe(None, ['train_loader.dataset={name: numbers, kwargs: {size: 120}}'])
-    train, _ = build_datasets(recipe)
+    train, _ = _datasets(recipe)
     assert len(train) == 96
     with pytest.raises(RegistryError, match="'nothing' is not a registered dataset; choose one of: digits, "
                                             'synthetic, numbers'):
@@ -211,10 +224,10 @@ def test_entry_points_register_parts_by_name(tmp_path: Path, monkeypatch: pytest
 
 
 def test_a_registered_part_gets_the_recipes_values_of_its_options_defaults_included() -> None:
-    model = build_model(load_recipe(None, []))
-    adamw = build_optimizer(load_recipe(None, []), model)
+    model = build_model(_spec(None, []))
+    adamw = build_optimizer(_spec(None, []), model)
     assert (adamw.defaults['lr'], adamw.defaults['weight_decay']) == (0.003, 0.0)  # not AdamW's own 0.001 and 0.01
-    tuned = build_optimizer(load_recipe(None, ['optimizer.lr=0.02', 'optimizer.kwargs={betas: [0.8, 0.9]}']), model)
+    tuned = build_optimizer(_spec(None, ['optimizer.lr=0.02', 'optimizer.kwargs={betas: [0.8, 0.9]}']), model)
     assert tuned.defaults['lr'] == 0.02 and tuple(tuned.defaults['betas']) == (0.8, 0.9)
 
 
@@ -225,13 +238,13 @@ def test_a_registered_part_gets_the_recipes_values_of_its_options_defaults_inclu
 def test_batches_carry_the_positions_the_sampler_draws(overrides: list[str]) -> None:
     from torch.utils.data import DataLoader
 
-    train, _ = build_datasets(load_recipe(None, overrides))
+    train, _ = _datasets(load_recipe(None, overrides))
     drawn = [0, 1, len(train) // 2, len(train) - 2, len(train) - 1]  # across every source of a mixture
     batch = next(iter(DataLoader(train, batch_size=len(drawn), sampler=drawn)))  # the DataLoader's batched reads
     assert batch['index'].tolist() == drawn  # what SampleLedger(index_key='index') records
 
 
 def test_a_concat_dataset_from_a_builder_is_one_dataset() -> None:
-    train, held_out = build_datasets(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']))
+    train, held_out = _datasets(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']))
     assert (len(train), len(held_out)) == (160, 40)
     assert plan_recipe(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']), 2, 1).ok

@@ -58,3 +58,12 @@ NOT_CALLABLE = 42
 def concatenated(sizes: tuple[int, ...] = (120, 80)) -> ConcatDataset:
     """One dataset that happens to be a ConcatDataset (not the sources of a mixture)."""
     return ConcatDataset([Numbers(size) for size in sizes])
+
+
+def failing(size: int) -> Numbers:
+    """A dataset builder that fails as a user's might: its data is not where it looks."""
+    raise ValueError(f'no sample {size} in this folder')
+
+
+def raising_model() -> torch.nn.Module:
+    raise RuntimeError('out of memory while building the model')

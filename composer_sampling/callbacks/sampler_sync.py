@@ -39,7 +39,7 @@ from composer_sampling.seeding import (
 from composer_sampling.signatures import order_signature, signature_difference
 from composer_sampling.validate import check_bool, check_int
 
-__all__ = ['SamplerSync']
+__all__ = ['DataOrderError', 'SamplerSync']
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 # 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added 'replication' and
 # 'global_batch'. Versions 1 and 2 load with defaults.
 _STATE_VERSION = 3
+
+
+class DataOrderError(ValueError):
+    """A train dataloader or checkpoint ``SamplerSync`` refuses at fit start: the message says what would work."""
 
 
 class SamplerSync(Callback):
@@ -237,7 +241,7 @@ class SamplerSync(Callback):
             raise TypeError(f'SamplerSync.load_state_dict expects a dict, got {state!r:.100} ({type(state).__name__})')
         version = state.get('version', 1)
         if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= _STATE_VERSION:
-            raise ValueError(
+            raise DataOrderError(
                 f'SamplerSync state has version {version!r}; this version of composer-sampling reads versions 1 to '
                 f'{_STATE_VERSION}. Upgrade composer-sampling to resume this checkpoint',
             )
@@ -329,7 +333,8 @@ class SamplerSync(Callback):
             return
         default = default_seed(node, attribute)
         key = (id(node), old, seed)
-        if old != default and key not in self._warned:
+        asked = self.data_seed  # a seed this run asked for, replaced by the checkpoint's: already said once
+        if old != default and old != asked and key not in self._warned:
             self._warned.add(key)
             where = describe(node) if attribute == 'seed' else f'{type(node).__name__}.{attribute}'
             warnings.warn(
@@ -404,7 +409,7 @@ class SamplerSync(Callback):
         problems = [(rank, text) for rank, (_, text) in enumerate(gathered) if text]
         if problems:
             rank, text = problems[0]
-            raise ValueError(f'SamplerSync (rank {rank}): {text}')
+            raise DataOrderError(f'SamplerSync (rank {rank}): {text}')
         return seed
 
     # resume -------------------------------------------------------------------------------------------
@@ -416,13 +421,13 @@ class SamplerSync(Callback):
         if not saved:
             return
         if len(saved) != len(current):
-            raise ValueError(
+            raise DataOrderError(
                 f'SamplerSync: the checkpoint was written with samplers {saved}, the train dataloader now has '
                 f'{current}; resuming would skip or repeat samples. Resume with the same sampler graph',
             )
         for before, now in zip(saved, current, strict=True):
             if before.get('sampler') != now.get('sampler'):
-                raise ValueError(
+                raise DataOrderError(
                     f'SamplerSync: the checkpoint was written with the sampler {before.get("sampler")}, the train '
                     f'dataloader now has {now.get("sampler")}; resuming would skip or repeat samples. Resume with '
                     f'{before.get("sampler")}',
@@ -430,7 +435,7 @@ class SamplerSync(Callback):
             difference = signature_difference(before, now)
             if difference:
                 key, was, is_now = difference
-                raise ValueError(
+                raise DataOrderError(
                     f'SamplerSync: the checkpoint was written with {before.get("sampler")} {key}={was!r}, the '
                     f'train dataloader now has {key}={is_now!r}; resuming would skip or repeat samples. Resume '
                     'with the same dataset and sampler settings',
@@ -458,7 +463,7 @@ class SamplerSync(Callback):
         try:
             plan = plan_resume(loader, position, self._checkpoint_layout, self._layout)
         except ResumeRefusedError as error:
-            raise ValueError(f'SamplerSync: {error}') from None
+            raise DataOrderError(f'SamplerSync: {error}') from None
         if plan.kind in ('window', 'offset') and plan.edge is None and (plan.skip or plan.limit is not None):
             tap = top_tap(state)
             if tap is None:
@@ -485,7 +490,7 @@ class SamplerSync(Callback):
             return 'train' in state.dataset_resumption
         saved = self._checkpoint_layout
         if saved is not None and saved.global_batch not in (None, self._layout.global_batch):
-            raise ValueError(
+            raise DataOrderError(
                 f'SamplerSync: Composer would resume by skipping {position.batches} batches of the new global batch '
                 f'{self._layout.global_batch}, but the checkpoint trained them with {saved.global_batch} distinct '
                 f'samples a step ({plan.reason}); the rest of the epoch would repeat or skip samples. Resume with '
@@ -543,7 +548,7 @@ def _has_checkpoint_saver(state: State) -> bool:
 def _refuse_another_sync(callback: SamplerSync, state: State) -> None:
     syncs = [cb for cb in state.callbacks if isinstance(cb, SamplerSync)]
     if len(syncs) > 1:
-        raise ValueError(
+        raise DataOrderError(
             f'the Trainer has {len(syncs)} SamplerSync callbacks ({", ".join(map(repr, syncs))}); they would '
             'overwrite each other\'s seed in silence. Keep exactly one',
         )

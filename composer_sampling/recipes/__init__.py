@@ -1,15 +1,19 @@
-"""The recipe runner: YAML recipes validated, built and trained, and the ``composer-sampling`` command.
+"""The recipe runner: YAML recipes resolved, checked, built and trained, and the ``composer-sampling`` command.
 
 Nothing here is imported by ``import composer_sampling``: the library (callbacks,
 samplers, plan and audit) stays light, and the runner loads Composer only when a
-recipe is trained.
+recipe is trained. A recipe goes down these floors once, each importing only the
+floors above it:
 
-* ``schema.py``: the recipe's fields and their validation (no Composer import);
-* ``registry.py``: the named parts a recipe can build, from ours and from entry points;
-* ``build.py``: datasets, loaders, model, optimizer, callbacks and the Trainer;
-* ``plan.py``: ``composer-sampling plan``;
-* ``train.py``: ``composer-sampling train`` and ``python -m composer_sampling.train``;
-* ``cli.py``: the ``composer-sampling`` command;
-* ``demo/``: the bundled digits and synthetic data, the MLP, a custom batch sampler;
-* ``yamls/``: the example recipes (``composer-sampling recipes`` lists and copies them).
+* ``errors.py``, ``durations.py``: :class:`RecipeError`, and time strings read as Composer reads them;
+* ``schema.py``: the recipe's fields, loaded from YAML and overrides;
+* ``registry.py``: the named parts, what each needs (options and their ranges), the one import of code;
+* ``resolve.py``: the recipe resolved once into a frozen ``RunSpec``;
+* ``checks.py``: every refusal ``plan`` and ``train`` share, before training;
+* ``build_data.py``: datasets, splits and DataLoaders;
+* ``build_training.py``: callbacks, model, optimizer, the ``Trainer``;
+* ``dry_run.py`` (``composer-sampling plan``), ``runner.py`` (``train``), ``cli.py`` (the command).
+
+``builtin_parts.py`` holds the builders our registered sampler names point at,
+``demo/`` the bundled data and model, ``yamls/`` the example recipes.
 """

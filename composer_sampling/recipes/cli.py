@@ -1,6 +1,6 @@
 """The ``composer-sampling`` command: ``train`` a recipe, ``plan`` it at any world size, ``audit`` a run's ledgers.
 
-    composer-sampling train RECIPE [field=value ...]     (several ranks: composer -n N -m composer_sampling.train)
+    composer-sampling train RECIPE [field=value ...]   (several ranks: composer -n N -m composer_sampling.train RECIPE)
     composer-sampling plan RECIPE [--world-size N] [--epochs E] [field=value ...]
     composer-sampling audit FOLDER [--plot coverage.png]
     composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
@@ -12,6 +12,7 @@ it), 2 for bad input (a recipe field, a missing folder, a damaged ledger).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 from composer_sampling.ledger_format import LedgerError
-from composer_sampling.recipes.schema import RecipeError, load_recipe
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.schema import load_recipe
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: --help and a bad recipe stay quick
     from composer_sampling.audit import AuditReport
@@ -31,15 +33,17 @@ __all__ = ['main']
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='composer-sampling', description=__doc__.split('\n\n')[0])
+    parser.add_argument('--verbose', action='store_true', help='show the traceback of a part of yours that failed')
     commands = parser.add_subparsers(dest='command', required=True)
-    train = commands.add_parser('train', help='train a recipe in this process (as scripts/train.py)')
+    train = commands.add_parser('train', help='train a recipe in this process (several ranks: composer -n N -m '
+                                              'composer_sampling.train RECIPE)')
     train.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
     train.add_argument('overrides', nargs='*', help='field=value overrides')
     plan = commands.add_parser('plan', help='dry-run a recipe: batch math, sampler graph, guarantees per epoch')
     plan.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
     plan.add_argument('--world-size', type=int, default=1, help='number of ranks to plan for (default: 1)')
     plan.add_argument('--epochs', type=int, default=2, help='trainer epochs to check (default: 2)')
-    plan.add_argument('overrides', nargs='*', help='field=value overrides, as for scripts/train.py')
+    plan.add_argument('overrides', nargs='*', help='field=value overrides, as for train')
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
     audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger')
     audit.add_argument('--plot', metavar='PNG', help='also draw coverage by rank and epoch (needs matplotlib)')
@@ -68,14 +72,30 @@ def _recipes(args: argparse.Namespace) -> int:
     name = args.name.removesuffix('.yaml')
     if name not in recipes:
         raise RecipeError(f'no packaged recipe {args.name!r}; choose one of: {", ".join(recipes)}')
-    target = Path(args.to) / f'{name}.yaml'
-    if not Path(args.to).is_dir():
-        raise RecipeError(f'--to {args.to}: not a folder')
-    if target.exists() and not args.force:
-        raise RecipeError(f'{target} exists; pass --force to replace it')
-    target.write_text(recipes[name].read_text())
+    target = _copy_target(Path(args.to), f'{name}.yaml', args.force)
+    try:
+        target.write_text(recipes[name].read_text())
+    except OSError as error:
+        raise RecipeError(f'--to {args.to}: cannot write {target} ({error.strerror})') from None
     print(f'wrote {target}; train it with: composer-sampling train {target}')
     return 0
+
+
+def _copy_target(folder: Path, name: str, force: bool) -> Path:
+    """Where ``recipes NAME --to DIR`` writes: a plain file in DIR, never through a symlink nor onto a folder."""
+    if not folder.is_dir():
+        raise RecipeError(f'--to {folder}: not a folder')
+    target = folder / name
+    if target.is_symlink():
+        raise RecipeError(f'{target} is a symbolic link (to {os.readlink(target)}); composer-sampling writes only '
+                          'plain files in the folder it is given: remove the link or choose another --to')
+    if target.is_dir():
+        raise RecipeError(f'{target} is a folder; --force replaces a file only: choose another --to')
+    if target.exists() and not force:
+        raise RecipeError(f'{target} exists; pass --force to replace it')
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RecipeError(f'--to {folder}: this process may not write there')
+    return target
 
 
 def _print_plan(report: PlanReport, seconds: float) -> None:
@@ -104,7 +124,7 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
 def _plan(args: argparse.Namespace) -> int:
     if args.world_size < 1 or args.epochs < 1:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
-    from composer_sampling.recipes.plan import plan_recipe
+    from composer_sampling.recipes.dry_run import plan_recipe
 
     started = time.perf_counter()
     report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs)
@@ -182,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides += extra  # field=value overrides may come after the options
     elif extra:
         parser.error(f'unrecognized arguments: {" ".join(extra)}')
+    if args.verbose:
+        os.environ['COMPOSER_SAMPLING_VERBOSE'] = '1'
     if args.command == 'train':
-        from composer_sampling.recipes.train import main as train_main
+        from composer_sampling.recipes.runner import main as train_main
 
         return train_main([args.recipe, *args.overrides])
     try:

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from composer.models import ComposerClassifier, ComposerModel
 
-from composer_sampling.recipes.schema import RecipeError
+from composer_sampling.recipes.errors import RecipeError
 
 __all__ = ['IndexedClassifier', 'as_composer_model']
 

@@ -1,22 +1,35 @@
-"""The named parts a recipe can build: one table a kind, ours and those other packages register.
+"""The named parts a recipe can build, what each needs, and the one way a recipe imports code.
 
 A recipe names a part by ``name`` (looked up here) or by import ``target``
 (``'package.module:callable'``). Each :class:`Registry` holds our built-ins as
 import targets, so nothing is imported until a part is used, and reads the entry
-points of its group when a name is not among them. A package registers parts on
-install with, in its ``pyproject.toml``::
+points of its group for a name it does not hold. An :class:`Entry` says what the
+runner must know about a part, so that no runner code compares names: its inline
+options with their types and ranges (:class:`Option`, one rule an option, whether
+the recipe writes it inline or in ``kwargs``), whether a sampler receives the
+sources of a mixture, whether a callback's ``folder`` defaults to the ledger folder,
+whether a callback's ``data_seed`` and ``replication`` govern the data order.
 
-    [project.entry-points."composer_sampling.datasets"]
-    my_corpus = "my_pkg.data:build_corpus"
+A package registers parts on install in its ``pyproject.toml``::
 
-Groups: ``composer_sampling.datasets``, ``.models``, ``.samplers``,
-``.collate_fns``, ``.optimizers``, ``.callbacks``.
+    [project.entry-points."composer_sampling.samplers"]
+    my_mixture = "my_pkg.sampling:build_mixture"
+
+and may declare what the entry of a part says with an attribute of the builder,
+read when the part is used::
+
+    build_mixture.composer_sampling_entry = {'takes_sources': True,
+                                             'options': {'temperature': {'kind': 'float', 'minimum': 0}}}
+
+``import_target`` is the only place a recipe imports code. When the environment
+variable ``COMPOSER_SAMPLING_ALLOWED_MODULES`` is set (comma-separated package
+names), a module outside those packages is refused before it is imported.
 
 Example:
-    >>> SAMPLERS.describe('resumable')
-    'ResumableDistributedSampler: O(1) memory, exact mid-epoch resume'
-    >>> 'lr_monitor' in CALLBACKS.names()
-    True
+    >>> SAMPLERS.entry('sub_epoch').options['sub_epochs_per_epoch'].check('sub_epochs_per_epoch', 0)
+    Traceback (most recent call last):
+    ...
+    composer_sampling.recipes.registry.RegistryError: sub_epochs_per_epoch must be an int in [1, inf), got 0
 """
 
 from __future__ import annotations
@@ -24,47 +37,127 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
+import math
+import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    'CALLBACKS',
-    'COLLATE_FNS',
-    'DATASETS',
-    'MODELS',
-    'OPTIMIZERS',
-    'PART_KINDS',
-    'REGISTRIES',
-    'SAMPLERS',
-    'Entry',
-    'Registry',
-    'RegistryError',
-    'check_arguments',
-    'import_target',
-]
+__all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
+           'REGISTRIES', 'SAMPLERS', 'TARGET_FORM', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
+           'Registry', 'RegistryError', 'check_allowed', 'check_arguments', 'import_target']
 
 TARGET_FORM = re.compile(r'^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$')
+#: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
+ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
 
 
 class RegistryError(ValueError):
     """A part that cannot be found or called as the recipe asks; the recipe runner names the field."""
 
 
+class ImportTargetError(RegistryError):
+    """A target whose module failed while being imported (its own exception is the ``__cause__``)."""
+
+
+class NotAllowedError(RegistryError):
+    """A module outside ``COMPOSER_SAMPLING_ALLOWED_MODULES``; the message names the field that named it."""
+
+
+_KINDS: dict[str, tuple[type, ...]] = {'int': (int,), 'float': (int, float), 'bool': (bool,), 'str': (str,),
+                                       'key': (str, int), 'fractions': (list, tuple)}
+
+
+@dataclass(frozen=True)
+class Option:
+    """An inline option of a registered part: its kind, default, range, and whether a recipe must give it.
+
+    Example:
+        >>> Option('float', default=0.003, minimum=0, exclusive=True).check('lr', 0)
+        Traceback (most recent call last):
+        ...
+        composer_sampling.recipes.registry.RegistryError: lr must be a number in (0, inf), got 0
+    """
+
+    kind: str
+    default: Any = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive: bool = False  # the minimum itself is out of range
+    required: bool = False
+
+    def rule(self) -> str:
+        """The option's rule in words: ``an int in [1, inf)``."""
+        if self.kind == 'bool':
+            return 'true or false'
+        if self.kind == 'str':
+            return 'a string'
+        if self.kind == 'key':
+            return 'a mapping key (a string) or a position in a tuple batch (an int)'
+        if self.kind == 'fractions':
+            return 'a list of positive fractions summing to 1'
+        low = '(-inf' if self.minimum is None else ('(' if self.exclusive else '[') + f'{self.minimum:g}'
+        high = 'inf)' if self.maximum is None else f'{self.maximum:g}]'
+        return f'{"an int" if self.kind == "int" else "a number"} in {low}, {high}'
+
+    def check(self, where: str, value: Any) -> Any:
+        """``value`` if it keeps this option's rule; :class:`RegistryError` naming ``where`` and the rule if not."""
+        if value is None and not self.required:
+            return value
+        kinds = _KINDS[self.kind]
+        wrong = (not isinstance(value, kinds) or (self.kind in ('int', 'float', 'key') and isinstance(value, bool))
+                 or (self.kind == 'float' and not math.isfinite(value)))
+        if self.kind in ('int', 'float') and not wrong:
+            wrong = ((self.minimum is not None and (value <= self.minimum if self.exclusive else value < self.minimum))
+                     or (self.maximum is not None and value > self.maximum))
+        if self.kind == 'fractions' and not wrong:
+            wrong = (not value or any(isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0
+                                      for f in value) or abs(sum(value) - 1) > 1e-6)
+        if wrong:
+            raise RegistryError(f'{where} must be {self.rule()}, got {value!r}')
+        return value
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One registered part: where it lives, a line on what it is, the inline options of its name form
-    and those of them a recipe must set."""
+    """One registered part: where its builder lives, a line on what it is, and what the runner must know of it."""
 
     target: str
     description: str = ''
-    options: tuple[str, ...] = ()
-    required: tuple[str, ...] = ()
+    options: Mapping[str, Option] = field(default_factory=dict)
+    takes_sources: bool = False  # a sampler that receives the sources of a mixture (a ConcatDataset of them)
+    ledger_folder: bool = False  # a callback whose folder defaults to {save_folder}/ledger
+    data_order: bool = False  # a callback whose data_seed and replication govern the run's data order
+    open_options: bool = False  # other inline keys go to its builder, checked against its signature when imported
+    from_entry_point: bool = False
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(name for name, option in self.options.items() if option.required)
 
 
-def import_target(target: str) -> Any:
-    """The object at ``'module:attribute'`` (the attribute may be dotted).
+def check_allowed(module_name: str, where: str) -> None:
+    """Refuse ``module_name`` outside ``COMPOSER_SAMPLING_ALLOWED_MODULES`` when it is set; nothing is imported.
+
+    Example:
+        >>> check_allowed('os', 'train_loader.dataset.target')  # the variable is not set: everything is allowed
+    """
+    listed = os.environ.get(ALLOWED_MODULES_VARIABLE)
+    if listed is None:
+        return
+    allowed = [name.strip() for name in listed.split(',') if name.strip()]
+    if not any(module_name == name or module_name.startswith(f'{name}.') for name in allowed):
+        raise NotAllowedError(f'{where} names the module {module_name!r}, which is not in {ALLOWED_MODULES_VARIABLE} '
+                              f'({", ".join(allowed) or "empty"}); nothing of it was imported. Add its package to '
+                              f'{ALLOWED_MODULES_VARIABLE} if you trust it')
+
+
+def import_target(target: str, where: str = 'target', trusted: bool = False) -> Any:
+    """The object at ``'module:attribute'`` (the attribute may be dotted); ``trusted`` skips the allow-list.
+
+    A module that raises while being imported gives an :class:`ImportTargetError`
+    chained to the module's own exception.
 
     Example:
         >>> import_target('collections:OrderedDict').__name__
@@ -74,10 +167,15 @@ def import_target(target: str) -> Any:
         raise RegistryError(f"target {target!r} must look like 'package.module:callable', e.g. "
                             "'my_pkg.models:build_model'")
     module_name, _, attribute = target.partition(':')
+    if not trusted:
+        check_allowed(module_name, where)
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as error:
+    except ModuleNotFoundError as error:
         raise RegistryError(f'target {target!r}: cannot import {module_name} ({error})') from None
+    except Exception as error:
+        raise ImportTargetError(f'target {target!r}: importing {module_name} failed with {type(error).__name__}: '
+                                f'{error}') from error
     for part in attribute.split('.'):
         try:
             obj = getattr(obj, part)
@@ -88,7 +186,7 @@ def import_target(target: str) -> Any:
     return obj
 
 
-def check_arguments(builder: Callable[..., Any], arguments: dict[str, Any], what: str, positional: int = 0) -> None:
+def check_arguments(builder: Callable[..., Any], arguments: Mapping[str, Any], what: str, positional: int = 0) -> None:
     """Refuse keyword ``arguments`` that ``builder``'s signature cannot take, or required ones missing.
 
     ``positional`` arguments come first (a collate function's list of samples).
@@ -121,6 +219,19 @@ def check_arguments(builder: Callable[..., Any], arguments: dict[str, Any], what
         raise RegistryError(f'{label}: missing required keyword {missing[0]!r}; it takes: {valid}')
 
 
+def _declared(target: str, where: str) -> dict[str, Any]:
+    """What an entry-point part declares of itself (its builder's ``composer_sampling_entry``), importing it."""
+    declaration = getattr(import_target(target, where, trusted=True), 'composer_sampling_entry', None) or {}
+    if not isinstance(declaration, Mapping):
+        raise RegistryError(f'{target}.composer_sampling_entry must be a mapping, got {declaration!r}')
+    options = declaration.get('options') or {}
+    try:
+        return {**{key: value for key, value in declaration.items() if key != 'options'},
+                'options': {name: Option(**rule) for name, rule in options.items()}}
+    except TypeError as error:
+        raise RegistryError(f'{target}.composer_sampling_entry: {error}') from None
+
+
 class Registry:
     """Parts of one kind by name: built-ins given as import targets, then the entry points of ``group``.
 
@@ -135,76 +246,87 @@ class Registry:
         self.group = group
         self._entries = dict(builtins)
         self._entry_points_read = False
+        self._declarations_read: set[str] = set()
 
     def _read_entry_points(self) -> None:
         if self._entry_points_read:
             return
         self._entry_points_read = True
         for point in importlib.metadata.entry_points(group=self.group):
-            self._entries.setdefault(point.name, Entry(point.value.replace(' ', ''), f'from {point.value}'))
-
-    def register(self, name: str, target: str, description: str = '', options: tuple[str, ...] = ()) -> None:
-        """Add (or replace) ``name``; ``target`` is ``'module:callable'``."""
-        self._entries[name] = Entry(target, description, options)
+            self._entries.setdefault(point.name, Entry(point.value.replace(' ', ''), f'from {point.value}',
+                                                       open_options=True, from_entry_point=True))
 
     def names(self) -> list[str]:
         """Every name: the built-ins first, then those from entry points."""
         self._read_entry_points()
         return list(self._entries)
 
-    def entry(self, name: str) -> Entry:
-        """The entry of ``name``; :class:`RegistryError` listing the valid names if there is none."""
+    def entry(self, name: str, declared: bool = True) -> Entry:
+        """The entry of ``name``; an entry point's declaration is read when ``declared`` (which imports it)."""
         if name not in self._entries:
             self._read_entry_points()
         if name not in self._entries:
             raise RegistryError(f'{name!r} is not a registered {self.kind[:-1]}; choose one of: '
                                 f'{", ".join(self.names())}, or give target: \'module:callable\'')
-        return self._entries[name]
+        entry = self._entries[name]
+        if entry.from_entry_point and declared and name not in self._declarations_read:
+            declaration = _declared(entry.target, f'the {self.kind[:-1]} {name!r}')
+            declaration.setdefault('open_options', not declaration['options'])
+            entry = Entry(entry.target, entry.description, from_entry_point=True, **declaration)
+            self._entries[name] = entry
+            self._declarations_read.add(name)
+        return entry
 
     def describe(self, name: str) -> str:
-        return self.entry(name).description
+        return self.entry(name, declared=False).description
 
     def get(self, name: str) -> Callable[..., Any]:
-        """The callable registered as ``name`` (imported now)."""
-        return import_target(self.entry(name).target)
+        """The callable registered as ``name`` (imported now; entry points and ours are trusted)."""
+        return import_target(self.entry(name, declared=False).target, f'the {self.kind[:-1]} {name!r}', trusted=True)
 
 
 _DEMO = 'composer_sampling.recipes.demo'
-_SAMPLER_BUILDERS = 'composer_sampling.recipes.samplers'
+_BUILTIN = 'composer_sampling.recipes.builtin_parts'
+_SHUFFLE = {'shuffle': Option('bool', default=True), 'drop_last': Option('bool', default=False)}
+_DELAY = {'read_delay_ms': Option('float', default=0.0, minimum=0)}
+_RATES = {'lr': Option('float', default=0.003, minimum=0, exclusive=True),
+          'weight_decay': Option('float', default=0.0, minimum=0)}
 
 DATASETS = Registry('datasets', 'composer_sampling.datasets', {
-    'digits': Entry(f'{_DEMO}.data:digits', "scikit-learn's 8x8 digits, 1,797 images", ('read_delay_ms',)),
+    'digits': Entry(f'{_DEMO}.data:digits', "scikit-learn's 8x8 digits, 1,797 images", _DELAY),
     'synthetic': Entry(f'{_DEMO}.data:synthetic', '`size` samples of ten Gaussian clusters',
-                       ('size', 'read_delay_ms'), required=('size',)),
+                       {'size': Option('int', minimum=1, required=True), **_DELAY}),
 })
 MODELS = Registry('models', 'composer_sampling.models', {
-    'mlp': Entry(f'{_DEMO}.model:MLPClassifier', 'a two-layer perceptron for the demo datasets', ('hidden_size',)),
+    'mlp': Entry(f'{_DEMO}.model:MLPClassifier', 'a two-layer perceptron for the demo datasets',
+                 {'hidden_size': Option('int', default=64, minimum=1)}),
 })
 SAMPLERS = Registry('samplers', 'composer_sampling.samplers', {
-    'resumable': Entry(f'{_SAMPLER_BUILDERS}:resumable', 'ResumableDistributedSampler: O(1) memory, exact '
-                       'mid-epoch resume', ('shuffle', 'drop_last')),
-    'distributed': Entry(f'{_SAMPLER_BUILDERS}:distributed', "torch's DistributedSampler, as "
-                         'composer.utils.dist.get_sampler builds it', ('shuffle', 'drop_last')),
-    'random': Entry(f'{_SAMPLER_BUILDERS}:random', "torch's RandomSampler: one process only, refused on several "
-                    'ranks (it does not shard)', ()),
-    'custom_batch': Entry(f'{_SAMPLER_BUILDERS}:custom_batch', 'a batch-shuffling custom batch sampler over '
-                          'BatchSampler(DistributedSampler)', ('shuffle', 'drop_last')),
-    'sub_epoch': Entry(f'{_SAMPLER_BUILDERS}:sub_epoch', 'SubEpochDistributedSampler: a trainer epoch is '
-                       '1/sub_epochs_per_epoch of the data', ('shuffle', 'drop_last', 'sub_epochs_per_epoch'),
-                       required=('sub_epochs_per_epoch',)),
-    'mixture': Entry(f'{_SAMPLER_BUILDERS}:mixture', 'MixtureDistributedSampler over the sources (a dataset '
-                     'builder returning a list, or the train split cut by source_fractions)',
-                     ('shuffle', 'source_fractions')),
-    'nested_batch': Entry(f'{_SAMPLER_BUILDERS}:nested_batch', 'NestedBatchSampler of num_batches inner batches, '
-                          'made distributed by distribute()', ('shuffle', 'drop_last', 'num_batches'),
-                          required=('num_batches',)),
+    'resumable': Entry(f'{_BUILTIN}:resumable', 'ResumableDistributedSampler: O(1) memory, exact mid-epoch resume',
+                       _SHUFFLE),
+    'distributed': Entry(f'{_BUILTIN}:distributed', "torch's DistributedSampler, as composer.utils.dist.get_sampler "
+                         'builds it', _SHUFFLE),
+    'random': Entry(f'{_BUILTIN}:random', "torch's RandomSampler: one process only, refused on several ranks (it "
+                    'does not shard)'),
+    'custom_batch': Entry(f'{_BUILTIN}:custom_batch', 'a batch-shuffling custom batch sampler over '
+                          'BatchSampler(DistributedSampler)', _SHUFFLE),
+    'sub_epoch': Entry(f'{_BUILTIN}:sub_epoch', 'SubEpochDistributedSampler: a trainer epoch is '
+                       '1/sub_epochs_per_epoch of the data',
+                       {**_SHUFFLE, 'sub_epochs_per_epoch': Option('int', minimum=1, required=True)}),
+    'mixture': Entry(f'{_BUILTIN}:mixture', 'MixtureDistributedSampler over the sources (a dataset builder returning '
+                     'a list, or the train split cut by source_fractions)',
+                     {'shuffle': Option('bool', default=True), 'source_fractions': Option('fractions')},
+                     takes_sources=True),
+    'nested_batch': Entry(f'{_BUILTIN}:nested_batch', 'NestedBatchSampler of num_batches inner batches, made '
+                          'distributed by distribute()',
+                          {**_SHUFFLE, 'num_batches': Option('int', minimum=1, required=True)}),
 })
 COLLATE_FNS = Registry('collate_fns', 'composer_sampling.collate_fns', {
     'default': Entry('torch.utils.data:default_collate', "torch's default_collate"),
 })
 OPTIMIZERS = Registry('optimizers', 'composer_sampling.optimizers', {
-    'adamw': Entry('torch.optim:AdamW', 'torch.optim.AdamW', ('lr', 'weight_decay')),
-    'sgd': Entry(f'{_SAMPLER_BUILDERS}:sgd', 'torch.optim.SGD with momentum 0.9', ('lr', 'weight_decay')),
+    'adamw': Entry('torch.optim:AdamW', 'torch.optim.AdamW', _RATES),
+    'sgd': Entry(f'{_BUILTIN}:sgd', 'torch.optim.SGD with momentum 0.9', _RATES),
 })
 _COMPOSER_CALLBACKS = {
     'activation_monitor': 'ActivationMonitor',
@@ -219,10 +341,16 @@ _COMPOSER_CALLBACKS = {
 }
 CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
     'sampler_sync': Entry('composer_sampling.callbacks.sampler_sync:SamplerSync', 'seeds, epochs and the resume '
-                          'position of every sampler'),
+                          'position of every sampler',
+                          {'data_seed': Option('int', minimum=0, maximum=2**64 - 1),
+                           'check_sharding': Option('bool', default=True),
+                           'replication': Option('int', default=1, minimum=1),
+                           'print_summary': Option('bool', default=False)}, data_order=True),
     'sample_ledger': Entry('composer_sampling.callbacks.sample_ledger:SampleLedger', 'records which samples every '
-                           'rank trained, for composer-sampling audit'),
-    **{name: Entry(f'composer.callbacks:{cls}', f"Composer's {cls}") for name, cls in _COMPOSER_CALLBACKS.items()},
+                           'rank trained, for composer-sampling audit',
+                           {'folder': Option('str'), 'index_key': Option('key')}, ledger_folder=True),
+    **{name: Entry(f'composer.callbacks:{cls}', f"Composer's {cls}", open_options=True)
+       for name, cls in _COMPOSER_CALLBACKS.items()},
 })
 
 #: Every registry by the kind of part it holds.

@@ -1,11 +1,14 @@
-"""Run a recipe: build everything, print the summary on rank 0, train, report the held-out metrics.
+"""Train a recipe: resolve, check, build, print the summary on rank 0, train, report the held-out metrics.
 
-Composer (and torch) are imported only once the recipe has loaded: a recipe that
-fails its static checks exits 2 in a fraction of the time an import of Composer takes.
+The walk goes down the floors once: :func:`~composer_sampling.recipes.schema.load_recipe`
+(the YAML), :func:`~composer_sampling.recipes.resolve.resolve` (the frozen spec),
+:func:`~composer_sampling.recipes.build_training.build_run` (the checks, the data and
+loaders, the callbacks), then the ``Trainer``. Composer (and torch) are imported only
+once the recipe has loaded: a recipe that fails its static checks exits 2 quickly.
 
 Example:
-    $ python scripts/train.py yamls/digits.yaml max_duration=1ep
-    $ composer -n 2 scripts/train.py yamls/digits-grad-accum.yaml
+    $ composer-sampling train yamls/digits.yaml max_duration=1ep
+    $ composer -n 2 -m composer_sampling.train yamls/digits-grad-accum.yaml
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from composer_sampling.recipes.schema import Recipe, RecipeError, load_recipe
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.schema import Recipe, load_recipe
 
 if TYPE_CHECKING:
     from composer import Trainer
 
-    from composer_sampling.recipes.build import Run
+    from composer_sampling.recipes.build_training import Run
 
-__all__ = ['TrainResult', 'main', 'train']
+__all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'train']
 
 NO_SAMPLER_SYNC = (
     'training without callbacks.sampler_sync: a sampler Composer does not reach (any but a DistributedSampler set '
@@ -31,7 +35,8 @@ NO_SAMPLER_SYNC = (
     'at its position, and nothing checks that the ranks share one seed and split the data; add '
     'callbacks.sampler_sync={} unless this is what you want'
 )
-USAGE = 'usage: python scripts/train.py RECIPE.yaml [field=value ...]   (or: composer -n N scripts/train.py ...)'
+USAGE = ('usage: composer-sampling train RECIPE.yaml [field=value ...]   '
+         '(several ranks: composer -n N -m composer_sampling.train RECIPE.yaml ...)')
 
 
 @dataclass
@@ -57,26 +62,31 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     """Train ``recipe`` in this process (one rank of the launcher, or alone).
 
     ``run`` replaces what :func:`build_run` would build (tests swap in instrumented
-    parts); ``trainer_overrides`` go to ``Trainer``.
+    parts); ``trainer_overrides`` go to ``Trainer``. A refusal ``SamplerSync`` can
+    only make at fit start (a checkpoint of another order) is a :class:`RecipeError`.
     """
     from composer.utils import dist, get_device
 
-    from composer_sampling.callbacks.sampler_sync import SamplerSync
-    from composer_sampling.recipes.build import build_run, build_trainer
+    from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
+    from composer_sampling.recipes.build_training import build_run, build_trainer
+    from composer_sampling.recipes.resolve import resolve
     from composer_sampling.summary import render_summary
 
     if run is None:
+        spec = resolve(recipe)
         if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
             # The builders run inside the process group, so a dataset builder may use composer.utils.dist.
             dist.initialize_dist(get_device(None), recipe.dist_timeout)
-        run = build_run(recipe)
-    if dist.get_global_rank() == 0 and not any(isinstance(callback, SamplerSync) for callback in
-                                               [*run.callbacks, *trainer_overrides.get('callbacks', [])]):
+        run = build_run(spec)
+    if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
+            isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
-    seed_source = 'callbacks.sampler_sync.data_seed' if run.data_seed != recipe.seed else 'the trainer seed'
-    _print_rank_zero(render_summary(run.plan, run.train_loader, run.data_seed, seed_source))
-    trainer = build_trainer(run, **trainer_overrides)
-    trainer.fit()
+    _print_rank_zero(render_summary(run.plan, run.train_loader, run.data_seed, run.seed_source))
+    try:
+        trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
+        trainer.fit()
+    except DataOrderError as error:
+        raise RecipeError(str(error)) from error
     metrics = held_out_metrics(trainer)
     report = ', '.join(f'{name} {value:.4f}' for name, value in metrics.items()) or 'no metrics'
     _print_rank_zero(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}')
@@ -97,14 +107,16 @@ def held_out_metrics(trainer: Trainer) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry: exit 0 after training, 2 for a bad recipe (before any training)."""
     args = sys.argv[1:] if argv is None else argv
+    if '--verbose' in args:
+        args = [arg for arg in args if arg != '--verbose']
+        os.environ['COMPOSER_SAMPLING_VERBOSE'] = '1'
     if not args or args[0] in ('-h', '--help'):
         print(USAGE)
         return 0 if args else 2
     # Composer warns whenever a last, partial batch is smaller than the microbatch: expected here.
     warnings.filterwarnings('ignore', message='Cannot split tensor of length')
     try:
-        recipe = load_recipe(args[0], args[1:])
-        train(recipe)
+        train(load_recipe(args[0], args[1:]))
     except RecipeError as error:
         if int(os.environ.get('LOCAL_RANK', '0')) == 0:  # as composer.utils.dist reads it, without importing Composer
             print(f'error: {error}', file=sys.stderr, flush=True)
@@ -112,5 +124,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == '__main__':  # python -m composer_sampling.train, or composer -n N -m composer_sampling.train
+if __name__ == '__main__':  # python -m composer_sampling.recipes.runner
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""The sampler builders behind the registered sampler names (and the SGD the optimizer table names).
+"""The builders behind our registered sampler names, and the SGD the optimizer table names.
 
 Every sampler builder takes the keywords the recipe runner passes to any sampler
 builder, ``dataset``, ``num_replicas``, ``rank``, ``seed`` and ``device_batch_size``,
@@ -53,7 +53,10 @@ def sub_epoch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batc
 
 def mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
             shuffle: bool = True, source_fractions: list[float] | None = None) -> Sampler:
-    """Over the sources of ``dataset`` (a ``ConcatDataset``: the runner concatenates them before this runs)."""
+    """Over the sources of ``dataset``: a ``ConcatDataset`` of them, since its registry entry ``takes_sources``.
+
+    ``source_fractions`` cut the one dataset a builder returned into those sources before this runs.
+    """
     sizes = [len(source) for source in dataset.datasets]
     return MixtureDistributedSampler(sizes, batch_size=device_batch_size, num_replicas=num_replicas, rank=rank,
                                      shuffle=shuffle, seed=seed)

@@ -1,0 +1,150 @@
+"""The training side of a resolved recipe: callbacks, model, optimizer and the ``Trainer`` (Composer imported here).
+
+Example:
+    >>> from composer_sampling.recipes.resolve import resolve
+    >>> from composer_sampling.recipes.schema import load_recipe
+    >>> [type(callback).__name__ for callback in build_callbacks(resolve(load_recipe(None)))]
+    ['SamplerSync']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from composer_sampling.batching import BatchPlan
+from composer_sampling.recipes.checks import run_builder
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.resolve import RunSpec
+
+if TYPE_CHECKING:
+    from composer import Trainer
+    from composer.core import Callback
+    from composer.models import ComposerModel
+
+__all__ = ['Run', 'build_callbacks', 'build_model', 'build_optimizer', 'build_run', 'build_trainer']
+
+
+@dataclass
+class Run:
+    """Everything a recipe builds before training starts."""
+
+    spec: RunSpec
+    plan: BatchPlan
+    train_dataset: Dataset
+    eval_dataset: Dataset
+    train_loader: DataLoader
+    eval_loader: DataLoader
+    callbacks: list[Callback] = field(default_factory=list)
+    checkpoint_seed: int | None = None  # the data seed of the checkpoint at load_path, when it could be read
+
+    @property
+    def recipe(self) -> Any:
+        return self.spec.recipe
+
+    @property
+    def data_seed(self) -> int:
+        """The data seed in effect: the checkpoint's after a resume, else the recipe's."""
+        return self.checkpoint_seed if self.checkpoint_seed is not None else self.spec.sync.data_seed
+
+    @property
+    def seed_source(self) -> str:
+        return 'the checkpoint\'s, at load_path' if self.checkpoint_seed is not None else self.spec.sync.seed_source
+
+
+def build_callbacks(spec: RunSpec) -> list[Callback]:
+    """Instantiate the recipe's callbacks; a ledger without a folder gets the one resolution derived."""
+    from composer.core import Callback
+
+    built = []
+    for part in spec.callbacks:
+        extra = {}
+        if part.entry is not None and part.entry.ledger_folder and part.arguments.get('folder') is None:
+            extra['folder'] = spec.ledger_folder
+        callback = run_builder(part, extra)
+        if not isinstance(callback, Callback):
+            raise RecipeError(f'{part.field}: the builder returned a {type(callback).__name__}, not a '
+                              'composer.core.Callback')
+        built.append(callback)
+    return built
+
+
+def build_model(spec: RunSpec) -> ComposerModel:
+    """The model the recipe names, as a ``ComposerModel`` (a plain module is wrapped: :func:`as_composer_model`)."""
+    from composer_sampling.recipes.models import as_composer_model
+
+    part = spec.parts['model']
+    return as_composer_model(run_builder(part), part.label)
+
+
+def build_optimizer(spec: RunSpec, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The optimizer builder gets ``params`` (the model's parameters) and its own arguments."""
+    optimizer = run_builder(spec.parts['optimizer'], {'params': model.parameters()})
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise RecipeError(f'optimizer: the builder returned a {type(optimizer).__name__}, not a torch.optim.Optimizer')
+    return optimizer
+
+
+def build_trainer(run: Run, **overrides: Any) -> Trainer:
+    """A CPU ``Trainer`` for the run; ``overrides`` go straight to ``Trainer`` (tests add callbacks)."""
+    from composer import Trainer
+
+    recipe = run.recipe
+    torch.manual_seed(recipe.seed)  # the model's initial weights follow the recipe's seed
+    model = build_model(run.spec)
+    extra_callbacks = list(overrides.pop('callbacks', []))
+    arguments: dict[str, Any] = {
+        'model': model,
+        'train_dataloader': run.train_loader,
+        'eval_dataloader': run.eval_loader,
+        'eval_interval': recipe.eval_interval,
+        'max_duration': recipe.max_duration,
+        'optimizers': build_optimizer(run.spec, model),
+        'device': 'cpu',
+        'device_train_microbatch_size': run.plan.microbatch,
+        'seed': recipe.seed,
+        'callbacks': [*run.callbacks, *extra_callbacks],
+        'save_folder': recipe.save_folder,
+        'save_interval': recipe.save_interval,
+        'save_overwrite': recipe.save_overwrite,
+        'save_num_checkpoints_to_keep': -1,
+        'load_path': recipe.load_path,
+        'run_name': recipe.run_name,
+        'dist_timeout': recipe.dist_timeout,
+        'progress_bar': False,
+        'log_to_console': False,
+        'load_progress_bar': False,
+    }
+    arguments.update(overrides)
+    return Trainer(**arguments)
+
+
+def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None) -> Run:
+    """Check and build everything for this process but the Trainer; raises :class:`RecipeError` before training.
+
+    ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``).
+    """
+    from composer.utils import dist
+
+    from composer_sampling.graph import active_root, sharding_problem
+    from composer_sampling.recipes.build_data import Placement, build_data, build_eval_loader, build_train_loader
+    from composer_sampling.recipes.checks import check_folders, check_spec
+
+    world_size = dist.get_world_size() if world_size is None else world_size
+    rank = dist.get_global_rank() if rank is None else rank
+    checked = check_spec(spec, world_size)
+    check_folders(spec)
+    plan = checked.plan
+    data = build_data(spec, plan)
+    callbacks = build_callbacks(spec)
+    seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
+    train_loader = build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank // plan.replication,
+                                                                        seed))
+    problem = sharding_problem(active_root(train_loader), world_size, rank, plan.replication)
+    if problem is not None:
+        raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
+    return Run(spec, plan, data.train, data.held_out, train_loader, build_eval_loader(spec, data.held_out), callbacks,
+               checked.checkpoint_seed)

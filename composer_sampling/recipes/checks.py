@@ -1,0 +1,289 @@
+"""Every refusal of a resolved recipe that needs no training: ``plan`` and ``train`` run the same ones.
+
+:func:`check_spec` runs what needs neither data nor Composer: the batch math and
+the seed for this world size, each builder's import and arguments (``plan`` imports
+only the data parts), the checkpoint at ``load_path``. ``train`` adds
+:func:`check_folders`. Once the datasets are built (never indexed), :func:`check_data`
+checks the splits, the mixture's sources and token units. Every failure is a
+:class:`~composer_sampling.recipes.errors.RecipeError` naming the field.
+
+Example:
+    >>> from composer_sampling.recipes.resolve import resolve
+    >>> from composer_sampling.recipes.schema import load_recipe
+    >>> check_spec(resolve(load_recipe(None, ['seed=4294967295'])), world_size=2)
+    Traceback (most recent call last):
+    ...
+    composer_sampling.recipes.errors.RecipeError: seed=4294967295 is too large for 2 ranks: ...
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
+from composer_sampling.checkpoint_check import (
+    CheckpointError,
+    composer_load_path,
+    load_checked_checkpoint,
+    resolve_safe_global,
+    uri_scheme,
+)
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.registry import (
+    ImportTargetError,
+    NotAllowedError,
+    RegistryError,
+    check_allowed,
+    check_arguments,
+)
+from composer_sampling.recipes.registry import import_target as _import_target
+from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
+
+__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'builder_of', 'check_data', 'check_folders', 'check_spec',
+           'counts_tokens', 'run_builder']
+
+#: Set it (or pass ``--verbose``) to see the traceback of a user's builder that failed.
+VERBOSE_VARIABLE = 'COMPOSER_SAMPLING_VERBOSE'
+#: The keywords the runner passes to a part's builder besides the part's own arguments.
+RUNNER_KEYWORDS = {'train_loader.sampler': ('dataset', 'num_replicas', 'rank', 'seed', 'device_batch_size'),
+                   'optimizer': ('params',)}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks found: the batch math and, after a checkpoint check, the checkpoint's data seed."""
+
+    plan: BatchPlan
+    checkpoint_seed: int | None
+
+
+def check_spec(spec: RunSpec, world_size: int, training: bool = True) -> Checked:
+    """Batch math, seed, builders (the data parts only when not ``training``) and the checkpoint."""
+    plan = batch_plan(spec, world_size)
+    limit = 2**32 - world_size
+    if spec.recipe.seed > limit:
+        raise RecipeError(f'seed={spec.recipe.seed} is too large for {world_size} ranks: Composer seeds rank r with '
+                          f'seed + r, which must stay below 2**32; use a seed in [0, {limit}]')
+    for part in (*spec.parts.values(), *spec.callbacks):
+        if training or part.field in DATA_FIELDS:
+            _check_builder(part)
+    return Checked(plan, _check_load_path(spec))
+
+
+def batch_plan(spec: RunSpec, world_size: int) -> BatchPlan:
+    """The recipe's batch math for ``world_size`` processes, as a :class:`RecipeError` if it does not divide."""
+    recipe = spec.recipe
+    try:
+        return plan_batches(recipe.global_train_batch_size, world_size, microbatch=recipe.device_train_microbatch_size,
+                            accumulation_steps=recipe.gradient_accumulation_steps, replication=spec.sync.replication)
+    except BatchPlanError as error:
+        raise RecipeError(str(error)) from None
+
+
+def builder_of(part: PartSpec) -> Callable[..., Any]:
+    """Import a part's builder; a failing import names the part and chains the user's own error."""
+    try:
+        return _import_target(part.target, f'{part.field}.target', trusted=part.trusted)
+    except ImportTargetError as error:
+        raise RecipeError(_with_traceback(f'{part.field}: {error}', error.__cause__)) from error.__cause__
+    except NotAllowedError as error:
+        raise RecipeError(str(error)) from None
+    except RegistryError as error:
+        raise RecipeError(f'{part.field}: {error}') from None
+
+
+def run_builder(part: PartSpec, extra: Mapping[str, Any] | None = None, builder: Any = None) -> Any:
+    """Call a part's builder with its arguments (and the runner's ``extra``); a failure names the part.
+
+    The builder's own exception is chained, and its traceback shown with ``--verbose``
+    (or ``COMPOSER_SAMPLING_VERBOSE=1``).
+    """
+    function = builder_of(part) if builder is None else builder
+    try:
+        return function(**part.arguments, **(extra or {}))
+    except Exception as error:
+        message = f'{part.field}: {part.label} raised {type(error).__name__}: {error}'
+        raise RecipeError(_with_traceback(message, error)) from error
+
+
+def _with_traceback(message: str, error: BaseException | None) -> str:
+    if error is None or os.environ.get(VERBOSE_VARIABLE, '') in ('', '0'):
+        return message
+    return message + '\n' + ''.join(traceback.format_exception(error)).rstrip()
+
+
+def _check_builder(part: PartSpec) -> None:
+    builder = builder_of(part)
+    runner = {name: None for name in RUNNER_KEYWORDS.get(part.field, ())}
+    positional = 1 if part.field.endswith('collate_fn') else 0  # called with the list of samples
+    kind = part.field.rsplit('.', 1)[-1].replace('_', ' ') if not part.field.startswith('callbacks.') else 'callback'
+    arguments = dict(part.arguments)
+    if part.entry is not None and part.entry.ledger_folder and arguments.get('folder') is None:
+        arguments['folder'] = None
+    try:
+        check_arguments(builder, {**arguments, **runner}, f'the {kind}', positional)
+    except RegistryError as error:
+        raise RecipeError(f'{part.field}: {error}') from None
+
+
+def _check_load_path(spec: RunSpec) -> int | None:
+    """The checkpoint at ``load_path`` loads without running code, unless trusted; its data seed when read.
+
+    Checked as Composer reads it: ``{run_name}`` filled (the recipe's, else
+    ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank placeholders as rank 0's.
+    """
+    recipe = spec.recipe
+    if recipe.load_path is None:
+        return None
+    run_name = recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
+    try:
+        path = composer_load_path(recipe.load_path, run_name)
+    except CheckpointError as error:
+        raise RecipeError(f'load_path: {error}') from None
+    field = 'load_path' if path == recipe.load_path else f'load_path {recipe.load_path!r}'
+    if recipe.trust_checkpoint:
+        if uri_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
+            raise RecipeError(f'{field}: {path} does not exist')
+        return None
+    extra = []
+    for k, name in enumerate(recipe.checkpoint_safe_globals):
+        try:
+            check_allowed(name.partition(':')[0], f'checkpoint_safe_globals[{k}]')
+            extra.extend(resolve_safe_global(name))
+        except NotAllowedError as error:
+            raise RecipeError(str(error)) from None
+        except CheckpointError as error:
+            raise RecipeError(f'checkpoint_safe_globals[{k}]: {error}') from None
+    try:
+        loaded = load_checked_checkpoint(path, extra)
+    except CheckpointError as error:
+        hint = {
+            'unsafe': "; if you trust this file, add what it needs to checkpoint_safe_globals ('module:Name') or "
+                      'set trust_checkpoint: true',
+            'unchecked': '; set trust_checkpoint: true to load it unchecked if you trust it',
+        }.get(error.reason, '')
+        raise RecipeError(f'{field}: {error}{hint}') from None
+    sync_state = (loaded['state'].get('callbacks') or {}).get('SamplerSync') or {}
+    seed = sync_state.get('data_seed') if isinstance(sync_state, dict) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def check_folders(spec: RunSpec) -> None:
+    """The save and ledger folders can be written, and a fresh run would not write over an earlier run's checkpoints.
+
+    Nothing is left behind: a folder is made in the nearest existing folder and removed, to see that one can be.
+    """
+    recipe = spec.recipe
+    for field, folder in (('save_folder', recipe.save_folder), ('the ledger folder', spec.ledger_folder)):
+        if folder is None or uri_scheme(folder) is not None or '{' in folder:
+            continue
+        path = Path(folder)
+        if path.exists() and not path.is_dir():
+            raise RecipeError(f'{field} {folder} is a file, not a folder; choose another {field.split()[-1]}')
+        existing = next(parent for parent in (path, *path.parents) if parent.exists())
+        if not existing.is_dir() or not _writable(existing):
+            raise RecipeError(f'{field} {folder} cannot be created: {existing} is not a folder this process may '
+                              'write to')
+    save = recipe.save_folder
+    if save is None or recipe.save_overwrite or recipe.load_path is not None or '{' in save or uri_scheme(save):
+        return
+    earlier = sorted(path.name for path in Path(save).glob('*.pt')) if Path(save).is_dir() else []
+    if earlier:
+        raise RecipeError(f'save_folder {save} holds the checkpoints of an earlier run ({", ".join(earlier[:3])}'
+                          f'{", ..." if len(earlier) > 3 else ""}); Composer would refuse to write over them. Choose '
+                          'another save_folder, set save_overwrite: true to replace them, or load_path to resume')
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a folder can be made in ``folder`` (tried, and removed at once: the permission bits do not say it)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix='.composer-sampling-', dir=folder))
+    except OSError:
+        return False
+    return True
+
+
+def check_data(spec: RunSpec, plan: BatchPlan, train: Any, held_out: Any, sources: list[Any] | None) -> None:
+    """The splits hold samples, the train split a global batch, every source a step; ``tok`` only where counted."""
+    _check_splits(spec, plan, train, held_out)
+    _check_token_units(spec, train)
+    if sources is not None:
+        _check_sources(spec, plan, sources)
+
+
+def _check_splits(spec: RunSpec, plan: BatchPlan, train: Any, held_out: Any) -> None:
+    label = spec.parts['train_loader.dataset'].label
+    train_len, held_out_len = len(train), len(held_out)
+    own = spec.parts.get('eval_loader.dataset')
+    if held_out_len == 0 and own is not None:
+        raise RecipeError(f'eval_loader.dataset ({own.label}) is empty; give it samples to evaluate on')
+    if held_out_len == 0 or train_len == 0:
+        empty = 'held-out' if held_out_len == 0 else 'train'
+        raise RecipeError(f'{spec.held_out_field}={spec.held_out_fraction} leaves the {empty} split of the {label} '
+                          f'dataset ({train_len + held_out_len} samples) empty; use a fraction that leaves samples '
+                          'in both')
+    if train_len < plan.data_parallel:
+        raise RecipeError(f'the train split of {train_len} samples (train_loader.dataset: {label}) is smaller '
+                          f'than the {plan.data_parallel} data-parallel ranks: some rank would train nothing; use a '
+                          'larger dataset or fewer ranks')
+    if plan.global_batch > train_len:
+        ranks = plan.data_parallel
+        largest = train_len // ranks * ranks
+        multiple = f' (a multiple of the {ranks} data-parallel ranks)' if ranks > 1 else ''
+        raise RecipeError(f'global_train_batch_size={plan.global_batch} is larger than the train split of '
+                          f'{train_len} samples (train_loader.dataset: {label}); use at most {largest}{multiple}')
+
+
+def counts_tokens(dataset: Any) -> bool:
+    """Whether Composer counts tokens in batches of ``dataset``: samples with ``input_ids``, or a ``max_seq_len``.
+
+    Example:
+        >>> counts_tokens([{'input_ids': [1, 2]}]), counts_tokens([{'input': 0.5}])
+        (True, False)
+    """
+    if hasattr(dataset, 'max_seq_len'):
+        return True
+    if len(dataset) == 0:
+        return False
+    sample = dataset[0]
+    return isinstance(sample, Mapping) and 'input_ids' in sample
+
+
+def _check_token_units(spec: RunSpec, train: Any) -> None:
+    in_tokens = [name for name, (_, unit) in spec.durations.items() if unit == 'tok']
+    if in_tokens and not counts_tokens(train):
+        name = in_tokens[0]
+        effect = 'train forever' if name == 'max_duration' else 'never reach it'
+        raise RecipeError(f'{name}={getattr(spec.recipe, name)!r} counts tokens, but Composer counts none in this run '
+                          f'(the {spec.parts["train_loader.dataset"].label} dataset yields no input_ids and has no '
+                          f'max_seq_len), so the run would {effect}; use ep, ba or sp')
+
+
+def _check_sources(spec: RunSpec, plan: BatchPlan, sources: list[Any]) -> None:
+    """Every mixture source holds at least one global step, or it would never be trained."""
+    fractions = spec.source_fractions
+    sizes = [len(source) for source in sources]
+    total, step = sum(sizes), plan.global_batch
+    short = [k for k, size in enumerate(sizes) if size < step]
+    if not short:
+        return
+    k = short[0]
+    ranks = plan.data_parallel
+    largest = min(sizes) // ranks * ranks
+    smallest_fraction = -(-step * 1000 // total) / 1000
+    batch = f', or a global_train_batch_size of at most {largest}' if largest >= ranks else ''
+    if fractions is None:
+        raise RecipeError(f'train_loader.dataset: source {k} holds {sizes[k]} of the {total} train samples, fewer '
+                          f'than one global step of {step}, so it would never be trained; give it at least {step} '
+                          f'samples{batch}')
+    raise RecipeError(
+        f'train_loader.sampler.source_fractions={list(fractions)}: source {k} (fraction {fractions[k]}) holds '
+        f'{sizes[k]} of the {total} train samples, fewer than one global step of {step}, so it would never be '
+        f'trained; give every source a fraction of at least {smallest_fraction} ({step} / {total}){batch}',
+    )

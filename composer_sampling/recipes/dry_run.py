@@ -1,0 +1,42 @@
+"""``composer-sampling plan``: dry-run a recipe at any world size and check the guarantees.
+
+The recipe is resolved and checked as ``train`` checks it (except what needs the
+model, the optimizer or the callbacks imported), every data-parallel rank's train
+loader is built (datasets are built, never indexed) and
+:func:`composer_sampling.plan.check_loaders` computes and counts their orders.
+
+Example:
+    >>> from composer_sampling.recipes.schema import load_recipe
+    >>> report = plan_recipe(load_recipe(None, ['global_train_batch_size=64']), world_size=4, epochs=1)
+    >>> report.ok, report.epochs[0].missing
+    (True, 0)
+"""
+
+from __future__ import annotations
+
+from composer_sampling.plan import PlanReport, check_loaders
+from composer_sampling.recipes.build_data import Placement, build_data, build_train_loader
+from composer_sampling.recipes.checks import check_spec
+from composer_sampling.recipes.resolve import resolve
+from composer_sampling.recipes.schema import Recipe
+
+__all__ = ['plan_recipe']
+
+
+def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
+    """Build every rank's loader for ``world_size`` and check ``epochs`` trainer epochs of their orders.
+
+    Raises :class:`~composer_sampling.recipes.errors.RecipeError` for everything
+    ``train`` refuses at this world size but what needs the model, the optimizer or
+    the callbacks imported (their options are checked all the same), or the state of
+    the save folders.
+    """
+    spec = resolve(recipe, training=False)
+    checked = check_spec(spec, world_size, training=False)
+    plan = checked.plan
+    seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
+    data = build_data(spec, plan)
+    # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
+    loaders = [build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank, seed))
+               for rank in range(plan.data_parallel)]
+    return check_loaders(plan, seed, [loaders[rank // plan.replication] for rank in range(world_size)], epochs)

@@ -1,0 +1,236 @@
+"""Resolve a recipe once into a frozen :class:`RunSpec`: every part with its builder, arguments and entry.
+
+Resolution reads the registry and nothing else: no user code is imported (an
+entry-point part's declaration is read only where asked, ``declared``). It checks
+what the part mappings say: a registered ``name`` or a ``target`` (not both), the
+inline options the entry takes (one rule an option, inline or in ``kwargs``; the
+same option in both places is refused), required options, and derives what the
+run needs beyond the parts: the held-out split, the mixture's sources, the
+durations, the data seed and replication of the callback that governs the order,
+and the ledger folder. The checks (:mod:`~composer_sampling.recipes.checks`) and the
+builders then read the spec; nothing asks the recipe again.
+
+Example:
+    >>> from composer_sampling.recipes.schema import load_recipe
+    >>> spec = resolve(load_recipe(None, ['train_loader.sampler={name: sub_epoch, sub_epochs_per_epoch: 4}']))
+    >>> spec.parts['train_loader.sampler'].arguments
+    {'shuffle': True, 'drop_last': False, 'sub_epochs_per_epoch': 4}
+    >>> spec.sync.data_seed, spec.sync.seed_source
+    (17, 'the trainer seed')
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, TARGET_FORM, Entry, RegistryError
+from composer_sampling.recipes.schema import Recipe
+
+__all__ = ['DATA_FIELDS', 'DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
+
+#: The registered name a part without ``name`` or ``target`` builds.
+DEFAULT_NAMES = {'train_loader.dataset': 'digits', 'train_loader.sampler': 'resumable', 'model': 'mlp',
+                 'optimizer': 'adamw'}
+#: The parts that decide the data order: what ``plan`` builds or checks.
+DATA_FIELDS = ('train_loader.dataset', 'eval_loader.dataset', 'train_loader.sampler', 'train_loader.collate_fn',
+               'eval_loader.collate_fn')
+_PART_KEYS = ('name', 'target', 'kwargs')
+_LEGACY_FRACTION = 'eval_fraction'  # train_loader.dataset.eval_fraction, before eval_loader.eval_fraction
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """One part: its field, how messages name it, its builder's target, its registry entry and its arguments."""
+
+    field: str
+    label: str
+    target: str
+    entry: Entry | None  # None for the target form
+    arguments: Mapping[str, Any]  # its options (defaults included), then its kwargs: what its builder receives
+    trusted: bool  # ours or an installed package's (an entry point): the allow-list does not apply
+
+
+@dataclass(frozen=True)
+class SyncSpec:
+    """The data order's seed and replication, as the callback that governs them will take them."""
+
+    present: bool
+    data_seed: int
+    seed_source: str
+    replication: int
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A recipe resolved: every part, and what the run derives from them, frozen."""
+
+    recipe: Recipe
+    parts: Mapping[str, PartSpec]
+    callbacks: tuple[PartSpec, ...]
+    held_out_field: str
+    held_out_fraction: float | None  # None when eval_loader.dataset gives the held-out data
+    source_fractions: tuple[float, ...] | None
+    durations: Mapping[str, tuple[int | float, str]]
+    sync: SyncSpec
+    ledger_folder: str | None  # derived from save_folder when a callback wants it and it can be known now
+
+    @property
+    def sampler(self) -> PartSpec:
+        return self.parts['train_loader.sampler']
+
+
+def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
+    """Resolve every part of ``recipe``; ``training=False`` (plan) reads no declaration of a non-data entry point."""
+    sections = {
+        'train_loader.dataset': recipe.train_loader.dataset,
+        'train_loader.sampler': recipe.train_loader.sampler,
+        'train_loader.collate_fn': recipe.train_loader.collate_fn,
+        'eval_loader.dataset': recipe.eval_loader.dataset,
+        'eval_loader.collate_fn': recipe.eval_loader.collate_fn,
+        'model': recipe.model,
+        'optimizer': recipe.optimizer,
+    }
+    dataset = recipe.train_loader.dataset
+    legacy_fraction = dataset.get(_LEGACY_FRACTION)
+    if _LEGACY_FRACTION in dataset:
+        sections['train_loader.dataset'] = {key: value for key, value in dataset.items() if key != _LEGACY_FRACTION}
+    parts = {name: _part(name, PART_KINDS[name], section, training or name in DATA_FIELDS)
+             for name, section in sections.items() if section is not None}
+    callbacks = tuple(_part(f'callbacks.{label}', 'callbacks', _callback_section(label, section), training,
+                            default=label) for label, section in recipe.callbacks.items())
+    held_out_field, fraction = _held_out(recipe, legacy_fraction)
+    sampler = parts['train_loader.sampler']
+    fractions = sampler.arguments.get('source_fractions')
+    return RunSpec(
+        recipe=recipe,
+        parts=MappingProxyType(parts),
+        callbacks=callbacks,
+        held_out_field=held_out_field,
+        held_out_fraction=fraction,
+        source_fractions=None if fractions is None else tuple(fractions),
+        durations=MappingProxyType({name: parse_duration(getattr(recipe, name)) for name in DURATION_UNITS}),
+        sync=_sync(recipe, callbacks),
+        ledger_folder=_ledger_folder(recipe, callbacks),
+    )
+
+
+def _callback_section(label: str, section: Any) -> dict[str, Any]:
+    arguments = dict(section or {})
+    if 'target' in arguments:
+        return arguments
+    return {'name': label, **arguments}
+
+
+def _part(field_name: str, kind: str, section: Mapping[str, Any], declared: bool,
+          default: str | None = None) -> PartSpec:
+    section = dict(section)
+    kwargs = section.pop('kwargs', None) or {}
+    if not isinstance(kwargs, Mapping):
+        raise RecipeError(f'{field_name}.kwargs must be a mapping of arguments, got {kwargs!r}')
+    name, target = section.pop('name', None), section.pop('target', None)
+    if target is not None:
+        return _target_part(field_name, name, target, section, kwargs)
+    name = name or DEFAULT_NAMES.get(field_name, default)
+    table = REGISTRIES[kind]
+    if not isinstance(name, str):
+        raise RecipeError(f'{field_name} needs a name (one of: {", ".join(table.names())}) or a target')
+    try:
+        entry = table.entry(name, declared=declared)
+    except RegistryError as error:
+        raise RecipeError(f'{field_name}.name: {error}') from None
+    arguments = _options(field_name, entry, section, kwargs)
+    return PartSpec(field_name, name, entry.target, entry, MappingProxyType(arguments), trusted=True)
+
+
+def _target_part(field_name: str, name: Any, target: Any, section: dict[str, Any],
+                 kwargs: Mapping[str, Any]) -> PartSpec:
+    if name is not None:
+        raise RecipeError(f'{field_name} gives both name={name!r} and target={target!r}; give one')
+    if not isinstance(target, str) or not TARGET_FORM.match(target):
+        raise RecipeError(f"{field_name}.target must look like 'package.module:callable', e.g. "
+                          f"'my_pkg.models:build_model', got {target!r}")
+    if section:
+        key = next(iter(section))
+        raise RecipeError(f'{field_name}.{key}: with target, the only other key is kwargs; pass every argument in '
+                          f'{field_name}.kwargs')
+    return PartSpec(field_name, target, target, None, MappingProxyType(dict(kwargs)), trusted=False)
+
+
+def _options(field_name: str, entry: Entry, inline: dict[str, Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The part's arguments: each option by its one rule, inline or in kwargs (not both), then the other kwargs."""
+    for key in inline:
+        if key in kwargs:
+            raise RecipeError(f'{field_name}.{key} and {field_name}.kwargs.{key} both set {key}; give it once')
+        if key not in entry.options and not entry.open_options:
+            keys = entry.options if field_name.startswith('callbacks.') else (*_PART_KEYS, *entry.options)
+            raise RecipeError(f'unknown field {field_name}.{key} (valid: {", ".join(keys) or "none"})')
+    arguments: dict[str, Any] = {}
+    for option_name, option in entry.options.items():
+        if option_name in inline and option_name in kwargs:
+            raise RecipeError(f'{field_name}.{option_name} and {field_name}.kwargs.{option_name} both set '
+                              f'{option_name}; give it once')
+        where = f'{field_name}.kwargs.{option_name}' if option_name in kwargs else f'{field_name}.{option_name}'
+        value = kwargs.get(option_name, inline.get(option_name, option.default))
+        if option.required and value is None:
+            raise RecipeError(f'{field_name}.{option_name} is required for {entry.target.rsplit(":", 1)[-1]} '
+                              f'({option.rule()})')
+        try:
+            value = option.check(where, value)
+        except RegistryError as error:
+            raise RecipeError(str(error)) from None
+        if value is not None:
+            arguments[option_name] = value
+    others = {key: value for key, value in {**inline, **kwargs}.items() if key not in entry.options}
+    return {**arguments, **others}
+
+
+def _held_out(recipe: Recipe, legacy: float | None) -> tuple[str, float | None]:
+    """The field that sets the held-out fraction and its value; None when eval_loader.dataset gives the data."""
+    current = recipe.eval_loader.eval_fraction
+    if legacy is not None and current is not None:
+        raise RecipeError('eval_loader.eval_fraction and train_loader.dataset.eval_fraction both set the held-out '
+                          'fraction; keep eval_loader.eval_fraction')
+    field_name = 'train_loader.dataset.eval_fraction' if legacy is not None else 'eval_loader.eval_fraction'
+    given = legacy if legacy is not None else current
+    if recipe.eval_loader.dataset is not None:
+        if given is not None:
+            raise RecipeError(f'{field_name} cuts the held-out split from the train dataset, but eval_loader.dataset '
+                              'gives one of its own; remove one of them')
+        return field_name, None
+    fraction = 0.2 if given is None else given
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise RecipeError(f'{field_name} must be in (0, 1), got {fraction!r}')
+    return field_name, float(fraction)
+
+
+def _sync(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> SyncSpec:
+    governing = next((part for part in callbacks if part.entry is not None and part.entry.data_order), None)
+    if governing is None:
+        return SyncSpec(False, recipe.seed, 'the trainer seed', 1)
+    seed = governing.arguments.get('data_seed')
+    source = f'{governing.field}.data_seed' if seed is not None else 'the trainer seed'
+    return SyncSpec(True, recipe.seed if seed is None else seed, source, governing.arguments.get('replication', 1))
+
+
+def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | None:
+    """``{save_folder}/ledger`` for a callback that wants it, placeholders filled as Composer fills them for rank 0."""
+    wanting = [part for part in callbacks if part.entry is not None and part.entry.ledger_folder]
+    if not wanting or wanting[0].arguments.get('folder') is not None:
+        return None if not wanting else wanting[0].arguments['folder']
+    if recipe.save_folder is None:
+        raise RecipeError(f'{wanting[0].field} writes to {{save_folder}}/ledger: set save_folder, or give the callback '
+                          'a folder')
+    run_name = recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
+    folder = f'{recipe.save_folder.rstrip("/")}/ledger'
+    if '{run_name}' in folder and run_name is None:
+        return None  # Composer names the run at fit start; SampleLedger finds the folder there
+    values = {'run_name': run_name, 'rank': 0, 'local_rank': 0, 'node_rank': 0}
+    for key, value in values.items():
+        folder = folder.replace(f'{{{key}}}', str(value))
+    return folder

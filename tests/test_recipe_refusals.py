@@ -1,0 +1,252 @@
+"""Every refusal of a recipe, through the command: before any training, exit 2, naming the field.
+
+Each case runs through ``composer-sampling plan`` and ``composer-sampling train``
+(their entry point, ``composer_sampling.recipes.cli.main``; a few also as the
+installed console script). A case marked ``BOTH`` is refused by both with the same
+message: it needs no import of a part of yours beyond the data parts. ``TRAIN``
+cases need the model, the optimizer or a callback imported, a checkpoint loaded or
+the save folders looked at, which ``plan`` does not do: ``plan`` accepts them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from composer_sampling.recipes.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
+NUMBERS = 'train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}'
+BOTH, TRAIN = 'both', 'train only'
+COMMAND = str(Path(sys.executable).parent / 'composer-sampling')
+
+CASES = [
+    # a part's options: one rule, inline or in kwargs, never both
+    (BOTH, ['train_loader.sampler={name: resumable, shuffle: true, kwargs: {shuffle: false}}'],
+     'train_loader.sampler.shuffle and train_loader.sampler.kwargs.shuffle both set shuffle; give it once'),
+    (BOTH, ['train_loader.dataset={name: synthetic, size: 500, kwargs: {size: 300}}'],
+     'train_loader.dataset.size and train_loader.dataset.kwargs.size both set size'),
+    (BOTH, ['train_loader.dataset={name: digits, kwargs: {read_delay_ms: -5}}'],
+     'train_loader.dataset.kwargs.read_delay_ms must be a number in [0, inf), got -5'),
+    (BOTH, ['train_loader.dataset={name: synthetic, kwargs: {size: -3}}'],
+     'train_loader.dataset.kwargs.size must be an int in [1, inf), got -3'),
+    (BOTH, ['train_loader.dataset={name: synthetic, size: 0}'], 'train_loader.dataset.size must be an int in [1, inf)'),
+    (BOTH, ['train_loader.sampler.shufle=false'],
+     'unknown field train_loader.sampler.shufle (valid: name, target, kwargs, shuffle, drop_last)'),
+    (BOTH, ['train_loader.sampler.drop_last=maybe'], 'train_loader.sampler.drop_last must be true or false'),
+    (BOTH, ['optimizer.lr=0'], 'optimizer.lr must be a number in (0, inf), got 0'),
+    (BOTH, ['train_loader.sampler.name=sub_epoch'],
+     'train_loader.sampler.sub_epochs_per_epoch is required for sub_epoch (an int in [1, inf))'),
+    (BOTH, ['train_loader.sampler={name: mixture, source_fractions: [0.7, 0.2]}'],
+     'train_loader.sampler.source_fractions must be a list of positive fractions summing to 1'),
+    # the callbacks' options are checked by plan too
+    (BOTH, ['callbacks.sampler_sync.check_sharding=maybe'],
+     'callbacks.sampler_sync.check_sharding must be true or false, got \'maybe\''),
+    (BOTH, ['callbacks.sampler_sync.data_sed=3'], 'unknown field callbacks.sampler_sync.data_sed (valid: data_seed, '),
+    (BOTH, ['callbacks.sampler_sync.data_seed=-1'], 'callbacks.sampler_sync.data_seed must be an int in [0, '),
+    (BOTH, ['callbacks.sample_ledger={}'], 'callbacks.sample_ledger writes to {save_folder}/ledger: set save_folder'),
+    # names and targets
+    (BOTH, ['train_loader.dataset.name=imagenet'],
+     "train_loader.dataset.name: 'imagenet' is not a registered dataset; choose one of: digits, synthetic"),
+    (BOTH, ['model.name=resnet'], "model.name: 'resnet' is not a registered model; choose one of: mlp"),
+    (BOTH, ['callbacks.fancy={}'], "callbacks.fancy.name: 'fancy' is not a registered callback"),
+    (BOTH, ['model={name: mlp, target: "user_parts:linear"}'], "model gives both name='mlp' and target="),
+    (BOTH, ['model.target=user_parts.linear'], "model.target must look like 'package.module:callable'"),
+    (BOTH, ['model={target: "user_parts:linear", hidden_size: 3}'],
+     'model.hidden_size: with target, the only other key is kwargs'),
+    (BOTH, ['callbacks={mine: {target: "user_parts:linear", classes: 3}}'],
+     'callbacks.mine.classes: with target, the only other key is kwargs'),
+    (BOTH, ['eval_loader.eval_fraction=0.3', 'train_loader.dataset.eval_fraction=0.2'],
+     'eval_loader.eval_fraction and train_loader.dataset.eval_fraction both set the held-out fraction'),
+    (BOTH, [NUMBERS, 'train_loader.dataset.kwargs={sise: 3}'],
+     "train_loader.dataset: the dataset numbers: unexpected keyword 'sise'; it takes: size, classes"),
+    (BOTH, [NUMBERS, 'train_loader.sampler={target: "user_parts:numbers"}'],
+     "train_loader.sampler: the sampler numbers: unexpected keyword 'dataset'"),
+    (BOTH, ['train_loader.dataset={target: \"no_such_package.data:build\"}'],
+     "train_loader.dataset: target 'no_such_package.data:build': cannot import no_such_package.data"),
+    # what a builder returns, or raises
+    (BOTH, ['train_loader.dataset={target: \"user_parts:not_a_dataset\"}'],
+     'train_loader.dataset: the builder returned a int; a recipe trains on a map-style dataset with a length'),
+    (BOTH, ['train_loader.dataset={target: \"user_parts:three_sources\"}'],
+     'train_loader.dataset: the builder returned 3 datasets, the sources of a mixture, but train_loader.sampler '
+     '(resumable) takes one dataset'),
+    (BOTH, ['train_loader.dataset={target: "user_parts:failing", kwargs: {size: 10}}'],
+     'train_loader.dataset: user_parts:failing raised ValueError: no sample 10 in this folder'),
+    (BOTH, [NUMBERS, 'train_loader.sampler={target: "user_parts:junk_sampler"}'],
+     'train_loader.sampler: the builder returned a int; return a sampler, a batch sampler or a DataLoader'),
+    # the run's own fields
+    (BOTH, ['seed=-1'], 'seed must be in the interval [0, 2**32 - world size]'),
+    (BOTH, ['max_duration=0ep'], "max_duration='0ep' must be positive (0 would train nothing)"),
+    (BOTH, ['global_train_batch_size=63'], 'global_train_batch_size=63 is not divisible by the world size 2'),
+    (BOTH, ['global_train_batch_size=2000'], 'global_train_batch_size=2000 is larger than the train split of 1438'),
+    (BOTH, ['=5'], "override '=5' must look like field=value"),
+    (BOTH, ['global_batch=64'], "unknown field 'global_batch' in override 'global_batch=64'; valid fields here: "),
+    (BOTH, ['seed=${oc.env:COMPOSER_SAMPLING_UNSET}'], "seed: KeyError raised while resolving interpolation: "
+                                                       "\"Environment variable 'COMPOSER_SAMPLING_UNSET' not found\""),
+    # what plan does not import or look at
+    (TRAIN, ['model={target: "user_parts:linear", kwargs: {clases: 3}}'],
+     "model: the model linear: unexpected keyword 'clases'; it takes: classes, with_num_classes"),
+    (TRAIN, ['optimizer={target: "torch.optim:AdamW", kwargs: {learning_rate: 0.1}}'],
+     "optimizer: the optimizer AdamW: unexpected keyword 'learning_rate'"),
+    (TRAIN, ['callbacks.lr_monitor={window: 3}'], "callbacks.lr_monitor: the callback LRMonitor: unexpected keyword "
+                                                  "'window'"),
+    (TRAIN, ['model.target=user_parts:raising_model'],
+     'model: user_parts:raising_model raised RuntimeError: out of memory while building the model'),
+]
+
+
+def _run(command: str, overrides: list[str], capsys: pytest.CaptureFixture[str], recipe: str = DIGITS,
+         world_size: int = 1) -> tuple[int, str]:
+    extra = ['--world-size', str(world_size)] if command == 'plan' else []
+    code = main([command, recipe, *extra, *overrides])
+    captured = capsys.readouterr()
+    return code, captured.err
+
+
+@pytest.mark.parametrize(('where', 'overrides', 'message'), CASES, ids=[' '.join(case[1])[:60] for case in CASES])
+def test_a_bad_recipe_is_refused_before_training(where: str, overrides: list[str], message: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    if overrides == ['global_train_batch_size=63']:  # a world-size rule: train runs here on one process
+        code, err = _run('plan', overrides, capsys, world_size=2)
+        assert (code, err.startswith(f'error: {message}')) == (2, True), err
+        return
+    trained, train_err = _run('train', overrides, capsys)
+    assert trained == 2 and message in train_err and 'run summary' not in train_err, train_err
+    assert train_err.startswith('error: ') and len(train_err.strip().splitlines()) == 1, train_err
+    planned, plan_err = _run('plan', overrides, capsys)
+    if where == BOTH:
+        assert (planned, plan_err) == (2, train_err), 'plan and train refuse with the same message'
+    else:
+        assert planned in (0, 1), plan_err
+
+
+def test_the_users_traceback_shows_with_verbose(capsys: pytest.CaptureFixture[str]) -> None:
+    overrides = ['train_loader.dataset={target: "user_parts:failing", kwargs: {size: 10}}']
+    assert main(['--verbose', 'plan', DIGITS, *overrides]) == 2
+    err = capsys.readouterr().err
+    assert 'Traceback (most recent call last)' in err and "raise ValueError(f'no sample {size} in this folder')" in err
+
+
+@pytest.mark.parametrize('error', ['SyntaxError', 'RuntimeError'])
+def test_a_module_that_fails_to_import_is_named_with_its_error(error: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    body = 'def build(:\n' if error == 'SyntaxError' else 'raise RuntimeError("no GPU here")\n'
+    (tmp_path / f'broken_{error.lower()}.py').write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    overrides = [f'train_loader.dataset={{target: "broken_{error.lower()}:build"}}']
+    for command in ('plan', 'train'):
+        code, err = _run(command, overrides, capsys)
+        assert code == 2 and err.startswith(f"error: train_loader.dataset: target 'broken_{error.lower()}:build': "
+                                            f'importing broken_{error.lower()} failed with {error}'), err
+
+
+def test_an_empty_recipe_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / 'empty.yaml'
+    empty.write_text('# nothing yet\n')
+    for command in ('plan', 'train'):
+        code, err = _run(command, [], capsys, recipe=str(empty))
+        assert code == 2 and f'error: the recipe {empty} is empty' in err, err
+
+
+@pytest.fixture(scope='module')
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint of the synthetic recipe at batch 3 (of 5 an epoch), data seed 23."""
+    folder = tmp_path_factory.mktemp('run')
+    assert main(['train', DIGITS, 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=3ba',
+                 'callbacks.sampler_sync.data_seed=23', f'save_folder={folder}', 'save_interval=3ba']) == 0
+    return folder / 'ep0-ba3-rank0.pt'
+
+
+@pytest.mark.parametrize(('overrides', 'message'), [
+    (['train_loader.dataset={name: synthetic, size: 300}'],
+     'the checkpoint was written with ResumableDistributedSampler dataset_len=320, the train dataloader now has '
+     'dataset_len=240'),
+    (['train_loader.dataset={name: synthetic, size: 400}', 'train_loader.sampler.shuffle=false'],
+     'the checkpoint was written with ResumableDistributedSampler shuffle=True, the train dataloader now has '
+     'shuffle=False'),
+    (['train_loader.dataset={name: synthetic, size: 400}', 'train_loader.sampler={name: sub_epoch, '
+      'sub_epochs_per_epoch: 2}'],
+     'the checkpoint was written with the sampler ResumableDistributedSampler, the train dataloader now has '
+     'SubEpochDistributedSampler; resuming would skip or repeat samples. Resume with ResumableDistributedSampler'),
+])
+def test_a_resume_into_another_order_exits_2_with_samplersyncs_message(checkpoint: Path, overrides: list[str],
+                                                                       message: str,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run('train', [*overrides, f'load_path={checkpoint}'], capsys)
+    assert code == 2 and message in err, err
+
+
+def test_after_a_resume_the_summary_shows_the_checkpoints_data_seed(checkpoint: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(['train', DIGITS, 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=4ba',
+                 f'load_path={checkpoint}']) == 0
+    captured = capsys.readouterr()
+    assert "data seed           23 (the checkpoint's, at load_path)" in captured.out
+    assert 'had seed' not in captured.err
+
+
+def test_folders_are_checked_before_the_summary(tmp_path: Path, checkpoint: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / 'a-file'
+    afile.write_text('')
+    cases = [
+        ([f'save_folder={checkpoint.parent}'], f'save_folder {checkpoint.parent} holds the checkpoints of an earlier '
+                                               'run (ep0-ba3-rank0.pt'),
+        ([f'save_folder={afile}'], f'save_folder {afile} is a file, not a folder'),
+        ([f'save_folder={tmp_path}/run', f'callbacks.sample_ledger.folder={afile}'],
+         f'the ledger folder {afile} is a file, not a folder'),
+        (['save_folder=/proc/composer-sampling-run'], 'save_folder /proc/composer-sampling-run cannot be created'),
+    ]
+    for overrides, message in cases:
+        code, err = _run('train', overrides, capsys)
+        assert code == 2 and message in err and 'run summary' not in err, err
+    assert main(['train', DIGITS, 'max_duration=2ba', f'save_folder={checkpoint.parent}',
+                 'save_overwrite=true']) == 0
+
+
+def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    marker = tmp_path / 'RAN'
+    overrides = [f'train_loader.dataset={{target: "os:system", kwargs: {{command: "touch {marker}"}}}}']
+    env = {**os.environ, 'COMPOSER_SAMPLING_ALLOWED_MODULES': 'user_parts, my_company'}
+    for command in ('plan', 'train'):
+        result = subprocess.run([COMMAND, command, DIGITS, *overrides], capture_output=True, text=True, env=env,
+                                timeout=120)
+        assert result.returncode == 2, result.stderr
+        assert ("error: train_loader.dataset.target names the module 'os', which is not in "
+                'COMPOSER_SAMPLING_ALLOWED_MODULES (user_parts, my_company); nothing of it was imported') \
+            in result.stderr
+        assert not marker.exists()
+    allowed = ['train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}']
+    assert subprocess.run([COMMAND, 'plan', DIGITS, *allowed], env={**env, 'PYTHONPATH': str(ROOT / 'tests')},
+                          capture_output=True, text=True, timeout=120).returncode == 0
+
+
+def test_the_allow_list_covers_checkpoint_safe_globals(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', 'user_parts')
+    code, err = _run('train', ['load_path=/nowhere.pt', 'checkpoint_safe_globals=[decimal:Decimal]'], capsys)
+    assert code == 2 and ("error: checkpoint_safe_globals[0] names the module 'decimal', which is not in "
+                          'COMPOSER_SAMPLING_ALLOWED_MODULES (user_parts)') in err, err
+
+
+def test_copying_a_recipe_never_writes_through_a_link_or_outside_the_folder(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    outside = tmp_path / 'outside.txt'
+    folder = tmp_path / 'recipes'
+    folder.mkdir()
+    (folder / 'digits.yaml').symlink_to(outside)  # dangling: the copy would create outside.txt
+    assert main(['recipes', 'digits', '--to', str(folder)]) == 2
+    assert 'is a symbolic link' in capsys.readouterr().err and not outside.exists()
+    assert main(['recipes', 'digits', '--to', str(folder), '--force']) == 2
+    assert not outside.exists()
+    (folder / 'mixture.yaml').mkdir()
+    assert main(['recipes', 'mixture', '--to', str(folder), '--force']) == 2
+    assert 'is a folder; --force replaces a file only' in capsys.readouterr().err
+    assert main(['recipes', 'digits', '--to', '/proc']) == 2
+    assert 'error: --to /proc: ' in capsys.readouterr().err
