@@ -29,10 +29,10 @@ $(OLDEST_STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) scripts/train.py yamls/digits.yaml
-	$(VENV)/bin/composer -n 2 scripts/train.py yamls/digits-grad-accum.yaml
-	$(VENV)/bin/composer -n 2 scripts/train.py yamls/custom-batch-sampler.yaml
-	$(VENV)/bin/composer -n 2 scripts/train.py yamls/mixture.yaml
+	$(VENV)/bin/composer-sampling train yamls/digits.yaml
+	$(VENV)/bin/composer -n 2 -m composer_sampling.train yamls/digits-grad-accum.yaml
+	$(VENV)/bin/composer -n 2 -m composer_sampling.train yamls/custom-batch-sampler.yaml
+	$(VENV)/bin/composer -n 2 -m composer_sampling.train yamls/mixture.yaml
 	rm -rf runs/text-classification  # a fresh run folder: audit accounts for one run at a time
 	PYTHONPATH=examples/text-classification $(VENV)/bin/composer -n 2 -m composer_sampling.train \
 		examples/text-classification/recipe.yaml

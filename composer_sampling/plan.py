@@ -5,7 +5,7 @@ with its own ``num_replicas``/``rank``, its sampler graph gets the epoch as
 :class:`~composer_sampling.SamplerSync` would set it, and the indices it would
 yield are collected and counted (:mod:`composer_sampling.coverage`).
 ``composer-sampling plan`` runs the same check on a recipe
-(:func:`composer_sampling.recipes.plan.plan_recipe`).
+(:func:`composer_sampling.recipes.dry_run.plan_recipe`).
 
 Example:
     >>> from composer_sampling import ResumableDistributedSampler

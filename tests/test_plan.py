@@ -54,7 +54,7 @@ def test_a_sampler_that_does_not_shard_fails_the_plan(capsys) -> None:
         (['--world-size', '0'], 'error: --world-size and --epochs must be at least 1, got 0 and 2'),
         (['global_batch=3'], "error: unknown field 'global_batch'"),
         (['--world-size', '8', 'train_loader.sampler.name=nested_batch', 'train_loader.sampler.num_batches=3'],
-         'error: train_loader.sampler: num_batches=3 does not divide the device batch 8'),
+         'error: train_loader.sampler: num_batches=3 does not divide the device batch 8'),  # our builder's own words
     ],
 )
 def test_invalid_fields_exit_2_naming_them(args: list[str], message: str, capsys) -> None:

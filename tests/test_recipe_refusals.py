@@ -88,6 +88,77 @@ CASES = [
     (BOTH, ['global_batch=64'], "unknown field 'global_batch' in override 'global_batch=64'; valid fields here: "),
     (BOTH, ['seed=${oc.env:COMPOSER_SAMPLING_UNSET}'], "seed: KeyError raised while resolving interpolation: "
                                                        "\"Environment variable 'COMPOSER_SAMPLING_UNSET' not found\""),
+    # moved here from the schema and registry tests: every refusal runs through both commands
+    (BOTH, ['global_train_batch_size=many'], "invalid value for field 'global_train_batch_size'"),
+    (BOTH, ['global_train_batch_size=0'], 'global_train_batch_size must be at least 1, got 0'),
+    (BOTH, ['device_train_microbatch_size=-4'], 'device_train_microbatch_size must be at least 1, got -4'),
+    (BOTH, ['gradient_accumulation_steps=0'], 'gradient_accumulation_steps must be at least 1, got 0'),
+    (BOTH, ['train_loader.num_workers=-1'], 'train_loader.num_workers must be at least 0, got -1'),
+    (BOTH, ['global_train_batch_size=60', 'device_train_microbatch_size=25'],
+     'device_train_microbatch_size=25 does not divide the device batch 60'),
+    (BOTH, ['global_train_batch_size=64', 'device_train_microbatch_size=16', 'gradient_accumulation_steps=2'],
+     'gradient_accumulation_steps=2 disagrees with device_train_microbatch_size=16'),
+    (BOTH, ['train_loader.sampler.name=fancy'],
+     "train_loader.sampler.name: 'fancy' is not a registered sampler; choose one of: resumable, distributed"),
+    (BOTH, ['optimizer.name=lion'], "optimizer.name: 'lion' is not a registered optimizer; choose one of: adamw, sgd"),
+    (BOTH, ['train_loader.collate_fn={name: pad}'],
+     "train_loader.collate_fn.name: 'pad' is not a registered collate_fn"),
+    (BOTH, ['train_loader.dataset.name=synthetic'],
+     'train_loader.dataset.size is required for synthetic (an int in [1, inf))'),
+    (BOTH, ['train_loader.sampler.num_batches=2'],
+     'unknown field train_loader.sampler.num_batches (valid: name, target, kwargs, shuffle, drop_last)'),
+    (BOTH, ['train_loader.dataset.size=10'], 'unknown field train_loader.dataset.size (valid: name, target, kwargs, '
+                                             'read_delay_ms)'),
+    (BOTH, ['callbacks={mine: {target: "not a target"}}'], "callbacks.mine.target must look like 'package.module"),
+    (BOTH, ['train_loader.dataset={target: "user_parts:numbers", eval_fraction: 0.3}'],
+     'train_loader.dataset.eval_fraction: with target, the only other key is kwargs'),
+    (BOTH, ['max_duration=forever'], "max_duration='forever' is not a duration this run can count"),
+    (BOTH, ['seed'], "override 'seed' must look like field=value"),
+    (BOTH, ['optimizer.lr=.nan'], 'optimizer.lr must be a finite number, got nan'),
+    (BOTH, ['optimizer.weight_decay=-.inf'], 'optimizer.weight_decay must be a finite number, got -inf'),
+    (BOTH, ['train_loader.dataset.eval_fraction=.nan'], 'train_loader.dataset.eval_fraction must be a finite number'),
+    (BOTH, ['train_loader.dataset.read_delay_ms=.inf'], 'train_loader.dataset.read_delay_ms must be a finite number'),
+    (BOTH, ['dist_timeout=.nan'], 'dist_timeout must be a finite number, got nan'),
+    (BOTH, ['train_loader.sampler.name=mixture', 'train_loader.sampler.source_fractions=[0.5,.nan]'],
+     'train_loader.sampler.source_fractions[1] must be a finite number, got nan'),
+    (BOTH, ['seed=4294967296'], 'seed must be in the interval [0, 2**32 - world size] ([0, 4294967295] on one '
+                                'process)'),
+    (BOTH, ['train_loader.dataset.eval_fraction=0.0001'], 'train_loader.dataset.eval_fraction=0.0001 leaves the '
+                                                          'held-out split of the digits dataset (1797 samples) empty'),
+    (BOTH, ['train_loader.sampler.name=mixture', 'train_loader.sampler.source_fractions=[0.99,0.01]'],
+     'train_loader.sampler.source_fractions=[0.99, 0.01]: source 1 (fraction 0.01) holds 14 of the 1438 train '
+     'samples, fewer than one global step of 64, so it would never be trained; give every source a fraction of at '
+     'least 0.045 (64 / 1438), or a global_train_batch_size of at most 14'),
+    (BOTH, ['train_loader=[1,2]'], 'train_loader must be a mapping of fields (dataset, sampler, collate_fn, '
+                                   'num_workers, per_sample_rng), got a list [1, 2]'),
+    (BOTH, ['train_loader.sampler=fast'], "train_loader.sampler must be a mapping, got 'fast'"),
+    (BOTH, ['train_loader=null'], 'train_loader must be a mapping, got null'),
+    (BOTH, ['callbacks=[sampler_sync]'], "callbacks must be a mapping, got a list ['sampler_sync']"),
+    (BOTH, ['callbacks.sampler_sync=[1]'], 'callbacks.sampler_sync must be a mapping of arguments (or empty), got '
+                                           '[1]'),
+    (BOTH, ['seed=[1]'], 'seed must be a single value, got a list [1]'),
+    (TRAIN, ['model.target=user_parts:missing'], "model: target 'user_parts:missing': user_parts has no attribute "
+                                                'missing'),
+    (BOTH, ['train_loader.dataset={target: "user_parts:three_sources"}', 'train_loader.sampler={name: mixture, '
+            'source_fractions: [0.5, 0.5]}'],
+     'train_loader.sampler.source_fractions cuts one dataset into sources, but the train_loader.dataset builder '
+     'returned 3 of them'),
+    (BOTH, [NUMBERS, 'train_loader.sampler.name=mixture'],
+     'train_loader.sampler.source_fractions is required for the mixture sampler when the train_loader.dataset '
+     'builder returns one dataset'),
+    (BOTH, ['train_loader.dataset={target: "user_parts:three_sources", kwargs: {sizes: [600, 20]}}',
+            'train_loader.sampler.name=mixture'],
+     'train_loader.dataset: source 1 holds 16 of the 496 train samples, fewer than one global step of 64'),
+    (BOTH, ['train_loader.collate_fn={target: "user_parts:not_a_dataset"}'],
+     'train_loader.collate_fn: the collate fn not_a_dataset: too many positional arguments; it takes: none'),
+    (TRAIN, ['model.target=user_parts:NOT_CALLABLE'], "model: target 'user_parts:NOT_CALLABLE' is a int, not a "
+                                                      'callable'),
+    (TRAIN, ['model.target=user_parts:numbers'], "model: the model numbers: missing required keyword 'size'"),
+    (BOTH, ['callbacks.fancy_logger={}', 'callbacks.sampler_sync={}'],
+     "callbacks.fancy_logger.name: 'fancy_logger' is not a registered callback; choose one of: sampler_sync, "
+     'sample_ledger'),
+    (TRAIN, ['callbacks={mine: {target: "user_parts:nothing_here"}}'],
+     "callbacks.mine: target 'user_parts:nothing_here': user_parts has no attribute nothing_here"),
     # what plan does not import or look at
     (TRAIN, ['model={target: "user_parts:linear", kwargs: {clases: 3}}'],
      "model: the model linear: unexpected keyword 'clases'; it takes: classes, with_num_classes"),

@@ -19,8 +19,6 @@ from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.runner import main as train_main
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 
-from user_parts import Numbers
-
 NUMBERS = 'train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}'
 
 
@@ -36,101 +34,6 @@ def _datasets(recipe):
 
 def _check(*overrides: str, world_size: int = 1) -> None:
     check_spec(resolve(load_recipe(None, list(overrides))), world_size)
-
-
-@pytest.mark.parametrize(
-    ('overrides', 'message'),
-    [
-        (['train_loader.dataset.name=imagenet'], "train_loader.dataset.name: 'imagenet' is not a registered dataset; "
-                                                 'choose one of: digits, synthetic'),
-        (['train_loader.sampler.name=fancy'], "train_loader.sampler.name: 'fancy' is not a registered sampler"),
-        (['model.name=resnet'], "model.name: 'resnet' is not a registered model; choose one of: mlp"),
-        (['optimizer.name=lion'], "optimizer.name: 'lion' is not a registered optimizer; choose one of: adamw, sgd"),
-        (['train_loader.collate_fn={name: pad}'], "train_loader.collate_fn.name: 'pad' is not a registered collate_fn"),
-        (['callbacks.fancy={}'], "callbacks.fancy: 'fancy' is not a registered callback"),
-        (['model={name: mlp, target: "user_parts:linear"}'], "model gives both name='mlp' and target="),
-        (['model.target=user_parts.linear'], "model.target must look like 'package.module:callable'"),
-        (['model={target: "user_parts:linear", hidden_size: 3}'], 'model.hidden_size applies to the name form only'),
-        (['train_loader.dataset={target: "user_parts:numbers", eval_fraction: 0.3}'],
-         'train_loader.dataset.eval_fraction: with target, the only other key is kwargs; set the held-out fraction '
-         'as eval_loader.eval_fraction'),
-        (['train_loader.sampler.num_batches=2'], 'train_loader.sampler.num_batches does not apply to the resumable '
-                                                 'sampler (it takes: shuffle, drop_last)'),
-        (['train_loader.dataset.size=10'], 'train_loader.dataset.size does not apply to the digits dataset'),
-        (['train_loader.sampler.name=sub_epoch'], 'train_loader.sampler.sub_epochs_per_epoch is required for the '
-                                                  'sub_epoch sampler'),
-        (['callbacks={mine: {target: "user_parts:linear", classes: 3}}'],
-         'callbacks.mine has target, so its only other key is kwargs; got classes'),
-        (['callbacks={mine: {target: "not a target"}}'], "callbacks.mine.target must look like 'package.module"),
-        (['eval_loader.eval_fraction=0.3', 'train_loader.dataset.eval_fraction=0.2'],
-         'eval_loader.eval_fraction and train_loader.dataset.eval_fraction both set the held-out fraction'),
-    ],
-)
-def test_schema_refuses_a_part_it_cannot_build(overrides: list[str], message: str) -> None:
-    with pytest.raises(RecipeError) as error:
-        load_recipe(None, overrides)
-    assert message in str(error.value)
-
-
-@pytest.mark.parametrize(
-    ('overrides', 'message'),
-    [
-        (['model.target=no_such_package.models:build'], "model: target 'no_such_package.models:build': cannot import "
-                                                        'no_such_package.models'),
-        (['model.target=user_parts:missing'],
-         "model: target 'user_parts:missing': user_parts has no attribute missing"),
-        (['model.target=user_parts:NOT_CALLABLE'], "model: target 'user_parts:NOT_CALLABLE' is a int, not a callable"),
-        (['model={target: "user_parts:linear", kwargs: {clases: 3}}'],
-         "model: the model linear: unexpected keyword 'clases'; it takes: classes, with_num_classes"),
-        (['train_loader.dataset.kwargs={sise: 3}'],
-         "train_loader.dataset: the dataset numbers: unexpected keyword 'sise'; it takes: size, classes"),
-        (['model.target=user_parts:numbers'],
-         "model: the model numbers: missing required keyword 'size'; it takes: size, classes"),
-        (['train_loader.sampler={target: "user_parts:numbers"}'],
-         "train_loader.sampler: the sampler numbers: unexpected keyword 'dataset'"),
-        (['optimizer={target: "torch.optim:AdamW", kwargs: {learning_rate: 0.1}}'],
-         "optimizer: the optimizer AdamW: unexpected keyword 'learning_rate'"),
-        (['train_loader.collate_fn={target: "user_parts:not_a_dataset"}'],
-         'train_loader.collate_fn: the collate fn not_a_dataset: too many positional arguments; it takes: none'),
-        (['callbacks.lr_monitor={window: 3}'], "callbacks.lr_monitor: the lr monitor LRMonitor: unexpected keyword "
-                                               "'window'"),
-        (['callbacks={mine: {target: "user_parts:nothing_here"}}'],
-         "callbacks.mine: target 'user_parts:nothing_here': user_parts has no attribute nothing_here"),
-    ],
-)
-def test_builders_are_checked_against_their_signatures_before_anything_is_built(overrides: list[str],
-                                                                                 message: str) -> None:
-    reads = Numbers.reads
-    with pytest.raises(RecipeError) as error:
-        _check(NUMBERS, *overrides)
-    assert message in str(error.value)
-    assert Numbers.reads == reads
-
-
-@pytest.mark.parametrize(
-    ('overrides', 'message'),
-    [
-        (['train_loader.dataset.target=user_parts:not_a_dataset'],
-         'train_loader.dataset: the builder returned a int; a recipe trains on a map-style dataset with a length'),
-        (['train_loader.dataset.target=user_parts:three_sources'],
-         "train_loader.dataset: the builder returned 3 datasets, the sources of a mixture, but train_loader.sampler "
-         "is 'resumable'; use train_loader.sampler.name: mixture"),
-        (['train_loader.dataset.target=user_parts:three_sources', 'train_loader.sampler.name=mixture',
-          'train_loader.sampler.source_fractions=[0.5,0.5]'],
-         'train_loader.sampler.source_fractions cuts one dataset into sources, but the train_loader.dataset builder '
-         'returned 3 of them'),
-        ([NUMBERS, 'train_loader.sampler.name=mixture'],
-         'train_loader.sampler.source_fractions is required for the mixture sampler when the train_loader.dataset '
-         'builder returns one dataset'),
-        (['train_loader.dataset={target: "user_parts:three_sources", kwargs: {sizes: [600, 20]}}',
-          'train_loader.sampler.name=mixture'],
-         'train_loader.dataset: source 1 holds 16 of the 496 train samples, fewer than one global step of 64'),
-    ],
-)
-def test_what_a_dataset_builder_returns_is_checked(overrides: list[str], message: str) -> None:
-    with pytest.raises(RecipeError) as error:
-        _check(*overrides)
-    assert message in str(error.value)
 
 
 def test_a_list_of_datasets_becomes_the_sources_of_a_mixture() -> None:
@@ -151,8 +54,8 @@ def test_eval_loader_dataset_replaces_the_held_out_split() -> None:
     assert (len(train), len(held_out)) == (200, 30)
     with pytest.raises(RecipeError, match=r'eval_loader\.eval_fraction cuts the held-out split from the train dataset, '
                                           r'but eval_loader\.dataset gives one of its own'):
-        load_recipe(None, [NUMBERS, 'eval_loader.dataset={target: "user_parts:numbers", kwargs: {size: 30}}',
-                           'eval_loader.eval_fraction=0.1'])
+        _spec(None, [NUMBERS, 'eval_loader.dataset={target: "user_parts:numbers", kwargs: {size: 30}}',
+                     'eval_loader.eval_fraction=0.1'])
 
 
 def test_the_held_out_split_renumbers_dict_indices_to_positions_in_the_split() -> None:
@@ -211,9 +114,6 @@ def test_entry_points_register_parts_by_name(tmp_path: Path, monkeypatch: pytest
     fresh = Registry('datasets', 'composer_sampling.datasets', dict(registry.DATASETS._entries))
     monkeypatch.setattr(registry, 'DATASETS', fresh)
     monkeypatch.setitem(registry.REGISTRIES, 'datasets', fresh)
-    import composer_sampling.recipes.build as build
-
-    monkeypatch.setitem(build._TABLES, 'train_loader.dataset', fresh)
     assert 'numbers' in fresh.names()
     recipe = load_recipe(None, ['train_loader.dataset={name: numbers, kwargs: {size: 120}}'])
     train, _ = _datasets(recipe)
@@ -248,3 +148,29 @@ def test_a_concat_dataset_from_a_builder_is_one_dataset() -> None:
     train, held_out = _datasets(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']))
     assert (len(train), len(held_out)) == (160, 40)
     assert plan_recipe(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']), 2, 1).ok
+
+
+def test_a_third_party_mixture_sampler_from_an_entry_point_trains(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from composer_sampling.recipes.runner import train
+
+    _install_entry_points(tmp_path, 'composer_sampling.samplers', ['round_robin = user_parts:round_robin_mixture'])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh = Registry('samplers', 'composer_sampling.samplers', dict(registry.SAMPLERS._entries))
+    monkeypatch.setitem(registry.REGISTRIES, 'samplers', fresh)
+    overrides = ['train_loader.dataset={target: "user_parts:three_sources"}', 'model.target=user_parts:dict_model',
+                 'train_loader.sampler={name: round_robin, temperature: 0.5}', 'max_duration=1ep',
+                 'global_train_batch_size=100', 'eval_interval=1ep']
+    with pytest.raises(RecipeError, match=r'train_loader\.sampler\.temperature must be a number in \(0, inf\), got 0'):
+        train(load_recipe(None, [*overrides, 'train_loader.sampler.temperature=0']))
+    from composer_sampling import SampleLedger
+    from composer_sampling.ledger_format import read_ledger
+
+    train(load_recipe(None, overrides), callbacks=[SampleLedger(str(tmp_path / 'ledger'))])
+    (path,) = (tmp_path / 'ledger').glob('*.bin')
+    batches = [record.indices.tolist() for record in read_ledger(path).trained]
+    sources = [range(0, 480), range(480, 800), range(800, 1040)]
+    steps = [next(k for k, source in enumerate(sources) if all(i in source for i in batch)) for batch in batches]
+    assert sorted(steps) == [0, 0, 0, 0, 1, 1, 1, 2, 2], 'one source a step, each trimmed to whole steps of 100'
+    everything = [i for batch in batches for i in batch]
+    assert len(set(everything)) == len(everything) == 900

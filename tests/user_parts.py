@@ -67,3 +67,50 @@ def failing(size: int) -> Numbers:
 
 def raising_model() -> torch.nn.Module:
     raise RuntimeError('out of memory while building the model')
+
+
+def round_robin_mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
+                        shuffle: bool = True, temperature: float = 1.0) -> Any:
+    """A third-party mixture sampler: it receives the sources (a ConcatDataset), as its entry declares."""
+    from composer_sampling import MixtureDistributedSampler
+
+    sizes = [len(source) for source in dataset.datasets]
+    return MixtureDistributedSampler(sizes, batch_size=device_batch_size, num_replicas=num_replicas, rank=rank,
+                                     shuffle=shuffle, seed=seed)
+
+
+round_robin_mixture.composer_sampling_entry = {  # type: ignore[attr-defined]
+    'takes_sources': True,
+    'options': {'shuffle': {'kind': 'bool', 'default': True},
+                'temperature': {'kind': 'float', 'default': 1.0, 'minimum': 0, 'exclusive': True}},
+}
+
+
+class DictLinear(torch.nn.Module):
+    """A linear classifier of the ``Numbers`` samples' ``input``, for recipes over them."""
+
+    num_classes = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+
+    def forward(self, inputs: Any) -> torch.Tensor:
+        return self.linear(inputs)
+
+
+def dict_model() -> Any:
+    """A ComposerModel over the dict batches of ``Numbers``."""
+    from composer.models import ComposerClassifier
+
+    class OverDicts(ComposerClassifier):
+        def forward(self, batch: Any) -> torch.Tensor:
+            return self.module(batch['input'])
+
+        def loss(self, outputs: torch.Tensor, batch: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+            return self._loss_fn(outputs, batch['target'])
+
+        def update_metric(self, batch: Any, outputs: Any, metric: Any) -> None:
+            metric.update(outputs, batch['target'])
+
+    return OverDicts(DictLinear(), num_classes=2)

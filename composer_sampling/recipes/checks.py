@@ -108,8 +108,10 @@ def run_builder(part: PartSpec, extra: Mapping[str, Any] | None = None, builder:
     try:
         return function(**part.arguments, **(extra or {}))
     except Exception as error:
-        message = f'{part.field}: {part.label} raised {type(error).__name__}: {error}'
-        raise RecipeError(_with_traceback(message, error)) from error
+        ours = part.entry is not None and not part.entry.from_entry_point and isinstance(error, ValueError)
+        message = f'{part.field}: {error}' if ours else f'{part.field}: {part.label} raised {type(error).__name__}: ' \
+                                                        f'{error}'
+        raise RecipeError(_with_traceback(message, None if ours else error)) from error
 
 
 def _with_traceback(message: str, error: BaseException | None) -> str:

@@ -198,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``composer-sampling`` console script."""
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if args.command in ('plan', 'train') and all('=' in item and not item.startswith('-') for item in extra):
-        args.overrides += extra  # field=value overrides may come after the options
+    if args.command in ('plan', 'train') and not any(item.startswith('-') for item in extra):
+        args.overrides += extra  # overrides may come after the options; the recipe loader judges them
     elif extra:
         parser.error(f'unrecognized arguments: {" ".join(extra)}')
     if args.verbose:

@@ -98,6 +98,9 @@ def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
     }
     dataset = recipe.train_loader.dataset
     legacy_fraction = dataset.get(_LEGACY_FRACTION)
+    if legacy_fraction is not None and 'target' in dataset:
+        raise RecipeError(f'train_loader.dataset.{_LEGACY_FRACTION}: with target, the only other key is kwargs; set '
+                          'the held-out fraction as eval_loader.eval_fraction')
     if _LEGACY_FRACTION in dataset:
         sections['train_loader.dataset'] = {key: value for key, value in dataset.items() if key != _LEGACY_FRACTION}
     parts = {name: _part(name, PART_KINDS[name], section, training or name in DATA_FIELDS)

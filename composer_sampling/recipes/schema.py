@@ -93,8 +93,9 @@ class Recipe:
 def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
     """Read a YAML recipe (``None``: the defaults), apply ``field=value`` overrides, check the run's fields.
 
-    A part given in the file or by an override replaces that part whole (so
-    ``train_loader.sampler={name: random}`` drops the file's sampler options);
+    A part given in the file or by an override replaces that part whole, and so does
+    an override of its ``name`` or ``target``: ``train_loader.sampler.name=random``
+    drops the file's sampler options (give the new sampler's after it);
     ``callbacks: {}`` means no callbacks, ``callbacks.NAME=...`` adds one.
 
     Raises:
@@ -115,7 +116,8 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
             layer = OmegaConf.from_dotlist([item])
         except Exception as error:
             raise RecipeError(f'override {item!r} cannot be read: {_first_line(error)}') from None
-        merged = _merge(merged, layer, f'override {item!r}', [key] if key in PART_SECTIONS else [])
+        part = key.rpartition('.')[0] if key.endswith(('.name', '.target')) else key
+        merged = _merge(merged, layer, f'override {item!r}', [part] if part in PART_SECTIONS else [])
     where = (f'the recipe {path}' if path is not None else 'the recipe') + (' or its overrides' if overrides else '')
     recipe = _to_recipe(merged, where)
     check_recipe(recipe)
@@ -219,6 +221,11 @@ def _check_shape(node: dict[str, Any], schema: Any, prefix: str, what: str) -> N
         if value is None or _kind(value) == shape:
             if dataclasses.is_dataclass(hint) and value is not None:
                 _check_shape(value, hint, f'{name}.', what)
+            elif name == 'callbacks' and value is not None:
+                for label, arguments in value.items():
+                    if arguments is not None and not isinstance(arguments, dict):
+                        raise RecipeError(f'callbacks.{label} must be a mapping of arguments (or empty), got '
+                                          f'{arguments!r} (in {what})')
             continue
         if dataclasses.is_dataclass(hint):
             expected = f'a mapping of fields ({", ".join(f.name for f in dataclasses.fields(hint))})'

@@ -1,0 +1,68 @@
+"""The recipe runner's shape: floors imported only downwards, small modules, no registered name in its code.
+
+A recipe goes down the floors once (YAML, spec, checks, data, training, commands);
+a floor imports only floors below it, so no builder can ask the schema again. What a
+registered part needs is metadata on its registry entry, never a name compared in
+the runner's code.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from composer_sampling.recipes.registry import REGISTRIES
+
+RUNNER = Path(__file__).resolve().parent.parent / 'composer_sampling' / 'recipes'
+#: Each runner module and its floor: it may import runner modules of lower floors only.
+FLOORS = {
+    'errors': 0, 'durations': 1, 'schema': 2, 'registry': 3, 'resolve': 4, 'checks': 5, 'build_data': 6,
+    'models': 6, 'build_training': 7, 'dry_run': 8, 'runner': 8, 'cli': 9,
+}
+MAX_LINES = 400
+
+
+def _runner_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('composer_sampling.recipes.'):
+            names.add(node.module.split('.')[2])
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split('.')[2] for alias in node.names
+                         if alias.name.startswith('composer_sampling.recipes.'))
+    return names
+
+
+def test_every_runner_module_has_a_floor() -> None:
+    modules = {path.stem for path in RUNNER.glob('*.py')} - {'__init__', 'builtin_parts'}
+    assert modules == set(FLOORS)
+
+
+def test_floors_import_only_floors_below_them() -> None:
+    for module, floor in FLOORS.items():
+        for imported in _runner_imports(RUNNER / f'{module}.py') - {'demo'}:
+            assert FLOORS[imported] < floor, f'{module} (floor {floor}) imports {imported} (floor {FLOORS[imported]})'
+
+
+def test_the_builtin_parts_import_no_runner_module() -> None:
+    assert _runner_imports(RUNNER / 'builtin_parts.py') <= {'demo'}
+
+
+def test_no_runner_module_exceeds_four_hundred_lines() -> None:
+    for path in RUNNER.glob('*.py'):
+        lines = len(path.read_text().splitlines())
+        assert lines <= MAX_LINES, f'{path.name} has {lines} lines'
+
+
+def test_no_runner_code_compares_a_registered_name() -> None:
+    names = {name for registry in REGISTRIES.values() for name in registry.names()}
+    for module in FLOORS:
+        for node in ast.walk(ast.parse((RUNNER / f'{module}.py').read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            for side in [node.left, *node.comparators]:
+                constants = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                for constant in constants:
+                    if isinstance(constant, ast.Constant) and constant.value in names:
+                        raise AssertionError(f'{module}.py line {node.lineno} compares the registered name '
+                                             f'{constant.value!r}')
