@@ -33,9 +33,12 @@ def test_plan_checks_the_example_at_1024_ranks_without_training(example_on_path:
     assert not any(tmp_path.iterdir())  # plan built no callback: the ledger folder was never made
 
 
-def test_plan_never_builds_callbacks(example_on_path: None, capsys: pytest.CaptureFixture[str]) -> None:
-    # sample_ledger needs save_folder to train; plan never builds it, so planning without one works.
-    assert cli_main(['plan', str(RECIPE), '--world-size', '2', 'save_folder=null']) == 0, capsys.readouterr()
+def test_plan_refuses_what_train_refuses_without_building_callbacks(example_on_path: None,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # sample_ledger needs save_folder to train: plan says so too, from the registry's entry, importing nothing
+    assert cli_main(['plan', str(RECIPE), '--world-size', '2', 'save_folder=null']) == 2
+    assert 'error: callbacks.sample_ledger writes to {save_folder}/ledger: set save_folder' in capsys.readouterr().err
+    assert cli_main(['plan', str(RECIPE), '--world-size', '2']) == 0, capsys.readouterr()
 
 
 @pytest.mark.launcher

@@ -13,7 +13,7 @@ builders then read the spec; nothing asks the recipe again.
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
     >>> spec = resolve(load_recipe(None, ['train_loader.sampler={name: sub_epoch, sub_epochs_per_epoch: 4}']))
-    >>> spec.parts['train_loader.sampler'].arguments
+    >>> dict(spec.parts['train_loader.sampler'].arguments)
     {'shuffle': True, 'drop_last': False, 'sub_epochs_per_epoch': 4}
     >>> spec.sync.data_seed, spec.sync.seed_source
     (17, 'the trainer seed')
