@@ -38,8 +38,8 @@ class WritesMarker:
 
 def _script(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
-    return subprocess.run([sys.executable, 'scripts/train.py', *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run([sys.executable, '-m', 'composer_sampling.train', *args], cwd=ROOT, capture_output=True,
+                          text=True, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope='module')

@@ -51,7 +51,7 @@ def test_two_rank_suite(tmp_path: Path) -> None:
 
 
 def test_grad_accum_recipe_on_two_ranks(tmp_path: Path) -> None:
-    result, output = launch(['-n', '2', 'scripts/train.py', 'yamls/digits-grad-accum.yaml'], tmp_path)
+    result, output = launch(['-n', '2', '-m', 'composer_sampling.train', 'yamls/digits-grad-accum.yaml'], tmp_path)
     assert result.returncode == 0, output
     for line in ('world size          2', 'global batch        256', 'device batch        128',
                  'microbatch          32', 'accumulation steps  4'):
@@ -62,7 +62,7 @@ def test_grad_accum_recipe_on_two_ranks(tmp_path: Path) -> None:
 
 def test_recipe_error_on_two_ranks_stops_before_training(tmp_path: Path) -> None:
     result, output = launch(
-        ['-n', '2', 'scripts/train.py', 'yamls/digits.yaml', 'global_train_batch_size=63'], tmp_path)
+        ['-n', '2', '-m', 'composer_sampling.train', 'yamls/digits.yaml', 'global_train_batch_size=63'], tmp_path)
     assert result.returncode != 0
     assert 'global_train_batch_size=63 is not divisible by the world size 2; use a multiple of 2' in output
     assert 'run summary' not in output
@@ -101,7 +101,7 @@ def test_a_crafted_checkpoint_on_two_ranks_runs_nothing(tmp_path: Path) -> None:
 
     marker, evil = tmp_path / 'MARKER', tmp_path / 'evil.pt'
     torch.save({'state': {'model': _WritesMarker(marker)}, 'rng': []}, evil)
-    result, output = launch(['-n', '2', 'scripts/train.py', 'yamls/digits.yaml', f'load_path={evil}'],
+    result, output = launch(['-n', '2', '-m', 'composer_sampling.train', 'yamls/digits.yaml', f'load_path={evil}'],
                             tmp_path / 'out')
     assert result.returncode != 0
     assert f'error: load_path: {evil} needs builtins.exec, outside the types a Composer checkpoint needs' in output

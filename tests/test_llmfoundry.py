@@ -57,9 +57,17 @@ def _finetuning_loader(parts: dict[str, Any], replication: int = 1) -> dict[str,
 
 def _train(path: Path, config: dict[str, Any]) -> Any:
     from llmfoundry.command_utils import train_from_yaml
+    from omegaconf import OmegaConf
+    from omegaconf.resolvers import oc
 
-    trainer = train_from_yaml(str(write_yaml(path, config)))
-    trainer.close()
+    try:
+        trainer = train_from_yaml(str(write_yaml(path, config)))
+        trainer.close()
+    finally:
+        # train_from_yaml unregisters omegaconf's `oc.env` for the whole process; later
+        # tests in this process read recipes that use it.
+        if not OmegaConf.has_resolver('oc.env'):
+            OmegaConf.register_resolver('oc.env', oc.env, annotation_validation='off')
     return trainer
 
 

@@ -55,7 +55,7 @@ def test_train_digits_in_process() -> None:
     assert result.trainer.state.timestamp.epoch.value == 3
 
 
-def test_the_script_runs_and_refuses_bad_recipes(tmp_path: Path) -> None:
+def test_the_clone_wrapper_and_the_module_run_and_refuse_bad_recipes(tmp_path: Path) -> None:
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
     good = subprocess.run(
         [sys.executable, 'scripts/train.py', 'yamls/custom-batch-sampler.yaml', 'max_duration=1ep'],
@@ -65,7 +65,7 @@ def test_the_script_runs_and_refuses_bad_recipes(tmp_path: Path) -> None:
     assert 'accumulation steps  4 (device batch / microbatch)' in good.stdout
     assert 'held-out after 1 epochs: MulticlassAccuracy' in good.stdout
     bad = subprocess.run(
-        [sys.executable, 'scripts/train.py', 'yamls/digits.yaml', 'global_train_batch_size=-1'],
+        [sys.executable, '-m', 'composer_sampling.train', 'yamls/digits.yaml', 'global_train_batch_size=-1'],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
     )
     assert bad.returncode == 2
@@ -155,7 +155,7 @@ def test_training_without_sampler_sync_warns_once() -> None:
 
 
 def test_the_script_refuses_before_the_summary(tmp_path: Path) -> None:
-    """Through ``scripts/train.py``, each case in its own process (side by side): exit 2, one line, no summary.
+    """Through ``python -m composer_sampling.train``, each case in its own process: exit 2, one line, no summary.
 
     The other cases share this path in process (``test_train_and_plan_refuse_with_the_same_message``).
     """
@@ -169,8 +169,9 @@ def test_the_script_refuses_before_the_summary(tmp_path: Path) -> None:
         (str(listed),): f'error: the recipe {listed} must be a mapping of fields at its top level',
     }
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
-    processes = {args: subprocess.Popen([sys.executable, 'scripts/train.py', *args], cwd=ROOT, env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in cases}
+    command = [sys.executable, '-m', 'composer_sampling.train']
+    processes = {args: subprocess.Popen([*command, *args], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE) for args in cases}
     for args, process in processes.items():
         out, err = process.communicate(timeout=300)
         assert process.returncode == 2, (args, err)

@@ -298,12 +298,15 @@ def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: 
                           capture_output=True, text=True, timeout=120).returncode == 0
 
 
-def test_the_allow_list_covers_checkpoint_safe_globals(capsys: pytest.CaptureFixture[str],
+def test_the_allow_list_covers_checkpoints(capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', 'user_parts')
     code, err = _run('train', ['load_path=/nowhere.pt', 'checkpoint_safe_globals=[decimal:Decimal]'], capsys)
     assert code == 2 and ("error: checkpoint_safe_globals[0] names the module 'decimal', which is not in "
                           'COMPOSER_SAMPLING_ALLOWED_MODULES (user_parts)') in err, err
+    code, err = _run('train', ['load_path=/nowhere.pt', 'trust_checkpoint=true'], capsys)
+    assert code == 2 and ('error: trust_checkpoint: true loads load_path unchecked, and unpickling it may import any '
+                          'module, which COMPOSER_SAMPLING_ALLOWED_MODULES forbids') in err, err
 
 
 def test_copying_a_recipe_never_writes_through_a_link_or_outside_the_folder(tmp_path: Path,

@@ -36,6 +36,7 @@ from composer_sampling.checkpoint_check import (
 )
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
+    ALLOWED_MODULES_VARIABLE,
     ImportTargetError,
     NotAllowedError,
     RegistryError,
@@ -150,6 +151,10 @@ def _check_load_path(spec: RunSpec) -> int | None:
         raise RecipeError(f'load_path: {error}') from None
     field = 'load_path' if path == recipe.load_path else f'load_path {recipe.load_path!r}'
     if recipe.trust_checkpoint:
+        if os.environ.get(ALLOWED_MODULES_VARIABLE) is not None:
+            raise RecipeError(f'trust_checkpoint: true loads {field} unchecked, and unpickling it may import any '
+                              f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
+                              'checkpoint_safe_globals instead')
         if uri_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
             raise RecipeError(f'{field}: {path} does not exist')
         return None
