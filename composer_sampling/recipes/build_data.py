@@ -83,15 +83,14 @@ def build_data(spec: RunSpec, plan: BatchPlan) -> Data:
     sampler = spec.sampler
     takes_sources = sampler.entry is not None and sampler.entry.takes_sources
     train = _as_dataset('train_loader.dataset', run_builder(spec.parts['train_loader.dataset']))
-    several = isinstance(train, list)
-    if several and spec.source_fractions is not None:
+    if isinstance(train, list) and spec.source_fractions is not None:
         raise RecipeError(f'train_loader.sampler.source_fractions cuts one dataset into sources, but the '
                           f'train_loader.dataset builder returned {len(train)} of them; remove one or the other')
-    if several and not takes_sources:
+    if isinstance(train, list) and not takes_sources:
         raise RecipeError(f'train_loader.dataset: the builder returned {len(train)} datasets, the sources of a '
                           f'mixture, but train_loader.sampler ({sampler.label}) takes one dataset; use a sampler '
                           'that takes sources (name: mixture), or return one dataset')
-    if takes_sources and not several and spec.source_fractions is None:
+    if takes_sources and not isinstance(train, list) and spec.source_fractions is None:
         raise RecipeError(f'train_loader.sampler.source_fractions is required for the {sampler.label} sampler when '
                           'the train_loader.dataset builder returns one dataset (or return a list of datasets, one a '
                           'source)')
@@ -99,16 +98,16 @@ def build_data(spec: RunSpec, plan: BatchPlan) -> Data:
     held_out = _one('eval_loader.dataset', run_builder(own)) if own is not None else None
     fraction = spec.held_out_fraction
     if isinstance(train, list):  # each source keeps what its samples say: a position in one source is not drawn
-        cuts = [(source, None) if fraction is None else cut_held_out(source, fraction, renumber=False)
-                for source in train]
-        sources = [kept for kept, _ in cuts]
-        data = Data(ConcatDataset(sources), held_out or ConcatDataset([cut for _, cut in cuts]), sources)
+        cuts: list[tuple[Dataset, Dataset | None]] = [
+            (source, None) if fraction is None else cut_held_out(source, fraction, renumber=False) for source in train]
+        kept = [source for source, _ in cuts]
+        data = Data(ConcatDataset(kept), held_out or ConcatDataset([cut for _, cut in cuts if cut is not None]), kept)
     else:
         if held_out is None:
             assert fraction is not None
             train, held_out = cut_held_out(train, fraction)
-        sources = split_into_sources(train, list(spec.source_fractions)) if spec.source_fractions else None
-        data = Data(ConcatDataset(sources) if sources else train, held_out, sources)
+        split = split_into_sources(train, list(spec.source_fractions)) if spec.source_fractions else None
+        data = Data(ConcatDataset(split) if split else train, held_out, split)
     check_data(spec, plan, data.train, data.held_out, data.sources)
     return data
 
@@ -230,6 +229,6 @@ def build_eval_loader(spec: RunSpec, dataset: Dataset) -> DataLoader:
     from composer.utils import dist
 
     collate = _collate(spec, 'eval_loader.collate_fn')
-    extra = {'collate_fn': collate} if collate is not None else {}
+    extra: dict[str, Any] = {'collate_fn': collate} if collate is not None else {}
     return DataLoader(dataset, batch_size=spec.recipe.device_eval_batch_size,
                       sampler=dist.get_sampler(dataset, shuffle=False), **extra)

@@ -42,7 +42,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 __all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
            'REGISTRIES', 'SAMPLERS', 'TARGET_FORM', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
@@ -107,7 +107,7 @@ class Option:
             return value
         kinds = _KINDS[self.kind]
         wrong = (not isinstance(value, kinds) or (self.kind in ('int', 'float', 'key') and isinstance(value, bool))
-                 or (self.kind == 'float' and not math.isfinite(value)))
+                 or (self.kind == 'float' and not math.isfinite(cast(float, value))))
         if self.kind in ('int', 'float') and not wrong:
             wrong = ((self.minimum is not None and (value <= self.minimum if self.exclusive else value < self.minimum))
                      or (self.maximum is not None and value > self.maximum))

@@ -40,9 +40,9 @@ __all__ = ['PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoaderConfig', 'Recipe', 
 TRAINER_SEED_LIMIT = 2**32 - 1
 #: The fields that hold one part each (the callbacks a mapping of them), with their value when not given. A part
 #: in the file or in an override replaces the whole field: another sampler does not inherit the last one's options.
-PART_SECTIONS = {'train_loader.dataset': {}, 'train_loader.sampler': {}, 'train_loader.collate_fn': None,
-                 'eval_loader.dataset': None, 'eval_loader.collate_fn': None, 'model': {}, 'optimizer': {},
-                 'callbacks': {}}
+PART_SECTIONS: dict[str, dict[str, Any] | None] = {
+    'train_loader.dataset': {}, 'train_loader.sampler': {}, 'train_loader.collate_fn': None,
+    'eval_loader.dataset': None, 'eval_loader.collate_fn': None, 'model': {}, 'optimizer': {}, 'callbacks': {}}
 _SAFE_GLOBAL = re.compile(r'^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$')
 
 
@@ -200,7 +200,8 @@ def _shape(hint: Any) -> str:
 
 
 def _kind(value: Any) -> str:
-    return {dict: 'mapping', list: 'list'}.get(type(value), 'value')
+    kinds: dict[type, str] = {dict: 'mapping', list: 'list'}
+    return kinds.get(type(value), 'value')
 
 
 def _check_shape(node: dict[str, Any], schema: Any, prefix: str, what: str) -> None:
