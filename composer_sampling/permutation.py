@@ -249,10 +249,10 @@ class _Network:
         if self.tables is not None:
             if not self.inverse:
                 for table in self.tables:
-                    a, b = b, a ^ int(table.item(b))
+                    a, b = b, a ^ table.item(b)
             else:
                 for table in reversed(self.tables):
-                    a, b = b ^ int(table.item(a)), a
+                    a, b = b ^ table.item(a), a
             return a, b
         len_a, len_b = self.high, self.low
         if not self.inverse:
