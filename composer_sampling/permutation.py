@@ -48,7 +48,7 @@ MAX_DATASET_LEN = 2**62
 #: Data seeds are reduced to 64 bits by the key schedule, so larger ones are refused.
 MAX_DATA_SEED = 2**64 - 1
 #: How many permutations :meth:`Permutation.cached` keeps (each holds at most ``6 * 2**16`` table entries).
-CACHE_SIZE = 8
+CACHE_SIZE = 4
 
 #: ``'auto'`` picks per call; ``'tabulated'`` always looks the rounds up; ``'computed'`` never does.
 Strategy = Literal['auto', 'tabulated', 'computed']
