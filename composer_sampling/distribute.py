@@ -8,7 +8,7 @@ from typing import Any
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, SequentialSampler
 
 from composer_sampling.graph import labelled_children
-from composer_sampling.order import MAX_SEED
+from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.delegation import refresh_state_capability
@@ -65,7 +65,7 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
     if isinstance(dataloader.dataset, IterableDataset):
         raise ValueError('distribute applies to map-style datasets; an IterableDataset must shard itself')
     num_replicas, rank = resolve_replicas(num_replicas, rank)
-    check_int('seed', seed, 0, MAX_SEED)
+    check_int('seed', seed, 0, MAX_DATA_SEED)
 
     def replace(node: Any, depth: int) -> Any:
         if isinstance(node, DistributedBatchAdapter):

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from composer_sampling.order import MAX_SEED, derive_seed
+from composer_sampling.permutation import MAX_DATA_SEED, derive_seed
 from composer_sampling.validate import check_int
 
 __all__ = ['PerSampleRNG', 'iter_datasets', 'sample_seed']
@@ -96,7 +96,7 @@ class PerSampleRNG(Dataset):
 
     @seed.setter
     def seed(self, value: int) -> None:
-        self._seed = check_int('seed', value, 0, MAX_SEED)
+        self._seed = check_int('seed', value, 0, MAX_DATA_SEED)
         key = derive_seed(self._seed, _STREAM)
         self._shared[0] = key - (1 << 64) if key >= 1 << 63 else key
 

@@ -36,7 +36,7 @@ from composer_sampling.graph import (
     set_epoch_everywhere,
     sharding_problem,
 )
-from composer_sampling.order import MAX_SEED
+from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import (
     HasOrderSignature,
     PassIndices,
@@ -158,7 +158,7 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
     """
     world_size = check_int('world_size', world_size, minimum=1)
     epochs = check_int('epochs', epochs, minimum=1)
-    seed = check_int('seed', seed, 0, MAX_SEED)
+    seed = check_int('seed', seed, 0, MAX_DATA_SEED)
     replication = check_int('replication', replication, minimum=1)
     if world_size % replication:
         raise ValueError(f'replication={replication} must divide world_size={world_size}')

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from composer_sampling.graph import iter_samplers
-from composer_sampling.order import derive_seed
+from composer_sampling.permutation import derive_seed
 from composer_sampling.protocols import Seeded, SeedForwarding, supports
 
 __all__ = ['default_seed', 'epoch_generator_seed', 'generator_nodes', 'is_streaming_dataset', 'seeded_nodes']

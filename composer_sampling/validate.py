@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling.order import MAX_DATASET_LEN
+from composer_sampling.permutation import MAX_DATASET_LEN
 
 __all__ = ['check_bool', 'check_int', 'dataset_length', 'resolve_replicas']
 

@@ -24,8 +24,8 @@ from composer_sampling.graph import (
     sharding_problem,
 )
 from composer_sampling.index_tap import IndexTap, install_tap
-from composer_sampling.order import MAX_SEED
 from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
+from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import EpochAware, Offsettable, supports
 from composer_sampling.resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, plan_resume
 from composer_sampling.seeding import (
@@ -127,7 +127,7 @@ class SamplerSync(Callback):
     def __init__(self, data_seed: int | None = None, check_sharding: bool = True, replication: int = 1,
                  print_summary: bool = False) -> None:
         if data_seed is not None:
-            data_seed = check_int('data_seed', data_seed, 0, MAX_SEED)
+            data_seed = check_int('data_seed', data_seed, 0, MAX_DATA_SEED)
         self.data_seed = data_seed
         self.check_sharding = check_bool('check_sharding', check_sharding)
         self.replication = check_int('replication', replication, minimum=1)
@@ -247,7 +247,7 @@ class SamplerSync(Callback):
             )
         seed = state.get('data_seed')
         if seed is not None:
-            seed = check_int('SamplerSync state data_seed', seed, 0, MAX_SEED)
+            seed = check_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
         signatures = state.get('order_signatures')
         if signatures is not None and (
             not isinstance(signatures, list) or not all(isinstance(item, dict) for item in signatures)

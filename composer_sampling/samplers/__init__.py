@@ -1,4 +1,4 @@
-"""Samplers, one per module, each a thin layer over :mod:`composer_sampling.order`."""
+"""Samplers, one per module, each a thin layer over the `permutation` and `positions` modules."""
 
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.mixture import MixtureDistributedSampler

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DistributedSampler
 
-from composer_sampling.order import MAX_SEED, PassCursor
+from composer_sampling.permutation import MAX_DATA_SEED
+from composer_sampling.positions import PassCursor
 from composer_sampling.samplers.state import check_state, sampler_state
 from composer_sampling.validate import check_bool, check_int, resolve_replicas
 
@@ -45,7 +46,7 @@ class OrderedSampler(DistributedSampler):
         self.num_replicas, self.rank = resolve_replicas(num_replicas, rank)
         self.shuffle = check_bool('shuffle', shuffle)
         self.drop_last = check_bool('drop_last', drop_last)
-        self._seed = check_int('seed', seed, 0, MAX_SEED)
+        self._seed = check_int('seed', seed, 0, MAX_DATA_SEED)
         self.epoch = 0
         self._next_start = 0
         self._cursor: PassCursor | None = None
@@ -57,7 +58,7 @@ class OrderedSampler(DistributedSampler):
 
     @seed.setter
     def seed(self, value: int) -> None:
-        self._seed = check_int('seed', value, 0, MAX_SEED)
+        self._seed = check_int('seed', value, 0, MAX_DATA_SEED)
 
     @property
     def total_size(self) -> int:  # type: ignore[override]

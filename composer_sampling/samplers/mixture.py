@@ -7,81 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling.order import (
-    MAX_DATASET_LEN,
-    _domain_bits,
-    _mix_into,
-    _round_keys,
-    derive_seed,
-    iter_mapped_positions,
-    mixture_schedule,
-    permute,
-    rank_count,
-)
+from composer_sampling.permutation import MAX_DATASET_LEN, Permutation, derive_seed
+from composer_sampling.positions import iter_mapped_positions, mixture_schedule, rank_count
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import check_int
 
 __all__ = ['MixtureDistributedSampler']
 
 _CHUNK = 1 << 18
-#: Feistel halves of at most this many bits are tabulated (a source of up to 2**32 samples).
-_TABLE_BITS = 16
 #: Runs shorter than this are served from one block of this many positions computed at once (the first chunks
 #: of a pass are short, and a short run costs about as much as this: numpy calls, not arithmetic, dominate).
 _READ_AHEAD = 1 << 14
-#: Tables up to this size are built at once (cheaper than one small cycle walk); larger ones once a chunk is as large.
-_SMALL_TABLE = 1 << 12
-
-
-class _TabulatedPermutation:
-    """:func:`~composer_sampling.order.permute` of one source and epoch, every Feistel round one table lookup.
-
-    A round XORs into one half ``F(other half)``; the other half has at most
-    ``_TABLE_BITS`` bits, so ``F`` is evaluated once on all its inputs (by order.py's
-    own round function) and each round becomes ``a ^= table[b]``. The bijection, the
-    cycle walking and so the order are the same as ``permute``'s; values fit 32 bits,
-    and the tables take ``O(sqrt(n))`` memory, built once an epoch.
-    """
-
-    def __init__(self, n: int, seed: int, epoch: int) -> None:
-        self.limit = np.int64(n)
-        bits = _domain_bits(n)
-        self.low = bits - bits // 2
-        self.tables: list[np.ndarray] = []
-        out_bits, in_bits = bits // 2, self.low  # the widths of the half a round changes and of its input
-        for key in _round_keys(seed, epoch):
-            inputs = np.arange(1 << in_bits, dtype=np.uint64)
-            table = np.zeros_like(inputs)
-            _mix_into(table, inputs, key, np.uint64((1 << out_bits) - 1), np.empty_like(inputs),
-                      np.empty_like(inputs))
-            self.tables.append(table.astype(np.intp))
-            out_bits, in_bits = in_bits, out_bits
-        self.final_low = in_bits  # the low half's width after the last round
-
-    @staticmethod
-    def table_size(n: int) -> int:
-        """Entries of the larger table for a domain of ``n``: ``2 ** ceil(bits / 2)``."""
-        bits = _domain_bits(n)
-        return 1 << (bits - bits // 2)
-
-    def _network(self, values: np.ndarray) -> np.ndarray:
-        a = values >> self.low
-        b = values & ((1 << self.low) - 1)
-        for table in self.tables:
-            a ^= table[b]
-            a, b = b, a
-        a <<= self.final_low
-        a |= b
-        return a
-
-    def __call__(self, positions: np.ndarray) -> np.ndarray:
-        """``permute(positions, n, seed, epoch)`` for ``positions`` in ``[0, n)``."""
-        out = self._network(positions.astype(np.intp))
-        todo = np.flatnonzero(out >= self.limit)
-        while todo.size:
-            out[todo] = self._network(out[todo])
-            todo = todo[out[todo] >= self.limit]
-        return out
 
 
 class MixtureDistributedSampler(OrderedSampler):
@@ -101,7 +37,8 @@ class MixtureDistributedSampler(OrderedSampler):
 
     Indices are offsets into ``torch.utils.data.ConcatDataset`` of the sources (the
     cumulative sizes). Time per epoch is O(total samples), memory O(global steps) (and
-    a few lookup tables of O(sqrt(source size)) entries that speed up the shuffle).
+    the round tables of each source's :class:`~composer_sampling.permutation.Permutation`,
+    O(sqrt(source size)) entries, that speed up the shuffle).
     A resume must keep the sources and the global batch (they fix the schedule); the
     world size may change with them.
 
@@ -154,7 +91,7 @@ class MixtureDistributedSampler(OrderedSampler):
         self.offsets = np.concatenate([[0], np.cumsum(self.source_sizes)[:-1]]).astype(np.int64)
         self._schedule_key: tuple[int, int] | None = None
         self._schedule: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
-        self._permutations: dict[int, _TabulatedPermutation] = {}
+        self._permutations: dict[int, Permutation] = {}
         self._ahead: tuple[tuple[int, int, int] | None, int, np.ndarray] = (None, 0, np.empty(0, np.int64))
 
     @property
@@ -180,15 +117,12 @@ class MixtureDistributedSampler(OrderedSampler):
         return self._schedule
 
     def _permute_source(self, k: int, picked: np.ndarray) -> np.ndarray:
-        """``permute`` within source ``k``; by lookup tables once the picks outnumber a table (same values)."""
-        size = self.source_sizes[k]
-        table = self._permutations.get(k)
-        if table is None:
-            entries = _TabulatedPermutation.table_size(size)
-            if entries > max(len(picked), _SMALL_TABLE) or entries > 1 << _TABLE_BITS:  # first chunk, huge source
-                return permute(picked, size, derive_seed(self.seed, k), self.epoch)
-            table = self._permutations[k] = _TabulatedPermutation(size, derive_seed(self.seed, k), self.epoch)
-        return table(picked)
+        """Source ``k``'s own permutation of this epoch at ``picked``; held for the epoch (its tables with it)."""
+        permutation = self._permutations.get(k)
+        if permutation is None:
+            permutation = Permutation.cached(self.source_sizes[k], derive_seed(self.seed, k), self.epoch)
+            self._permutations[k] = permutation
+        return permutation(picked)
 
     def indices_at(self, positions: np.ndarray) -> np.ndarray:
         """Concatenated-dataset indices at global positions of this epoch's mixture order."""

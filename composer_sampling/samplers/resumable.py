@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling.order import global_indices, iter_rank_indices, rank_positions, samples_per_rank
+from composer_sampling.positions import global_indices, iter_rank_indices, rank_positions, samples_per_rank
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import dataset_length
 
@@ -18,7 +18,7 @@ class ResumableDistributedSampler(OrderedSampler):
     """Torch's ``DistributedSampler``, without the list of N indices and with a start offset.
 
     The epoch's global order is a seeded bijection on ``[0, N)`` evaluated on
-    demand (:func:`composer_sampling.order.permute`), so epoch start costs the
+    demand (:class:`composer_sampling.permutation.Permutation`), so epoch start costs the
     same at N = 1e3 and N = 1e10. Rank ``r`` of ``W`` reads global positions
     ``r, r + W, ...``; ``len``, ``num_samples``, ``total_size``, padding (the
     start of the epoch's order repeated, at most ``W - 1`` samples) and

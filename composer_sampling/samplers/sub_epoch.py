@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from composer_sampling.order import iter_rank_indices, rank_count, samples_per_rank, split_window
+from composer_sampling.positions import iter_rank_indices, rank_count, samples_per_rank, split_window
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import check_int, dataset_length
 

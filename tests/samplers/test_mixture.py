@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from composer_sampling import MixtureDistributedSampler
-from composer_sampling.order import mixture_schedule
+from composer_sampling.permutation import Permutation, derive_seed
+from composer_sampling.positions import mixture_schedule
 
 from helpers import all_ranks
 
@@ -133,17 +134,24 @@ def test_known_answers() -> None:
         '8db7ae61cf5667434d1b8934cb60fa4190dcfa4410d04a37c902606539382951')
 
 
-@given(n=st.integers(1, 2**34), seed=st.integers(0, 2**64 - 1), epoch=st.integers(0, 2**20))
-@settings(max_examples=60, deadline=None)
-def test_tabulated_permutation_is_permute(n: int, seed: int, epoch: int) -> None:
-    from composer_sampling.order import permute
-    from composer_sampling.samplers.mixture import _TABLE_BITS, _TabulatedPermutation
-
-    if _TabulatedPermutation.table_size(n) > 1 << _TABLE_BITS:
-        return  # such sources use permute itself
-    positions = np.unique(np.random.default_rng(seed % 1000).integers(0, n, min(n, 3000)))
-    table = _TabulatedPermutation(n, seed, epoch)
-    assert table(positions).tolist() == permute(positions, n, seed, epoch).tolist()
+@given(sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=4), seed=st.integers(0, 2**64 - 1),
+       epoch=st.integers(0, 2**20))
+@settings(max_examples=40, deadline=None)
+def test_each_source_is_shuffled_by_its_own_shared_permutation(sizes: list[int], seed: int, epoch: int) -> None:
+    """The mixture asks the permutation module for each source: no second implementation to drift."""
+    if not sum(size // 2 for size in sizes):
+        return
+    sampler = MixtureDistributedSampler(sizes, 2, num_replicas=1, rank=0, seed=seed)
+    sampler.set_epoch(epoch)
+    sources, within = sampler.schedule()
+    positions = np.arange(sampler.epoch_usage()[1])
+    step, column = np.divmod(positions, 2)
+    source, in_source = sources[step], within[step] * 2 + column
+    expected = np.empty_like(positions)
+    for k in np.unique(source).tolist():
+        picked = in_source[source == k]
+        expected[source == k] = Permutation(sizes[k], derive_seed(seed, k), epoch)(picked) + sampler.offsets[k]
+    assert sampler.indices_at(positions).tolist() == expected.tolist()
 
 
 @given(sizes=sizes_strategy, world=st.integers(1, 4), batch=st.integers(1, 6), seed=st.integers(0, 999),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler
-from composer_sampling.order import global_indices
+from composer_sampling.positions import global_indices
 
 
 def _all_ranks(n: int, world: int, *, epoch: int = 0, start: int = 0, **kwargs) -> list[list[int]]:

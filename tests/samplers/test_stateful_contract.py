@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler
 from torchdata.stateful_dataloader import Stateful, StatefulDataLoader
 
-from composer_sampling.order import MAX_DATASET_LEN, global_indices, samples_per_rank
+from composer_sampling.permutation import MAX_DATASET_LEN
+from composer_sampling.positions import global_indices, samples_per_rank
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
 from composer_sampling.samplers.nested import NestedBatchSampler
