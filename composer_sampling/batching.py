@@ -16,11 +16,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ['BatchPlan', 'BatchPlanError', 'plan_batches']
+__all__ = ['ARGUMENT_NAMES', 'BatchPlan', 'BatchPlanError', 'plan_batches']
+
+
+#: How :class:`BatchPlanError` names each quantity by default: the arguments of :func:`plan_batches`.
+ARGUMENT_NAMES = {name: name for name in
+                  ('global_batch', 'world_size', 'microbatch', 'accumulation_steps', 'replication')}
 
 
 class BatchPlanError(ValueError):
-    """A batch setting that does not divide, naming the recipe field."""
+    """A batch setting that does not divide, naming the argument; :meth:`render` names it otherwise.
+
+    Example:
+        >>> error = BatchPlanError('{global_batch} must be at least 1, got 0')
+        >>> str(error)
+        'global_batch must be at least 1, got 0'
+        >>> error.render({'global_batch': 'global_train_batch_size'})
+        'global_train_batch_size must be at least 1, got 0'
+    """
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        super().__init__(self.render(ARGUMENT_NAMES))
+
+    def render(self, names: dict[str, str]) -> str:
+        """The message with each quantity called by ``names`` (a recipe passes its field names)."""
+        return self.template.format_map({**ARGUMENT_NAMES, **names})
 
 
 @dataclass(frozen=True)
@@ -55,54 +76,52 @@ def plan_batches(
 ) -> BatchPlan:
     """Derive device batch, microbatch and accumulation steps; every division must be exact.
 
-    Give ``microbatch`` (``device_train_microbatch_size``), ``accumulation_steps``
-    (``gradient_accumulation_steps``), both (they must agree) or neither (no
-    accumulation).
+    Give ``microbatch``, ``accumulation_steps``, both (they must agree) or neither
+    (no accumulation). A :class:`BatchPlanError` names the argument that does not
+    divide.
 
     Example:
         >>> plan_batches(64, world_size=1, microbatch=16).accumulation_steps
         4
     """
     for field, value in (
-        ('global_train_batch_size', global_batch),
-        ('world size', world_size),
-        ('device_train_microbatch_size', microbatch),
-        ('gradient_accumulation_steps', accumulation_steps),
-        ('callbacks.sampler_sync.replication', replication),
+        ('global_batch', global_batch),
+        ('world_size', world_size),
+        ('microbatch', microbatch),
+        ('accumulation_steps', accumulation_steps),
+        ('replication', replication),
     ):
         if value is not None and value < 1:
-            raise BatchPlanError(f'{field} must be at least 1, got {value}')
+            raise BatchPlanError(f'{{{field}}} must be at least 1, got {value}')
     if world_size % replication:
         valid = ', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)
         raise BatchPlanError(
-            f'callbacks.sampler_sync.replication={replication} does not divide the world size {world_size}; '
-            f'valid: {valid}',
-        )
+            f'{{replication}}={replication} does not divide the world size {world_size}; valid: {valid}')
     ranks = world_size // replication
     ranks_text = f'the world size {world_size}' if replication == 1 else (
         f'the {ranks} data-parallel ranks (world size {world_size} / replication {replication})')
     if global_batch % ranks:
         raise BatchPlanError(
-            f'global_train_batch_size={global_batch} is not divisible by {ranks_text}; '
+            f'{{global_batch}}={global_batch} is not divisible by {ranks_text}; '
             f'use a multiple of {ranks}, such as {_nearby_multiples(global_batch, ranks)}',
         )
     device_batch = global_batch // ranks
     per = f'world size {world_size}' if replication == 1 else f'{ranks} data-parallel ranks'
     if microbatch is not None and device_batch % microbatch:
         raise BatchPlanError(
-            f'device_train_microbatch_size={microbatch} does not divide the device batch {device_batch} '
-            f'(global_train_batch_size={global_batch} / {per}); use a divisor of {device_batch}',
+            f'{{microbatch}}={microbatch} does not divide the device batch {device_batch} '
+            f'({{global_batch}}={global_batch} / {per}); use a divisor of {device_batch}',
         )
     if accumulation_steps is not None and device_batch % accumulation_steps:
         raise BatchPlanError(
-            f'gradient_accumulation_steps={accumulation_steps} does not divide the device batch {device_batch} '
-            f'(global_train_batch_size={global_batch} / {per}); use a divisor of {device_batch}',
+            f'{{accumulation_steps}}={accumulation_steps} does not divide the device batch {device_batch} '
+            f'({{global_batch}}={global_batch} / {per}); use a divisor of {device_batch}',
         )
     if microbatch is not None and accumulation_steps is not None and device_batch // microbatch != accumulation_steps:
         raise BatchPlanError(
-            f'gradient_accumulation_steps={accumulation_steps} disagrees with device_train_microbatch_size='
+            f'{{accumulation_steps}}={accumulation_steps} disagrees with {{microbatch}}='
             f'{microbatch}: the device batch {device_batch} / {microbatch} gives {device_batch // microbatch} '
-            'steps; set only one of the two',
+            'steps; give only one of the two',
         )
     if microbatch is None:
         microbatch = device_batch // (accumulation_steps or 1)

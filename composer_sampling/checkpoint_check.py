@@ -18,12 +18,11 @@ Example:
 from __future__ import annotations
 
 import datetime
-import importlib
 import os
 import pickle
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -32,6 +31,8 @@ import numpy as np
 import torch
 import torch.serialization
 from torch.torch_version import TorchVersion
+
+from composer_sampling.import_names import import_name, split_import_name
 
 __all__ = [
     'CheckpointError',
@@ -46,7 +47,6 @@ __all__ = [
 LOAD_PATH_FIELDS = ('run_name', 'rank', 'local_rank', 'node_rank')
 _ZIP_MAGIC = b'PK\x03\x04'  # torch.save's format since torch 1.6
 _PICKLE_PROTOCOL = b'\x80'  # the PROTO opcode a legacy torch.save file starts with
-_GLOBAL_SPEC = re.compile(r'^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$')
 
 
 class CheckpointError(ValueError):
@@ -104,14 +104,13 @@ def resolve_safe_global(spec: str) -> list[Any]:
         >>> resolve_safe_global('collections:Counter')
         [(<class 'collections.Counter'>, 'collections.Counter')]
     """
-    if not isinstance(spec, str) or not _GLOBAL_SPEC.match(spec):
+    parts = split_import_name(spec)
+    if parts is None:
         raise CheckpointError(f"a safe global must look like 'module:Name', e.g. 'my_package.callbacks:MyState', "
                               f'got {spec!r}')
-    module_name, _, qualname = spec.partition(':')
+    module_name, qualname = parts
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split('.'):
-            obj = getattr(obj, part)
+        obj = import_name(module_name, qualname)
     except (ImportError, AttributeError) as error:
         raise CheckpointError(f'safe global {spec!r} cannot be imported: {error}') from None
     names = [f'{module_name}.{qualname}']
@@ -287,17 +286,3 @@ def load_checked_checkpoint(path: str | os.PathLike[str], extra_safe_globals: It
 def _refusal(path: str, types: list[str]) -> str:
     return (f'{path} needs {", ".join(types)}, outside the types a Composer checkpoint needs; loading it would let '
             'the file call or build them')
-
-
-def iter_allowed_names(extra_safe_globals: Iterable[Any] = ()) -> Iterator[str]:
-    """Every pickled name the allow-list admits (torch's defaults not included), for messages and docs.
-
-    Example:
-        >>> 'datetime.timedelta' in set(iter_allowed_names())
-        True
-    """
-    for entry in _allow_list(extra_safe_globals):
-        if isinstance(entry, tuple):
-            yield entry[1]
-        else:
-            yield f'{entry.__module__}.{entry.__qualname__}'

@@ -26,19 +26,19 @@ def test_divisible_settings_multiply_back(world: int, micro: int, steps: int) ->
 @pytest.mark.parametrize(
     ('args', 'message'),
     [
-        ((250, 4), 'global_train_batch_size=250 is not divisible by the world size 4; use a multiple of 4, '
+        ((250, 4), 'global_batch=250 is not divisible by the world size 4; use a multiple of 4, '
                    'such as 248 or 252'),
         ((3, 4), 'such as 4'),
-        ((256, 2, 48), 'device_train_microbatch_size=48 does not divide the device batch 128'),
-        ((256, 2, None, 3), 'gradient_accumulation_steps=3 does not divide the device batch 128'),
-        ((256, 2, 32, 2), 'gradient_accumulation_steps=2 disagrees with device_train_microbatch_size=32: the '
+        ((256, 2, 48), 'microbatch=48 does not divide the device batch 128'),
+        ((256, 2, None, 3), 'accumulation_steps=3 does not divide the device batch 128'),
+        ((256, 2, 32, 2), 'accumulation_steps=2 disagrees with microbatch=32: the '
                           'device batch 128 / 32 gives 4 steps'),
-        ((0, 1), 'global_train_batch_size must be at least 1, got 0'),
-        ((8, 1, -2), 'device_train_microbatch_size must be at least 1, got -2'),
-        ((8, 1, None, 0), 'gradient_accumulation_steps must be at least 1, got 0'),
+        ((0, 1), 'global_batch must be at least 1, got 0'),
+        ((8, 1, -2), 'microbatch must be at least 1, got -2'),
+        ((8, 1, None, 0), 'accumulation_steps must be at least 1, got 0'),
     ],
 )
-def test_errors_name_the_field(args: tuple, message: str) -> None:
+def test_errors_name_the_argument(args: tuple, message: str) -> None:
     with pytest.raises(BatchPlanError, match=message.replace('(', r'\(').replace(')', r'\)')):
         plan_batches(*args)
 
@@ -51,3 +51,11 @@ def test_replication_divides_the_global_batch_over_data_parallel_ranks() -> None
         plan_batches(98, 8, replication=2)
     with pytest.raises(BatchPlanError, match='replication=3 does not divide the world size 4; valid: 1, 2, 4'):
         plan_batches(64, 4, replication=3)
+
+
+def test_a_recipe_names_its_fields_in_the_same_errors() -> None:
+    with pytest.raises(BatchPlanError) as caught:
+        plan_batches(256, 2, 48)
+    fields = {'global_batch': 'global_train_batch_size', 'microbatch': 'device_train_microbatch_size'}
+    assert caught.value.render(fields) == ('device_train_microbatch_size=48 does not divide the device batch 128 '
+                                           '(global_train_batch_size=256 / world size 2); use a divisor of 128')

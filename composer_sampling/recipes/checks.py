@@ -76,6 +76,11 @@ def check_spec(spec: RunSpec, world_size: int, training: bool = True) -> Checked
             _check_builder(part)
     return Checked(plan, _check_load_path(spec))
 
+#: The recipe field of each quantity of the batch math.
+BATCH_FIELDS = {'global_batch': 'global_train_batch_size', 'world_size': 'world size',
+                'microbatch': 'device_train_microbatch_size', 'accumulation_steps': 'gradient_accumulation_steps',
+                'replication': 'callbacks.sampler_sync.replication'}
+
 
 def batch_plan(spec: RunSpec, world_size: int) -> BatchPlan:
     """The recipe's batch math for ``world_size`` processes, as a :class:`RecipeError` if it does not divide."""
@@ -84,7 +89,7 @@ def batch_plan(spec: RunSpec, world_size: int) -> BatchPlan:
         return plan_batches(recipe.global_train_batch_size, world_size, microbatch=recipe.device_train_microbatch_size,
                             accumulation_steps=recipe.gradient_accumulation_steps, replication=spec.sync.replication)
     except BatchPlanError as error:
-        raise RecipeError(str(error)) from None
+        raise RecipeError(error.render(BATCH_FIELDS)) from None
 
 
 def builder_of(part: PartSpec) -> Callable[..., Any]:

@@ -34,21 +34,20 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import inspect
 import math
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from composer_sampling.import_names import MissingAttributeError, import_name, split_import_name
+
 __all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
-           'REGISTRIES', 'SAMPLERS', 'TARGET_FORM', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
+           'REGISTRIES', 'SAMPLERS', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
            'Registry', 'RegistryError', 'check_allowed', 'check_arguments', 'import_target']
 
-TARGET_FORM = re.compile(r'^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$')
 #: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
 ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
 
@@ -163,24 +162,22 @@ def import_target(target: str, where: str = 'target', trusted: bool = False) -> 
         >>> import_target('collections:OrderedDict').__name__
         'OrderedDict'
     """
-    if not isinstance(target, str) or not TARGET_FORM.match(target):
+    parts = split_import_name(target)
+    if parts is None:
         raise RegistryError(f"target {target!r} must look like 'package.module:callable', e.g. "
                             "'my_pkg.models:build_model'")
-    module_name, _, attribute = target.partition(':')
+    module_name, attribute = parts
     if not trusted:
         check_allowed(module_name, where)
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj = import_name(module_name, attribute)
+    except MissingAttributeError:
+        raise RegistryError(f'target {target!r}: {module_name} has no attribute {attribute}') from None
     except ModuleNotFoundError as error:
         raise RegistryError(f'target {target!r}: cannot import {module_name} ({error})') from None
     except Exception as error:
         raise ImportTargetError(f'target {target!r}: importing {module_name} failed with {type(error).__name__}: '
                                 f'{error}') from error
-    for part in attribute.split('.'):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise RegistryError(f'target {target!r}: {module_name} has no attribute {attribute}') from None
     if not callable(obj):
         raise RegistryError(f'target {target!r} is a {type(obj).__name__}, not a callable')
     return obj

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from composer_sampling.import_names import split_import_name
 from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, TARGET_FORM, Entry, RegistryError
+from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, RegistryError
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['DATA_FIELDS', 'DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
@@ -155,7 +156,7 @@ def _target_part(field_name: str, name: Any, target: Any, section: dict[str, Any
                  kwargs: Mapping[str, Any]) -> PartSpec:
     if name is not None:
         raise RecipeError(f'{field_name} gives both name={name!r} and target={target!r}; give one')
-    if not isinstance(target, str) or not TARGET_FORM.match(target):
+    if split_import_name(target) is None:
         raise RecipeError(f"{field_name}.target must look like 'package.module:callable', e.g. "
                           f"'my_pkg.models:build_model', got {target!r}")
     if section:

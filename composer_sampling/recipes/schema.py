@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import types
 import typing
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
+from composer_sampling.import_names import split_import_name
 from composer_sampling.recipes.durations import DURATION_UNITS, check_duration
 from composer_sampling.recipes.errors import RecipeError
 
@@ -43,7 +43,6 @@ TRAINER_SEED_LIMIT = 2**32 - 1
 PART_SECTIONS: dict[str, dict[str, Any] | None] = {
     'train_loader.dataset': {}, 'train_loader.sampler': {}, 'train_loader.collate_fn': None,
     'eval_loader.dataset': None, 'eval_loader.collate_fn': None, 'model': {}, 'optimizer': {}, 'callbacks': {}}
-_SAFE_GLOBAL = re.compile(r'^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$')
 
 
 @dataclass
@@ -284,6 +283,6 @@ def check_recipe(recipe: Recipe) -> None:
         if arguments is not None and not isinstance(arguments, dict):
             raise RecipeError(f'callbacks.{name} must be a mapping of arguments (or empty), got {arguments!r}')
     for k, spec in enumerate(recipe.checkpoint_safe_globals):
-        if not _SAFE_GLOBAL.match(spec):
+        if split_import_name(spec) is None:
             raise RecipeError(f"checkpoint_safe_globals[{k}] must look like 'module:Name', e.g. "
                               f"'my_package.callbacks:MyState', got {spec!r}")
