@@ -221,7 +221,7 @@ def members(protocol: type) -> tuple[tuple[str, str], ...]:
         raise TypeError(f'supports() knows the Protocols of composer_sampling.protocols '
                         f'({", ".join(p.__name__ for p in CAPABILITIES)}), got {protocol!r}')
     hints = get_type_hints(protocol)
-    data = [(name, _rule(hints[name])) for name in protocol.__dict__.get('__annotations__', {})]
+    data = [(name, _rule(hints[name])) for name in inspect.get_annotations(protocol)]
     methods = sorted(name for name, value in vars(protocol).items()
                      if inspect.isfunction(value) and not name.startswith('_'))
     return (*data, *((name, 'method') for name in methods))
