@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
@@ -203,11 +203,12 @@ def active_root(dataloader: DataLoader) -> Any:
     return dataloader.batch_sampler if dataloader.batch_sampler is not None else dataloader.sampler
 
 
-def device_batch(loader: DataLoader) -> int | None:
+def device_batch(loader: DataLoader, nodes: Sequence[Any] | None = None) -> int | None:
     """Samples per batch the loader yields, as far as the loader or its sampler graph says; None if nothing does.
 
     The loader's ``batch_size``, else the first ``batch_size`` in the graph, times the
-    ``num_batches`` of every batch-of-batches above it.
+    ``num_batches`` of every batch-of-batches above it. ``nodes`` is the active graph
+    when the caller has it (a snapshot's), else it is walked here.
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -217,7 +218,7 @@ def device_batch(loader: DataLoader) -> int | None:
     if loader.batch_size is not None:
         return loader.batch_size
     factor = 1
-    for node in iter_samplers(active_root(loader)):
+    for node in iter_samplers(active_root(loader)) if nodes is None else nodes:
         size = getattr(node, 'batch_size', None)
         if isinstance(size, int) and not isinstance(size, bool):
             return size * factor
@@ -260,7 +261,8 @@ def replication_layout(num_replicas: int, node_rank: int, world_size: int, rank:
     return factor if factor > 1 and node_rank == rank // factor else None
 
 
-def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1) -> str | None:
+def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1,
+                     nodes: Sequence[Any] | None = None) -> str | None:
     """Why the graph under ``root`` would train the wrong data on ``rank`` of ``world_size``, or None.
 
     Composer only checks that a ``DistributedSampler`` sits at the top; this checks
@@ -268,7 +270,8 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
     layout: ``num_replicas = world_size / replication`` and ``rank = rank // replication``.
     A graph that matches a replication layout nobody asked for is refused with the
     ``replication`` that would accept it: on two ranks, ``num_replicas=1`` is both
-    a forgotten ``num_replicas`` and a replication of 2.
+    a forgotten ``num_replicas`` and a replication of 2. ``nodes`` is the graph under
+    ``root`` when the caller has it (a snapshot's), else it is walked here.
 
     Example:
         >>> from torch.utils.data import RandomSampler
@@ -281,7 +284,8 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
             f'{", ".join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)})'
         )
     want_replicas, want_rank = world_size // replication, rank // replication
-    sharding = sharding_nodes(root)
+    nodes = list(iter_samplers(root)) if nodes is None else nodes
+    sharding = [node for node in nodes if is_sharded(node)]
     for node in sharding:
         if (node.num_replicas, node.rank) == (want_replicas, want_rank):
             continue
@@ -314,7 +318,7 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
             'rank=dist.get_global_rank(), or leave them None in composer_sampling samplers'
         )
     if want_replicas > 1 and not sharding:
-        names = ', '.join(type(node).__name__ for node in iter_samplers(root))
+        names = ', '.join(type(node).__name__ for node in nodes)
         return (
             f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '
             'every rank would train on the same samples. Use ResumableDistributedSampler as the sampler, '
@@ -354,8 +358,11 @@ def describe(node: Any) -> str:
     return f'{type(node).__name__}({", ".join(parts)})'
 
 
-def render_tree(obj: Any) -> str:
+def render_tree(obj: Any, active: Sequence[Any] | None = None) -> str:
     """The sampler graph as an indented tree, one node a line; a node reached twice says so.
+
+    ``active`` is the nodes the loader's batch sampler draws through when the caller
+    has them (a snapshot's), else they are walked here.
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -369,7 +376,8 @@ def render_tree(obj: Any) -> str:
     edges = labelled_children(obj)
     notes: dict[int, str] = {}
     if isinstance(obj, DataLoader) and obj.batch_sampler is not None:
-        if any(node is obj.sampler for node in iter_samplers(obj.batch_sampler)):
+        drawn = iter_samplers(obj.batch_sampler) if active is None else active
+        if any(node is obj.sampler for node in drawn):
             edges = [(label, child) for label, child in edges if label != 'sampler']
         else:
             notes[id(obj.sampler)] = '  (unused: the batch_sampler draws the indices)'

@@ -31,7 +31,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from composer_sampling.graph import Visit, active_root, keeps_child_order, walk
+from composer_sampling.graph import Visit, active_root, device_batch, keeps_child_order, walk
 from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.protocols import (
     EpochAware,
@@ -137,19 +137,8 @@ class GraphSnapshot:
         return [(parent, attribute, child) for (parent, attribute), child in zip(edges, targets, strict=True)]
 
     def device_batch(self) -> int | None:
-        """Samples per batch the loader yields, as far as the loader or its graph says; None if nothing does."""
-        size = getattr(self.loader, 'batch_size', None) if isinstance(self.loader, DataLoader) else None
-        if size is not None:
-            return int(size)
-        factor = 1
-        for node in self.active:
-            size = getattr(node, 'batch_size', None)
-            if isinstance(size, int) and not isinstance(size, bool):
-                return size * factor
-            joined = getattr(node, 'num_batches', None)
-            if isinstance(joined, int) and not isinstance(joined, bool):
-                factor *= joined
-        return None
+        """Samples per batch the loader yields (:func:`~composer_sampling.graph.device_batch`)."""
+        return device_batch(self.loader, self.active) if isinstance(self.loader, DataLoader) else None
 
     def per_sample_rngs(self) -> list[PerSampleRNG]:
         """Every :class:`~composer_sampling.PerSampleRNG` in the dataset, in walk order."""
