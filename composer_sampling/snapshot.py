@@ -31,7 +31,8 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from composer_sampling.graph import Visit, active_root, device_batch, keeps_child_order, walk
+from composer_sampling import graph as sampler_graph
+from composer_sampling.graph import Visit, active_root, device_batch, keeps_child_order
 from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.protocols import (
     EpochAware,
@@ -158,7 +159,7 @@ def take_snapshot(obj: Any) -> GraphSnapshot:
         >>> [type(node).__name__ for node in take_snapshot(SequentialSampler(range(3))).deciding()]
         ['SequentialSampler']
     """
-    visits = tuple(walk(obj))
+    visits = tuple(sampler_graph.walk(obj))  # looked up on the module: the one walk, wherever it is wrapped
     if isinstance(obj, DataLoader):
         root = active_root(obj)
         label = 'batch_sampler' if obj.batch_sampler is not None else 'sampler'
