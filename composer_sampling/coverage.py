@@ -87,8 +87,10 @@ def _dataset_len(node: Any) -> int | None:
         return None
 
 
-def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
+def epoch_accounting(loader: DataLoader, world_size: int, sharding: list[Any] | None = None) -> EpochAccounting:
     """Samples trained, padded and dropped per epoch, read off the graph's sharding sampler.
+
+    ``sharding`` is the graph's sharding nodes when the caller has them (a snapshot's), else they are found here.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -98,7 +100,7 @@ def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
     """
     dataset_len = len(loader.dataset)  # type: ignore[arg-type]
     trained = dataset_len
-    for node in sharding_nodes(active_root(loader)):
+    for node in sharding_nodes(active_root(loader)) if sharding is None else sharding:
         if supports(node, EpochUsage):
             dataset_len, trained = node.epoch_usage()
             break

@@ -5,13 +5,21 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+)
 
 from composer_sampling.graph import labelled_children
+from composer_sampling.index_tap import IndexTap
 from composer_sampling.permutation import MAX_DATA_SEED
+from composer_sampling.protocols import is_torch_own
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
-from composer_sampling.samplers.delegation import refresh_state_capability
 from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.validate import check_int, resolve_replicas
@@ -32,8 +40,10 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
     ``sampler`` attribute down to the index sampler at its bottom, which is
     replaced: a ``RandomSampler`` by a shuffled ``ResumableDistributedSampler``, a
     ``SequentialSampler`` by an unshuffled one, a ``DistributedSampler`` by one with
-    its ``shuffle`` and ``drop_last``. Every level above is shallow-copied with its
-    new child, so the input DataLoader is left untouched. A custom batch sampler on
+    its ``shuffle`` and ``drop_last``. Every level above is built anew over its new
+    child: torch's ``BatchSampler`` and our wrappers through their constructors (so a
+    wrapper is stateful exactly when its new graph is), any other class as a shallow
+    copy with the child attribute set; the input DataLoader is left untouched. A custom batch sampler on
     top is wrapped in :class:`~composer_sampling.samplers.DistributedBatchAdapter`,
     so Composer's multi-rank check accepts the result. Dataset, workers, collate
     function, pin_memory and the other settings are kept.
@@ -82,17 +92,7 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
                 'ResumableDistributedSampler yourself and wrap the top in DistributedBatchAdapter',
             )
         (name, child), = edges
-        rebuilt = copy.copy(node)
-        try:
-            setattr(rebuilt, name, replace(child, depth + 1))
-        except AttributeError:
-            raise ValueError(
-                f'distribute cannot set {type(node).__name__}.{name} (read-only); build that level on a '
-                'ResumableDistributedSampler yourself and wrap the top in DistributedBatchAdapter',
-            ) from None
-        if isinstance(rebuilt, NestedBatchSampler):  # its graph changed: it may now resume from a state
-            refresh_state_capability(rebuilt, NestedBatchSampler, StatefulNestedBatchSampler)
-        return rebuilt
+        return _rebuilt(node, name, replace(child, depth + 1))
 
     custom_batches = dataloader.batch_sampler is not None and dataloader.batch_size is None
     if custom_batches:
@@ -117,9 +117,29 @@ def rebuild_loader(dataloader: DataLoader, dataset: Any = None, **samplers: Any)
     return DataLoader(dataloader.dataset if dataset is None else dataset, **samplers, **settings)
 
 
+def _rebuilt(node: Any, name: str, child: Any) -> Any:
+    """``node`` built anew over ``child`` (hung from ``name``): through the constructor for torch's
+    ``BatchSampler``, our wrappers and taps; a shallow copy with ``name`` set for any other class."""
+    if is_torch_own(node, BatchSampler):
+        return BatchSampler(child, node.batch_size, node.drop_last)
+    if type(node) in (NestedBatchSampler, StatefulNestedBatchSampler):
+        return NestedBatchSampler(child, node.num_batches, node.drop_last)
+    if type(node) is IndexTap:
+        return IndexTap(child, node.group, node.keep_partial)
+    rebuilt = copy.copy(node)
+    try:
+        setattr(rebuilt, name, child)
+    except AttributeError:
+        raise ValueError(
+            f'distribute cannot set {type(node).__name__}.{name} (read-only); build that level on a '
+            'ResumableDistributedSampler yourself and wrap the top in DistributedBatchAdapter',
+        ) from None
+    return rebuilt
+
+
 def _distributed_leaf(node: Any, dataset: Any, num_replicas: int, rank: int, seed: int) -> Any:
     """The distributed replacement of an index sampler, or None when ``node`` is a level to descend."""
-    if type(node) in (ResumableDistributedSampler, DistributedSampler):
+    if type(node) is ResumableDistributedSampler or is_torch_own(node, DistributedSampler):
         return ResumableDistributedSampler(node.dataset, num_replicas, rank, shuffle=node.shuffle, seed=seed,
                                            drop_last=node.drop_last)
     if isinstance(node, (OrderedSampler, DistributedSampler)):  # a subclass keeps its own order: never replaced
@@ -130,9 +150,9 @@ def _distributed_leaf(node: Any, dataset: Any, num_replicas: int, rank: int, see
                 f'num_replicas={num_replicas}, rank={rank} yourself',
             )
         return node
-    if type(node) is SequentialSampler:
+    if is_torch_own(node, SequentialSampler):
         return ResumableDistributedSampler(dataset, num_replicas, rank, shuffle=False, seed=seed)
-    if type(node) is RandomSampler:
+    if is_torch_own(node, RandomSampler):
         if node.replacement or node.num_samples != len(dataset):
             raise ValueError(
                 f'RandomSampler(replacement={node.replacement}, num_samples={node.num_samples}) draws with '

@@ -16,14 +16,16 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
 
-from composer_sampling.protocols import EpochAware, Offsettable, OrderPreserving, Sharded, supports
+from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded, is_torch_own
 
 __all__ = [
+    'Visit',
     'active_root',
     'children',
     'describe',
@@ -39,6 +41,7 @@ __all__ = [
     'sharding_nodes',
     'sharding_problem',
     'supports_start_offset',
+    'walk',
 ]
 
 _CHILD_ATTRIBUTES = ('batch_sampler', 'sampler')
@@ -97,14 +100,69 @@ def _path(labels: list[str]) -> str:
     return '.'.join(labels) if len(labels) <= 8 else '.'.join([*labels[:4], '...', *labels[-3:]])
 
 
-def iter_samplers(obj: Any) -> Iterator[Any]:
-    """Yield every sampler-like object reachable from ``obj``, each exactly once, depth first.
+@dataclasses.dataclass(frozen=True)
+class Visit:
+    """One node a walk reached: the node and the edges ``(parent, attribute)`` it was first reached by.
 
-    ``obj`` may be a DataLoader or a loader-like object (not yielded) or any
+    ``labels`` names those edges from the root (a sampler root's class name first).
+    """
+
+    node: Any
+    edges: tuple[tuple[Any, str], ...]
+    labels: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        """The labels joined with dots (long paths shortened)."""
+        return _path(list(self.labels))
+
+
+def walk(obj: Any) -> Iterator[Visit]:
+    """The one walk of a sampler graph: every sampler-like node reachable from ``obj``, each once, depth first.
+
+    ``obj`` may be a DataLoader or a loader-like object (not visited) or any
     sampler (which is). The root's ``sampler`` and ``batch_sampler``, and the ``sampler`` of its
     ``batch_sampler``, are reached whatever they are (as Lightning does); below
     them the walk descends only into sampler-like nodes (:func:`is_sampler_like`).
     Cycles are followed once; a graph deeper than :data:`MAX_DEPTH` is an error.
+    Everything that needs the graph goes through here (:func:`iter_samplers`,
+    :class:`~composer_sampling.snapshot.GraphSnapshot`).
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> [visit.path for visit in walk(DataLoader(range(4), batch_size=2))]
+        ['batch_sampler', 'batch_sampler.sampler']
+    """
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[tuple[Any, str], ...], tuple[str, ...], bool]] = []
+    if isinstance(obj, DataLoader) or not is_sampler_like(obj):
+        # A loader (or a loader-like object, not visited): its edges and its batch sampler's are always followed.
+        seen.add(id(obj))
+        stack = [(child, ((obj, label),), (label,), label == 'batch_sampler')
+                 for label, child in reversed(labelled_children(obj))]
+    else:
+        stack = [(obj, (), (type(obj).__name__,), False)]
+    while stack:
+        node, edges, labels, force_children = stack.pop()
+        if id(node) in seen:
+            continue
+        if len(labels) > MAX_DEPTH:
+            raise ValueError(
+                f'the sampler graph is deeper than {MAX_DEPTH} levels at {_path(list(labels))} '
+                f'({type(node).__name__}); a sampler graph that deep is a cycle of new objects (a mock?), '
+                'not a real sampler graph',
+            )
+        seen.add(id(node))
+        yield Visit(node, edges, labels)
+        if force_children or is_sampler_like(node):
+            below = labelled_children(node)
+            if force_children and not is_sampler_like(node):
+                below = [(label, child) for label, child in below if label == 'sampler']
+            stack.extend((child, (*edges, (node, label)), (*labels, label), False) for label, child in reversed(below))
+
+
+def iter_samplers(obj: Any) -> Iterator[Any]:
+    """Yield every sampler-like object reachable from ``obj``, each exactly once, depth first (:func:`walk`).
 
     Example:
         >>> from torch.utils.data import SequentialSampler
@@ -113,33 +171,7 @@ def iter_samplers(obj: Any) -> Iterator[Any]:
         >>> [type(node).__name__ for node in iter_samplers(root)]
         ['SequentialSampler']
     """
-    seen: set[int] = set()
-    is_loader = isinstance(obj, DataLoader)
-    root_edges = labelled_children(obj)
-    stack: list[tuple[Any, list[str], bool]] = []
-    if is_loader or not is_sampler_like(obj):
-        # A loader (or a loader-like object, not yielded): its edges and its batch sampler's are always followed.
-        seen.add(id(obj))
-        stack = [(child, [label], label == 'batch_sampler') for label, child in reversed(root_edges)]
-    else:
-        stack = [(obj, [type(obj).__name__], False)]
-    while stack:
-        node, path, force_children = stack.pop()
-        if id(node) in seen:
-            continue
-        if len(path) > MAX_DEPTH:
-            raise ValueError(
-                f'the sampler graph is deeper than {MAX_DEPTH} levels at {_path(path)} '
-                f'({type(node).__name__}); a sampler graph that deep is a cycle of new objects (a mock?), '
-                'not a real sampler graph',
-            )
-        seen.add(id(node))
-        yield node
-        if force_children or is_sampler_like(node):
-            edges = labelled_children(node)
-            if force_children and not is_sampler_like(node):
-                edges = [(label, child) for label, child in edges if label == 'sampler']
-            stack.extend((child, [*path, label], False) for label, child in reversed(edges))
+    return (visit.node for visit in walk(obj))
 
 
 def set_epoch_everywhere(obj: Any, epoch: int) -> None:
@@ -153,7 +185,7 @@ def set_epoch_everywhere(obj: Any, epoch: int) -> None:
         3
     """
     for node in iter_samplers(obj):
-        if supports(node, EpochAware):
+        if is_epoch_aware(node):
             node.set_epoch(epoch)
 
 
@@ -171,11 +203,12 @@ def active_root(dataloader: DataLoader) -> Any:
     return dataloader.batch_sampler if dataloader.batch_sampler is not None else dataloader.sampler
 
 
-def device_batch(loader: DataLoader) -> int | None:
+def device_batch(loader: DataLoader, nodes: Sequence[Any] | None = None) -> int | None:
     """Samples per batch the loader yields, as far as the loader or its sampler graph says; None if nothing does.
 
     The loader's ``batch_size``, else the first ``batch_size`` in the graph, times the
-    ``num_batches`` of every batch-of-batches above it.
+    ``num_batches`` of every batch-of-batches above it. ``nodes`` is the active graph
+    when the caller has it (a snapshot's), else it is walked here.
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -185,7 +218,7 @@ def device_batch(loader: DataLoader) -> int | None:
     if loader.batch_size is not None:
         return loader.batch_size
     factor = 1
-    for node in iter_samplers(active_root(loader)):
+    for node in iter_samplers(active_root(loader)) if nodes is None else nodes:
         size = getattr(node, 'batch_size', None)
         if isinstance(size, int) and not isinstance(size, bool):
             return size * factor
@@ -208,7 +241,7 @@ def sharding_nodes(root: Any) -> list[Any]:
         >>> len(sharding_nodes(DistributedSampler(range(4), num_replicas=2, rank=0)))
         1
     """
-    return [node for node in iter_samplers(root) if supports(node, Sharded)]
+    return [node for node in iter_samplers(root) if is_sharded(node)]
 
 
 def replication_layout(num_replicas: int, node_rank: int, world_size: int, rank: int) -> int | None:
@@ -228,7 +261,8 @@ def replication_layout(num_replicas: int, node_rank: int, world_size: int, rank:
     return factor if factor > 1 and node_rank == rank // factor else None
 
 
-def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1) -> str | None:
+def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1,
+                     nodes: Sequence[Any] | None = None) -> str | None:
     """Why the graph under ``root`` would train the wrong data on ``rank`` of ``world_size``, or None.
 
     Composer only checks that a ``DistributedSampler`` sits at the top; this checks
@@ -236,7 +270,8 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
     layout: ``num_replicas = world_size / replication`` and ``rank = rank // replication``.
     A graph that matches a replication layout nobody asked for is refused with the
     ``replication`` that would accept it: on two ranks, ``num_replicas=1`` is both
-    a forgotten ``num_replicas`` and a replication of 2.
+    a forgotten ``num_replicas`` and a replication of 2. ``nodes`` is the graph under
+    ``root`` when the caller has it (a snapshot's), else it is walked here.
 
     Example:
         >>> from torch.utils.data import RandomSampler
@@ -249,7 +284,8 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
             f'{", ".join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)})'
         )
     want_replicas, want_rank = world_size // replication, rank // replication
-    sharding = sharding_nodes(root)
+    nodes = list(iter_samplers(root)) if nodes is None else nodes
+    sharding = [node for node in nodes if is_sharded(node)]
     for node in sharding:
         if (node.num_replicas, node.rank) == (want_replicas, want_rank):
             continue
@@ -282,7 +318,7 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
             'rank=dist.get_global_rank(), or leave them None in composer_sampling samplers'
         )
     if want_replicas > 1 and not sharding:
-        names = ', '.join(type(node).__name__ for node in iter_samplers(root))
+        names = ', '.join(type(node).__name__ for node in nodes)
         return (
             f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '
             'every rank would train on the same samples. Use ResumableDistributedSampler as the sampler, '
@@ -294,15 +330,16 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
 def keeps_child_order(node: Any) -> bool:
     """Whether ``node`` only groups or forwards, in order, the indices of the nodes below it.
 
-    Torch's own ``BatchSampler`` does; any class may say so with a class attribute
-    ``keeps_child_order = True``.
+    Torch's own ``BatchSampler`` does (:func:`~composer_sampling.protocols.is_torch_own`);
+    any class may say so with a class attribute ``keeps_child_order = True``
+    (:class:`~composer_sampling.protocols.OrderPreserving`).
     """
-    return type(node) is BatchSampler or supports(node, OrderPreserving)
+    return is_torch_own(node, BatchSampler) or is_order_preserving(node)
 
 
 def supports_start_offset(node: Any) -> bool:
     """Whether ``node`` can start an epoch at a global sample offset (``set_sample_in_epoch``)."""
-    return supports(node, Offsettable)
+    return is_offsettable(node)
 
 
 def describe(node: Any) -> str:
@@ -321,8 +358,11 @@ def describe(node: Any) -> str:
     return f'{type(node).__name__}({", ".join(parts)})'
 
 
-def render_tree(obj: Any) -> str:
+def render_tree(obj: Any, active: Sequence[Any] | None = None) -> str:
     """The sampler graph as an indented tree, one node a line; a node reached twice says so.
+
+    ``active`` is the nodes the loader's batch sampler draws through when the caller
+    has them (a snapshot's), else they are walked here.
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -336,7 +376,8 @@ def render_tree(obj: Any) -> str:
     edges = labelled_children(obj)
     notes: dict[int, str] = {}
     if isinstance(obj, DataLoader) and obj.batch_sampler is not None:
-        if any(node is obj.sampler for node in iter_samplers(obj.batch_sampler)):
+        drawn = iter_samplers(obj.batch_sampler) if active is None else active
+        if any(node is obj.sampler for node in drawn):
             edges = [(label, child) for label, child in edges if label != 'sampler']
         else:
             notes[id(obj.sampler)] = '  (unused: the batch_sampler draws the indices)'

@@ -27,26 +27,10 @@ from torch.utils.data import BatchSampler, DataLoader
 
 from composer_sampling.batching import BatchPlan
 from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, epoch_coverage, verdict
-from composer_sampling.graph import (
-    active_root,
-    device_batch,
-    is_map_style,
-    iter_samplers,
-    render_tree,
-    set_epoch_everywhere,
-    sharding_problem,
-)
+from composer_sampling.graph import is_map_style, render_tree, sharding_problem
 from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.protocols import (
-    HasOrderSignature,
-    PassIndices,
-    PassPositions,
-    ReportsSources,
-    Seeded,
-    SubEpochs,
-    supports,
-)
-from composer_sampling.seeding import seeded_nodes
+from composer_sampling.protocols import Seeded, has_pass_indices, has_pass_positions, is_torch_own
+from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling.validate import check_int
 
 __all__ = ['PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_indices']
@@ -82,7 +66,8 @@ def rank_indices(loader: DataLoader, epoch: int) -> np.ndarray:
     return epoch_indices([loader], epoch)[0]
 
 
-def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
+def epoch_indices(loaders: list[DataLoader], epoch: int,
+                  graphs: list[GraphSnapshot] | None = None) -> list[np.ndarray]:
     """The sample indices each loader would train in ``epoch``, without reading a sample.
 
     Each loader's graph gets the epoch as SamplerSync would set it. A loader that
@@ -91,6 +76,7 @@ def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
     the positions of all loaders whose samplers draw the same order are mapped to
     indices in one vectorised call. Else the sampler's whole pass is read as one
     array (:class:`~composer_sampling.protocols.PassIndices`); any other graph is iterated.
+    ``graphs`` are the loaders' snapshots when the caller has them (else they are taken here).
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -101,15 +87,16 @@ def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
     """
     results: list[np.ndarray | None] = [None] * len(loaders)
     groups: dict[tuple[Any, ...], list[tuple[int, Any, np.ndarray]]] = {}
-    for k, loader in enumerate(loaders):
-        set_epoch_everywhere(loader, epoch)
-        root = active_root(loader)
+    graphs = [take_snapshot(loader) for loader in loaders] if graphs is None else graphs
+    for k, (loader, graph) in enumerate(zip(loaders, graphs, strict=True)):
+        graph.set_epoch(epoch)
+        root = graph.root
         sampler = getattr(root, 'sampler', None)
-        if type(root) is BatchSampler and supports(sampler, PassPositions) and supports(sampler, HasOrderSignature):
+        if is_torch_own(root, BatchSampler) and has_pass_positions(sampler):
             key = (type(sampler), tuple(sorted(sampler.order_signature().items())), sampler.seed, sampler.epoch)
             groups.setdefault(key, []).append((k, sampler, np.asarray(sampler.pass_positions(), dtype=np.int64)))
             continue
-        if type(root) is BatchSampler and supports(sampler, PassIndices):
+        if is_torch_own(root, BatchSampler) and has_pass_indices(sampler):
             results[k] = _batched(np.asarray(sampler.pass_indices(), dtype=np.int64), root)
             continue
         items = iter(root)
@@ -120,7 +107,7 @@ def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
         mapped = members[0][1].indices_at(np.concatenate([positions for _, _, positions in members]))
         bounds = np.cumsum([0] + [positions.size for _, _, positions in members])
         for (k, _, _), lo, hi in zip(members, bounds[:-1], bounds[1:], strict=True):
-            results[k] = _batched(np.asarray(mapped[lo:hi], dtype=np.int64), active_root(loaders[k]))
+            results[k] = _batched(np.asarray(mapped[lo:hi], dtype=np.int64), graphs[k].root)
     return results  # type: ignore[return-value]
 
 
@@ -162,48 +149,54 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
     replication = check_int('replication', replication, minimum=1)
     if world_size % replication:
         raise ValueError(f'replication={replication} must divide world_size={world_size}')
-    loaders = []
+    loaders, graphs = [], []
     for rank in range(world_size):
         loader = make_loader(rank, world_size)
         if not isinstance(loader, DataLoader) or not is_map_style(loader):
             raise TypeError(f'make_loader({rank}, {world_size}) must return a DataLoader over a map-style dataset, '
                             f'got {type(loader).__name__}')
-        for node in seeded_nodes(loader):
+        graph = take_snapshot(loader)
+        for node in graph.seeded():
             node.seed = seed
         loaders.append(loader)
-    size = device_batch(loaders[0]) or 1
+        graphs.append(graph)
+    size = graphs[0].device_batch() or 1
     ranks = world_size // replication
     plan = BatchPlan(world_size, size * ranks, size, size, 1, replication)
-    return check_loaders(plan, seed, loaders, epochs)
+    return check_loaders(plan, seed, loaders, epochs, graphs)
 
 
-def check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader], epochs: int) -> PlanReport:
+def check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader], epochs: int,
+                  rank_graphs: list[GraphSnapshot] | None = None) -> PlanReport:
     """Check the guarantees on every rank's loader (``rank_loaders[r]`` is rank r's).
 
-    Coverage is counted on the first rank of each replication group.
+    Coverage is counted on the first rank of each replication group. ``rank_graphs``
+    are the loaders' snapshots when the caller has them (else they are taken here).
     """
     world_size = len(rank_loaders)
-    loaders = rank_loaders[::plan.replication]
-    first = loaders[0]
-    graph = list(iter_samplers(active_root(first)))
-    sub_epochs = next((node.sub_epochs_per_epoch for node in graph if supports(node, SubEpochs)), 1)
-    sources = next((node.source_report() for node in graph if supports(node, ReportsSources)), [])
-    report = PlanReport(plan, epoch_accounting(first, plan.data_parallel), data_seed, render_tree(first), sources,
-                        sub_epochs)
+    if rank_graphs is None:
+        rank_graphs = [take_snapshot(loader) for loader in rank_loaders]
+    loaders, graphs = rank_loaders[::plan.replication], rank_graphs[::plan.replication]
+    first, graph = loaders[0], graphs[0]
+    sub_epochs = graph.sub_epochs()
+    accounting = epoch_accounting(first, plan.data_parallel, sharding=graph.sharding())
+    report = PlanReport(plan, accounting, data_seed, render_tree(first, graph.active), graph.sources(), sub_epochs)
 
-    problems = [(rank, text) for rank, loader in enumerate(rank_loaders)
-                if (text := sharding_problem(active_root(loader), world_size, rank, plan.replication))]
+    problems = [(rank, text) for rank, rank_graph in enumerate(rank_graphs)
+                if (text := sharding_problem(rank_graph.root, world_size, rank, plan.replication,
+                                             nodes=rank_graph.active))]
     if problems:
         rank, text = problems[0]
         report.problems.append(f'real sharding (rank {rank}): {text}')
         return report
-    seeds = {tuple(_seeds(loader)) for loader in rank_loaders}
+    seeds = {tuple(node.seed for node in rank_graph.with_capability(Seeded, active_only=False))
+             for rank_graph in rank_graphs}
     if len(seeds) > 1:
         report.problems.append(f'identical seeds: the ranks draw with different seeds {sorted(seeds)}')
 
     for data_epoch in range(-(-epochs // sub_epochs)):
         trainer_epochs = range(data_epoch * sub_epochs, min((data_epoch + 1) * sub_epochs, epochs))
-        by_epoch = [epoch_indices(loaders, e) for e in trainer_epochs]
+        by_epoch = [epoch_indices(loaders, e, graphs) for e in trainer_epochs]
         per_rank = [np.concatenate([indices[k] for indices in by_epoch]) for k in range(len(loaders))]
         coverage = epoch_coverage(data_epoch, per_rank, report.accounting, len(trainer_epochs) == sub_epochs)
         report.epochs.append(coverage)
@@ -211,6 +204,3 @@ def check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader
             report.problems.append(coverage.problem)
     return report
 
-
-def _seeds(loader: DataLoader) -> list[Any]:
-    return [node.seed for node in iter_samplers(loader) if supports(node, Seeded)]

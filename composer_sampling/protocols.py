@@ -2,8 +2,21 @@
 
 A third-party sampler takes part in everything ``composer-sampling`` does by
 having the members below; it never needs to subclass anything of ours. Each
-Protocol is ``runtime_checkable``, so ``isinstance(node, EpochAware)`` reads well
-in your own code, but the package itself asks :func:`supports`:
+capability is written once, as a ``runtime_checkable`` Protocol: its methods and
+annotated attributes *are* the capability, and :func:`supports` reads them from
+the Protocol class itself (no table restates them). The rules follow the
+annotations:
+
+* a method must be callable;
+* an attribute annotated ``Literal[True]`` (a class flag such as
+  ``keeps_child_order``) must be ``True``;
+* an attribute annotated ``int`` must hold an ``int`` (not a bool);
+* any other attribute (``seed: int | None``: a sampler may be waiting for its seed)
+  must exist.
+
+``isinstance(node, EpochAware)`` reads well in your own code, but the package asks
+:func:`supports` (or the ``TypeGuard`` helpers such as :func:`is_stateful`, which
+let mypy narrow the type):
 
 * ``isinstance`` against a Protocol looks members up statically from Python 3.12
   (``inspect.getattr_static``), so a wrapper that forwards attributes through
@@ -11,22 +24,23 @@ in your own code, but the package itself asks :func:`supports`:
 * it checks only that a member exists, not that a method is callable or that a
   flag is set.
 
-:func:`supports` reads each member with ``getattr``, as attribute access does, so
-a forwarding wrapper is recognised on every Python version, a method must be
-callable, and a flag (``keeps_child_order``, ``forwards_seed``) must be ``True``.
-
 Example:
     >>> from torch.utils.data import DistributedSampler
     >>> sampler = DistributedSampler(range(8), num_replicas=2, rank=0)
     >>> supports(sampler, EpochAware), supports(sampler, Offsettable)
     (True, False)
+    >>> members(Sharded)
+    (('num_replicas', 'int'), ('rank', 'int'))
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+import functools
+import inspect
+from typing import Any, Literal, Protocol, TypeGuard, get_args, get_origin, get_type_hints, runtime_checkable
 
 __all__ = [
+    'CAPABILITIES',
     'EpochAware',
     'EpochUsage',
     'HasOrderSignature',
@@ -41,6 +55,23 @@ __all__ = [
     'ShuffleSeeded',
     'Stateful',
     'SubEpochs',
+    'capabilities',
+    'has_epoch_usage',
+    'has_order_signature',
+    'has_pass_indices',
+    'has_pass_positions',
+    'has_sub_epochs',
+    'is_epoch_aware',
+    'is_offsettable',
+    'is_order_preserving',
+    'is_seed_forwarding',
+    'is_seeded',
+    'is_sharded',
+    'is_shuffle_seeded',
+    'is_stateful',
+    'is_torch_own',
+    'members',
+    'reports_sources',
     'supports',
 ]
 
@@ -54,9 +85,12 @@ class EpochAware(Protocol):
 
 @runtime_checkable
 class Seeded(Protocol):
-    """Holds the seed of its order in ``seed``; :class:`~composer_sampling.SamplerSync` sets it to the data seed."""
+    """Holds the seed of its order in ``seed``; :class:`~composer_sampling.SamplerSync` sets it to the data seed.
 
-    seed: int
+    ``None`` is a seed still to be set (a wrapper forwarding to samplers below that have none yet).
+    """
+
+    seed: int | None
 
 
 @runtime_checkable
@@ -86,7 +120,8 @@ class Stateful(Protocol):
 class OrderPreserving(Protocol):
     """Only groups or forwards, in order, what the node below yields (class attribute ``keeps_child_order = True``).
 
-    Torch's own ``BatchSampler`` is treated as one without the attribute.
+    Torch's own ``BatchSampler`` is treated as one without the attribute
+    (:func:`composer_sampling.graph.keeps_child_order`, through :func:`is_torch_own`).
     """
 
     keeps_child_order: Literal[True]
@@ -139,9 +174,15 @@ class PassIndices(Protocol):
 class PassPositions(Protocol):
     """Says which global positions its next pass reads and maps any positions of the epoch's order to indices.
 
-    ``plan`` concatenates the positions of every rank whose sampler draws the same
-    order (same order signature, seed and epoch) and maps them in one call.
+    The epoch's order is fixed by the class, ``order_signature()``, ``seed`` and
+    ``epoch``: ``plan`` concatenates the positions of every rank whose sampler has
+    the same four and maps them in one call, so all four are part of this contract.
     """
+
+    seed: int | None
+    epoch: int
+
+    def order_signature(self) -> dict[str, Any]: ...
 
     def pass_positions(self) -> Any: ...
 
@@ -152,32 +193,59 @@ class PassPositions(Protocol):
 class ShuffleSeeded(Protocol):
     """An iterable dataset that shuffles with ``shuffle_seed`` (mosaicml-streaming's ``StreamingDataset``)."""
 
-    shuffle_seed: int
+    shuffle_seed: int | None
 
 
-#: Members each Protocol asks for: a method must be callable, a flag must be True, data must exist.
-_METHODS = {
-    EpochAware: ('set_epoch',),
-    Offsettable: ('set_sample_in_epoch',),
-    Stateful: ('state_dict', 'load_state_dict'),
-    EpochUsage: ('epoch_usage',),
-    HasOrderSignature: ('order_signature',),
-    ReportsSources: ('source_report',),
-    PassIndices: ('pass_indices',),
-    PassPositions: ('pass_positions', 'indices_at'),
-}
-_FLAGS = {SeedForwarding: 'forwards_seed', OrderPreserving: 'keeps_child_order'}
-_DATA = {Seeded: ('seed',), Sharded: ('num_replicas', 'rank'), SubEpochs: ('sub_epochs_per_epoch',),
-         ShuffleSeeded: ('shuffle_seed',)}
+
+
+#: Every capability, in the order the docs list them.
+CAPABILITIES: tuple[type, ...] = (
+    EpochAware, Seeded, SeedForwarding, Offsettable, Stateful, OrderPreserving, Sharded, EpochUsage,
+    HasOrderSignature, SubEpochs, ReportsSources, PassIndices, PassPositions, ShuffleSeeded,
+)
 _MISSING = object()
 
 
-def supports(node: Any, protocol: type) -> bool:
-    """Whether ``node`` has what ``protocol`` asks for, looked up as attribute access does on every Python.
+@functools.cache
+def members(protocol: type) -> tuple[tuple[str, str], ...]:
+    """What ``protocol`` asks for, read from the class: ``(name, rule)`` with rule ``method``, ``True``, ``int``
+    or ``exists``, attributes in declaration order, then methods in name order.
 
-    Integer data members (``rank``, ``sub_epochs_per_epoch``, ...) must hold an
-    ``int`` (not a bool); ``seed`` and ``shuffle_seed`` may hold anything, since a
-    sampler may be waiting for its seed.
+    Example:
+        >>> members(Stateful)
+        (('load_state_dict', 'method'), ('state_dict', 'method'))
+        >>> members(OrderPreserving), members(Seeded)
+        ((('keeps_child_order', 'True'),), (('seed', 'exists'),))
+    """
+    if protocol not in CAPABILITIES:
+        raise TypeError(f'supports() knows the Protocols of composer_sampling.protocols '
+                        f'({", ".join(p.__name__ for p in CAPABILITIES)}), got {protocol!r}')
+    hints = get_type_hints(protocol)
+    data = [(name, _rule(hints[name])) for name in inspect.get_annotations(protocol)]
+    methods = sorted(name for name, value in vars(protocol).items()
+                     if inspect.isfunction(value) and not name.startswith('_'))
+    return (*data, *((name, 'method') for name in methods))
+
+
+def _rule(hint: Any) -> str:
+    if get_origin(hint) is Literal and get_args(hint) == (True,):
+        return 'True'
+    return 'int' if hint is int else 'exists'
+
+
+def _has(node: Any, name: str, rule: str) -> bool:
+    if rule == 'exists':  # looked up statically first: a property (a wrapper's forwarded seed) is not run
+        return inspect.getattr_static(node, name, _MISSING) is not _MISSING or hasattr(node, name)
+    value = getattr(node, name, _MISSING)
+    if rule == 'method':
+        return callable(value)
+    if rule == 'True':
+        return value is True
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def supports(node: Any, protocol: type) -> bool:
+    """Whether ``node`` has what ``protocol`` asks for (:func:`members`), looked up as attribute access does.
 
     Example:
         >>> class Forwarding:
@@ -187,13 +255,113 @@ def supports(node: Any, protocol: type) -> bool:
         >>> supports(Forwarding(DistributedSampler(range(4), 1, 0)), EpochAware)
         True
     """
-    if protocol in _METHODS:
-        return all(callable(getattr(node, name, None)) for name in _METHODS[protocol])
-    if protocol in _FLAGS:
-        return getattr(node, _FLAGS[protocol], False) is True
-    if protocol in _DATA:
-        values = [getattr(node, name, _MISSING) for name in _DATA[protocol]]
-        if protocol in (Seeded, ShuffleSeeded):
-            return values[0] is not _MISSING
-        return all(isinstance(value, int) and not isinstance(value, bool) for value in values)
-    raise TypeError(f'supports() knows the Protocols of composer_sampling.protocols, got {protocol!r}')
+    return all(_has(node, name, rule) for name, rule in members(protocol))
+
+
+def capabilities(node: Any) -> frozenset[type]:
+    """Every capability of :data:`CAPABILITIES` that ``node`` has.
+
+    Example:
+        >>> from torch.utils.data import SequentialSampler
+        >>> capabilities(SequentialSampler(range(3)))
+        frozenset()
+    """
+    return frozenset(protocol for protocol in CAPABILITIES if supports(node, protocol))
+
+
+def is_torch_own(node: Any, torch_class: type) -> bool:
+    """Whether ``node`` is an instance of torch's ``torch_class`` itself, not of a subclass.
+
+    A few guarantees are torch's behaviour rather than members a class declares:
+    torch's ``BatchSampler`` groups its sampler's indices in order, its
+    ``DistributedSampler`` orders positions independently of the world size, its
+    ``SequentialSampler`` yields the same pass every time. A subclass may override
+    ``__iter__`` and lose them, so only the class itself counts; every such case in
+    the package asks this one predicate.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, SequentialSampler
+        >>> class Mine(BatchSampler): pass
+        >>> inner = SequentialSampler(range(4))
+        >>> is_torch_own(BatchSampler(inner, 2, False), BatchSampler), is_torch_own(Mine(inner, 2, False), BatchSampler)
+        (True, False)
+    """
+    return type(node) is torch_class
+
+
+# TypeGuard helpers: ``if is_stateful(node): node.state_dict()`` type-checks.
+
+def is_epoch_aware(node: object) -> TypeGuard[EpochAware]:
+    """:func:`supports` ``(node, EpochAware)``, narrowing the type."""
+    return supports(node, EpochAware)
+
+
+def is_seeded(node: object) -> TypeGuard[Seeded]:
+    """:func:`supports` ``(node, Seeded)``, narrowing the type."""
+    return supports(node, Seeded)
+
+
+def is_seed_forwarding(node: object) -> TypeGuard[SeedForwarding]:
+    """:func:`supports` ``(node, SeedForwarding)``, narrowing the type."""
+    return supports(node, SeedForwarding)
+
+
+def is_offsettable(node: object) -> TypeGuard[Offsettable]:
+    """:func:`supports` ``(node, Offsettable)``, narrowing the type."""
+    return supports(node, Offsettable)
+
+
+def is_stateful(node: object) -> TypeGuard[Stateful]:
+    """:func:`supports` ``(node, Stateful)``, narrowing the type.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> is_stateful(ResumableDistributedSampler(4, 1, 0)), is_stateful(range(4))
+        (True, False)
+    """
+    return supports(node, Stateful)
+
+
+def is_order_preserving(node: object) -> TypeGuard[OrderPreserving]:
+    """:func:`supports` ``(node, OrderPreserving)``, narrowing the type."""
+    return supports(node, OrderPreserving)
+
+
+def is_sharded(node: object) -> TypeGuard[Sharded]:
+    """:func:`supports` ``(node, Sharded)``, narrowing the type."""
+    return supports(node, Sharded)
+
+
+def has_epoch_usage(node: object) -> TypeGuard[EpochUsage]:
+    """:func:`supports` ``(node, EpochUsage)``, narrowing the type."""
+    return supports(node, EpochUsage)
+
+
+def has_order_signature(node: object) -> TypeGuard[HasOrderSignature]:
+    """:func:`supports` ``(node, HasOrderSignature)``, narrowing the type."""
+    return supports(node, HasOrderSignature)
+
+
+def has_sub_epochs(node: object) -> TypeGuard[SubEpochs]:
+    """:func:`supports` ``(node, SubEpochs)``, narrowing the type."""
+    return supports(node, SubEpochs)
+
+
+def reports_sources(node: object) -> TypeGuard[ReportsSources]:
+    """:func:`supports` ``(node, ReportsSources)``, narrowing the type."""
+    return supports(node, ReportsSources)
+
+
+def has_pass_indices(node: object) -> TypeGuard[PassIndices]:
+    """:func:`supports` ``(node, PassIndices)``, narrowing the type."""
+    return supports(node, PassIndices)
+
+
+def has_pass_positions(node: object) -> TypeGuard[PassPositions]:
+    """:func:`supports` ``(node, PassPositions)``, narrowing the type."""
+    return supports(node, PassPositions)
+
+
+def is_shuffle_seeded(node: object) -> TypeGuard[ShuffleSeeded]:
+    """:func:`supports` ``(node, ShuffleSeeded)``, narrowing the type."""
+    return supports(node, ShuffleSeeded)

@@ -35,17 +35,16 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from composer_sampling.graph import active_root, describe, iter_samplers, keeps_child_order, labelled_children
+from composer_sampling.graph import active_root, describe
 from composer_sampling.index_tap import IndexTap
-from composer_sampling.protocols import EpochAware, Offsettable, supports
+from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
-from composer_sampling.seeding import generator_nodes
+from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 
 __all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers',
            'top_edge']
@@ -91,13 +90,13 @@ class ResumePlan:
 
 def order_deciding(root: Any) -> list[Any]:
     """The nodes of the graph below ``root`` that decide the order (they do not only group what is below them)."""
-    return [node for node in iter_samplers(root) if not keeps_child_order(node)]
+    return take_snapshot(root).deciding()
 
 
 def _orders_by_epoch(node: Any, generator_driven: set[int]) -> bool:
     """Whether ``node``'s pass is a function of its seed, epoch and the nodes below, however often it ran before."""
     return (supports(node, Offsettable) or supports(node, EpochAware) or id(node) in generator_driven
-            or type(node) is SequentialSampler)
+            or is_torch_own(node, SequentialSampler))
 
 
 def spin_blockers(root: Any) -> list[Any]:
@@ -108,28 +107,35 @@ def spin_blockers(root: Any) -> list[Any]:
         >>> spin_blockers(RandomSampler(range(4)))  # SamplerSync gives it a generator per epoch
         []
     """
-    generator_driven = {id(node) for node in generator_nodes(root)}
-    return [node for node in order_deciding(root) if not _orders_by_epoch(node, generator_driven)]
+    return _blockers(take_snapshot(root))
 
 
-def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, now: Layout) -> ResumePlan:
+def _blockers(graph: GraphSnapshot) -> list[Any]:
+    generator_driven = {id(node) for node in graph.generator_nodes(active_only=True)}
+    return [node for node in graph.deciding() if not _orders_by_epoch(node, generator_driven)]
+
+
+def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, now: Layout,
+                graph: GraphSnapshot | None = None) -> ResumePlan:
     """How the fit continues its epoch from ``position``; raises :class:`ResumeRefusedError` when it cannot exactly.
 
-    ``saved`` is the layout the checkpoint was trained with (None: unknown, taken as ``now``).
+    ``saved`` is the layout the checkpoint was trained with (None: unknown, taken as ``now``);
+    ``graph`` the loader's snapshot when the caller has one (else it is taken here).
     """
-    root = active_root(loader)
-    blockers = spin_blockers(root)
+    graph = take_snapshot(loader) if graph is None else graph
+    root = graph.root
+    blockers = _blockers(graph)
     if blockers:
         return ResumePlan('spin', reason=f'{describe(blockers[0])} has neither set_epoch nor a generator, so its '
                                          'order may depend on the passes it made before')
     if position.batches == 0:
         return ResumePlan('start')
     saved = saved or now
-    deciding = order_deciding(root)
+    deciding = graph.deciding()
     remaining = None if position.subset_batches is None else max(position.subset_batches - position.batches, 0)
     if deciding and all(supports(node, Offsettable) for node in deciding):
         return ResumePlan('offset', offset=position.samples, limit=remaining)
-    sample_edge = _sample_edge(root, deciding)
+    sample_edge = _sample_edge(graph, deciding)
     if sample_edge is not None:
         parent, attribute, per_batch, index_sampler = sample_edge
         ranks = now.data_parallel_ranks or 1
@@ -164,7 +170,7 @@ def _rank_independent(node: Any) -> bool:
     """Whether ``node`` orders positions independently of the world size and strides them by rank (torch's own)."""
     from torch.utils.data import DistributedSampler
 
-    return type(node) is DistributedSampler
+    return is_torch_own(node, DistributedSampler)
 
 
 def _changed_ranks(node: Any, saved: Layout, now: Layout) -> str:
@@ -176,31 +182,16 @@ def _changed_ranks(node: Any, saved: Layout, now: Layout) -> str:
     )
 
 
-def _edges_to(root: Any, target: Any) -> list[tuple[Any, str, Any]] | None:
-    """The edges ``(parent, attribute, child)`` from ``root`` down to ``target``, or None if it is not below."""
-
-    def walk(node: Any, path: list[tuple[Any, str, Any]], depth: int) -> Iterator[list[tuple[Any, str, Any]]]:
-        if node is target:
-            yield path
-            return
-        if depth > 64:
-            return
-        for label, child in labelled_children(node):
-            yield from walk(child, [*path, (node, label, child)], depth + 1)
-
-    return next(walk(root, [], 0), None)
-
-
 def _per_batch(node: Any) -> int:
     """How many items of a node's child make one of the node's items (1 unless it groups)."""
-    if type(node) is BatchSampler:
+    if is_torch_own(node, BatchSampler):
         return int(node.batch_size)
     if isinstance(node, NestedBatchSampler):
         return node.num_batches
     return 1
 
 
-def _sample_edge(root: Any, deciding: list[Any]) -> tuple[Any, str, int, Any] | None:
+def _sample_edge(graph: GraphSnapshot, deciding: list[Any]) -> tuple[Any, str, int, Any] | None:
     """The edge right above the graph's only deciding node when that is an index sampler under torch's BatchSampler.
 
     Returns ``(parent, attribute, items of that edge per top batch, the index sampler)``.
@@ -208,7 +199,7 @@ def _sample_edge(root: Any, deciding: list[Any]) -> tuple[Any, str, int, Any] | 
     if len(deciding) != 1:
         return None
     (index_sampler,) = deciding
-    path = _edges_to(root, index_sampler)
+    path = graph.edges_to(index_sampler)
     if not path:
         return None
     parent, attribute, _ = path[-1]
@@ -216,7 +207,7 @@ def _sample_edge(root: Any, deciding: list[Any]) -> tuple[Any, str, int, Any] | 
         if len(path) < 2:
             return None
         parent, attribute, _ = path[-2]
-    if type(parent) is not BatchSampler or attribute != 'sampler':
+    if not is_torch_own(parent, BatchSampler) or attribute != 'sampler':
         return None
     per_batch = 1
     for node, _, _ in path:
@@ -238,7 +229,7 @@ def top_edge(loader: DataLoader) -> tuple[Any, str, int, bool]:
         ('BatchSampler', 'sampler', 4, False)
     """
     top = active_root(loader)
-    if type(top) is BatchSampler:
+    if is_torch_own(top, BatchSampler):
         return top, 'sampler', int(top.batch_size), not top.drop_last
     if isinstance(top, DistributedBatchAdapter):
         return top, 'batch_sampler', 1, True

@@ -20,9 +20,16 @@ from typing import Any
 
 from composer_sampling.graph import iter_samplers
 from composer_sampling.permutation import derive_seed
-from composer_sampling.protocols import Seeded, SeedForwarding, supports
+from composer_sampling.protocols import is_seed_forwarding, is_seeded
 
-__all__ = ['default_seed', 'epoch_generator_seed', 'generator_nodes', 'is_streaming_dataset', 'seeded_nodes']
+__all__ = [
+    'default_seed',
+    'draws_from_generator',
+    'epoch_generator_seed',
+    'generator_nodes',
+    'is_streaming_dataset',
+    'seeded_nodes',
+]
 
 #: Stream tag separating the seeds of samplers' generators from every other seed derived from the data seed.
 _GENERATOR_STREAM = 0x6E7E2A
@@ -45,9 +52,7 @@ def default_seed(node: Any, attribute: str) -> Any:
 
 def seeded_nodes(obj: Any) -> Iterator[Any]:
     """The samplers below ``obj`` with a ``seed`` of their own (not one forwarded to the samplers below them)."""
-    for node in iter_samplers(obj):
-        if supports(node, Seeded) and not supports(node, SeedForwarding):
-            yield node
+    return (node for node in iter_samplers(obj) if is_seeded(node) and not is_seed_forwarding(node))
 
 
 def is_streaming_dataset(dataset: Any) -> bool:
@@ -71,12 +76,21 @@ def generator_nodes(obj: Any) -> Iterator[Any]:
         >>> [type(node).__name__ for node in generator_nodes(BatchSampler(RandomSampler(range(4)), 2, False))]
         ['RandomSampler']
     """
+    return (node for node in iter_samplers(obj) if draws_from_generator(node))
+
+
+def draws_from_generator(node: Any) -> bool:
+    """Whether ``node`` draws its order from a ``generator`` attribute (None or a ``torch.Generator``) now.
+
+    Example:
+        >>> from torch.utils.data import RandomSampler, SequentialSampler
+        >>> draws_from_generator(RandomSampler(range(4))), draws_from_generator(SequentialSampler(range(4)))
+        (True, False)
+    """
     import torch
 
-    for node in iter_samplers(obj):
-        generator = getattr(node, 'generator', _MISSING)
-        if generator is None or isinstance(generator, torch.Generator):
-            yield node
+    generator = getattr(node, 'generator', _MISSING)
+    return generator is None or isinstance(generator, torch.Generator)
 
 
 def epoch_generator_seed(seed: int, epoch: int) -> int:

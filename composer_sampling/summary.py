@@ -1,6 +1,7 @@
 """The run summary rank 0 prints before training: batch math, epoch accounting, seed, sampler graph.
 
-This module renders only; the numbers come from :mod:`composer_sampling.coverage` and the graph.
+The numbers come from :mod:`composer_sampling.coverage` and from one snapshot of the
+graph (:mod:`composer_sampling.snapshot`); this module lays them out.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from torch.utils.data import DataLoader
 
 from composer_sampling.batching import BatchPlan
 from composer_sampling.coverage import EpochAccounting, epoch_accounting
-from composer_sampling.graph import active_root, iter_samplers, render_tree, sharding_nodes
-from composer_sampling.protocols import ReportsSources, SubEpochs, supports
+from composer_sampling.graph import render_tree
+from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 
 __all__ = ['render_rows', 'render_summary', 'summarize', 'summary_rows']
 
@@ -23,11 +24,17 @@ def render_summary(plan: BatchPlan, loader: DataLoader, data_seed: int, seed_sou
 
 
 def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_seed: int | None = None,
-              seed_source: str | None = None) -> str:
+              seed_source: str | None = None, graph: GraphSnapshot | None = None) -> str:
     """The run summary for any DataLoader: batch math (when ``batch_plan`` is given), epoch accounting, seed, graph.
 
     ``data_seed`` defaults to the seed the graph's samplers hold now (what
-    :class:`~composer_sampling.SamplerSync` set at fit start, or their own).
+    :class:`~composer_sampling.SamplerSync` set at fit start, or their own). ``graph``
+    is the loader's snapshot when the caller has one (else it is taken here). A
+    DataLoader over an iterable dataset (which orders itself) gets a short summary
+    of its dataset and seed.
+
+    Raises:
+        TypeError: ``dataloader`` is not a torch DataLoader.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -35,21 +42,39 @@ def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_
         >>> print(summarize(loader).splitlines()[2])
           samples per epoch  10 of 10 (0 padded, 0 dropped)
     """
-    root = active_root(dataloader)
-    shards = sharding_nodes(root)
+    if not isinstance(dataloader, DataLoader):
+        raise TypeError(f'summarize expects a torch DataLoader (or a subclass), got {type(dataloader).__name__}')
+    graph = take_snapshot(dataloader) if graph is None else graph
+    if not graph.map_style:
+        return _iterable_summary(dataloader, data_seed, seed_source)
+    shards = graph.sharding()
     ranks = batch_plan.data_parallel if batch_plan else (shards[0].num_replicas if shards else 1)
     if data_seed is None:
-        seeds = sorted({node.seed for node in iter_samplers(root) if isinstance(getattr(node, 'seed', None), int)})
+        seeds = sorted({node.seed for node in graph.active if isinstance(getattr(node, 'seed', None), int)})
         seed_text = ', '.join(map(str, seeds)) + ' (held by the samplers)' if seeds else 'none'
     else:
         seed_text = f'{data_seed}' + (f' ({seed_source})' if seed_source else '')
-    graph = list(iter_samplers(root))
-    sub_epochs = next((node.sub_epochs_per_epoch for node in graph if supports(node, SubEpochs)), 1)
-    sources = next((node.source_report() for node in graph if supports(node, ReportsSources)), [])
-    rows = summary_rows(batch_plan, epoch_accounting(dataloader, ranks), seed_text, sub_epochs, sources)
+    accounting = epoch_accounting(dataloader, ranks, sharding=shards)
+    rows = summary_rows(batch_plan, accounting, seed_text, graph.sub_epochs(), graph.sources())
     lines = ['composer-sampling run summary', *render_rows(rows), '  sampler graph (rank 0):']
-    lines += ['    ' + line for line in render_tree(dataloader).splitlines()]
+    lines += ['    ' + line for line in render_tree(dataloader, graph.active).splitlines()]
     return '\n'.join(lines)
+
+
+def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source: str | None) -> str:
+    """The summary of a DataLoader over an iterable dataset: no sampler orders it, the dataset does."""
+    dataset = dataloader.dataset
+    if data_seed is None:
+        shuffle_seed = getattr(dataset, 'shuffle_seed', None)
+        seed_text = f'{shuffle_seed} (the dataset\'s shuffle_seed)' if shuffle_seed is not None else 'none'
+    else:
+        seed_text = f'{data_seed}' + (f' ({seed_source})' if seed_source else '')
+    rows: list[tuple[str, Any]] = [
+        ('dataset', f'{type(dataset).__name__}, an iterable dataset that orders itself'),
+        ('device batch', dataloader.batch_size),
+        ('data seed', seed_text),
+    ]
+    return '\n'.join(['composer-sampling run summary', *render_rows(rows)])
 
 
 def summary_rows(plan: BatchPlan | None, epoch: EpochAccounting, data_seed: str, sub_epochs: int = 1,

@@ -16,20 +16,14 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
+from composer_sampling.callbacks.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks.top_tap import end_top_tap, top_tap
 from composer_sampling.coverage import epoch_accounting
-from composer_sampling.graph import (
-    active_root,
-    describe,
-    is_map_style,
-    iter_samplers,
-    replication_layout,
-    sharding_nodes,
-)
+from composer_sampling.graph import active_root, describe, is_map_style, replication_layout
 from composer_sampling.index_tap import IndexTap
 from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter
-from composer_sampling.protocols import SubEpochs, supports
 from composer_sampling.seeding import is_streaming_dataset
+from composer_sampling.snapshot import GraphSnapshot
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -126,6 +120,7 @@ class SampleLedger(Callback):
         self._stream_epoch = -1
         self._plans: dict[int, np.ndarray] = {}
         self._loader: Any = None
+        self._graph: GraphSnapshot | None = None  # the train dataloader's graph at fit start
 
     def __repr__(self) -> str:
         return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'
@@ -156,9 +151,10 @@ class SampleLedger(Callback):
         }
         self.close()
         self._dataset_len, self._told = None, collections.deque()
+        self._graph = fit_graph(state) if isinstance(loader, DataLoader) else None
         self._source = self._choose_source(state, loader)
         header['source'] = self._source
-        header.update(self._describe_data(loader))
+        header.update(self._describe_data(self._graph))
         self._dataset_len = header.get('dataset_len')
         self._header = header
         self._path = folder / f'{attempt}-rank{rank}.bin'
@@ -196,6 +192,7 @@ class SampleLedger(Callback):
         if self._tap is not None:
             self._tap.forget(self._tell)
         end_top_tap(state)
+        forget_fit_graph(state)
 
     def close(self, state: State | None = None, logger: Logger | None = None) -> None:
         if self._writer is not None:
@@ -308,10 +305,10 @@ class SampleLedger(Callback):
         return self._told.popleft()[1]
 
     def _draws_without_replacement(self) -> bool:
-        loader = self._loader
-        if not isinstance(loader, DataLoader) or not is_map_style(loader):
+        graph = self._graph
+        if graph is None or not graph.map_style:
             return False
-        for node in iter_samplers(active_root(loader)):
+        for node in graph.active:
             if getattr(node, 'replacement', False) or type(node).__name__ == 'WeightedRandomSampler':
                 return False
         return True
@@ -328,22 +325,20 @@ class SampleLedger(Callback):
 
     # header -------------------------------------------------------------------------------------------
 
-    def _describe_data(self, loader: Any) -> dict[str, Any]:
+    def _describe_data(self, graph: GraphSnapshot | None) -> dict[str, Any]:
         """Dataset length (the global one), padding and drops, sub-epochs and replication, for the header."""
-        if not isinstance(loader, DataLoader):
+        if graph is None:
             return {}
         world, rank = dist.get_world_size(), dist.get_global_rank()
-        if not is_map_style(loader):
-            dataset = loader.dataset
+        if not graph.map_style:
+            dataset = graph.loader.dataset
             if is_streaming_dataset(dataset):
                 return {'dataset_len': int(dataset.size), 'replication': int(dataset.replication or 1)}
             return {}
-        replication = _replication_of(loader, world, rank)
-        accounting = epoch_accounting(loader, world // replication)
-        sub_epochs = next((node.sub_epochs_per_epoch for node in iter_samplers(active_root(loader))
-                           if supports(node, SubEpochs)), 1)
+        replication = _replication_of(graph, world, rank)
+        accounting = epoch_accounting(graph.loader, world // replication, sharding=graph.sharding())
         return {'dataset_len': accounting.dataset_len, 'padded': accounting.padded, 'dropped': accounting.dropped,
-                'sub_epochs_per_epoch': sub_epochs, 'replication': replication}
+                'sub_epochs_per_epoch': graph.sub_epochs(), 'replication': replication}
 
     def _ledger_folder(self, state: State) -> Path:
         if self.folder is not None:
@@ -369,9 +364,9 @@ class SampleLedger(Callback):
         return f'SampleLedger(index_key={_name(self.index_key)})'
 
 
-def _replication_of(loader: DataLoader, world: int, rank: int) -> int:
+def _replication_of(graph: GraphSnapshot, world: int, rank: int) -> int:
     """The replication the sharding samplers were built for (groups of ranks reading the same data); 1 if none."""
-    for node in sharding_nodes(active_root(loader)):
+    for node in graph.sharding():
         layout = replication_layout(node.num_replicas, node.rank, world, rank)
         if layout is not None:
             return layout

@@ -13,30 +13,21 @@ from composer.utils import dist
 from torch.utils.data import DataLoader
 
 from composer_sampling.callbacks.checkpoint_rng import CheckpointRNG
+from composer_sampling.callbacks.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks.top_tap import end_top_tap, top_tap
-from composer_sampling.graph import (
-    active_root,
-    describe,
-    device_batch,
-    is_map_style,
-    iter_samplers,
-    set_epoch_everywhere,
-    sharding_problem,
-)
+from composer_sampling.graph import describe, is_map_style, sharding_problem
 from composer_sampling.index_tap import IndexTap, install_tap
-from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.protocols import EpochAware, Offsettable, supports
+from composer_sampling.protocols import is_epoch_aware, is_offsettable
 from composer_sampling.resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, plan_resume
 from composer_sampling.seeding import (
     UNSEEDED_GENERATOR,
     default_seed,
     epoch_generator_seed,
-    generator_nodes,
     is_streaming_dataset,
-    seeded_nodes,
 )
-from composer_sampling.signatures import order_signature, signature_difference
+from composer_sampling.signatures import signature_difference
+from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling.validate import check_bool, check_int
 
 __all__ = ['DataOrderError', 'SamplerSync']
@@ -141,6 +132,7 @@ class SamplerSync(Callback):
         self._fits = 0
         self._layout = Layout(None, None)
         self._graph_signatures: list[dict[str, Any]] | None = None
+        self._graph: GraphSnapshot | None = None  # the train dataloader's graph at the last fit start
         self._epoch_set_at_fit_start: int | None = None
         self._set_resumption = False
         self._epoch_seeds: dict[str, Any] | None = None  # the epoch in flight keeps these seeds (adoption)
@@ -163,27 +155,28 @@ class SamplerSync(Callback):
         loader = state.train_dataloader
         if not isinstance(loader, DataLoader):
             return
-        map_style = is_map_style(loader)
-        seed = self._agreed_seed(state, loader, map_style)
+        graph = self._graph = fit_graph(state)
+        map_style = graph.map_style
+        seed = self._agreed_seed(state, graph)
         epoch = int(state.timestamp.epoch)
         self._epoch_set_at_fit_start = epoch
         if not map_style:
             self.seed_in_use = self._order_iterable(loader.dataset, seed, epoch, adopting)
             logger.log_hyperparameters({'data_seed': self.seed_in_use})
             self._rng.fit_start(state, spin_skipped='train' in state.dataset_resumption)
-            self._print_summary(loader, self.seed_in_use, map_style=False)
+            self._print_summary(graph, self.seed_in_use, map_style=False)
             return
         self.seed_in_use = seed
         logger.log_hyperparameters({'data_seed': seed})
         if adopting and int(state.timestamp.batch_in_epoch) > 0:
-            self._adopt_epoch_in_flight(loader, epoch, seed)
-        self._seed_graph(loader, seed, epoch, in_flight=int(state.timestamp.batch_in_epoch) > 0)
-        self._check_signatures(loader)
-        self._layout = self._current_layout(loader)
-        set_epoch_everywhere(loader, epoch)
-        spin_skipped = self._resume_in_epoch(state, loader)
+            self._adopt_epoch_in_flight(graph, epoch, seed)
+        self._seed_graph(graph, seed, epoch, in_flight=int(state.timestamp.batch_in_epoch) > 0)
+        self._check_signatures(graph)
+        self._layout = self._current_layout(graph)
+        graph.set_epoch(epoch)
+        spin_skipped = self._resume_in_epoch(state, graph)
         self._rng.fit_start(state, spin_skipped=spin_skipped)
-        self._print_summary(loader, seed, map_style=True)
+        self._print_summary(graph, seed, map_style=True)
 
     def epoch_start(self, state: State, logger: Logger) -> None:
         self._rng.epoch_start()
@@ -193,19 +186,20 @@ class SamplerSync(Callback):
         if not isinstance(loader, DataLoader):
             return
         if not is_map_style(loader):
-            if set_at_fit_start != epoch and supports(loader.dataset, EpochAware) and \
+            if set_at_fit_start != epoch and is_epoch_aware(loader.dataset) and \
                     not is_streaming_dataset(loader.dataset):
                 loader.dataset.set_epoch(epoch)
             return
         seed = self.seed_in_use if self.seed_in_use is not None else 0
+        graph = self._graph if self._graph is not None and self._graph.loader is loader else take_snapshot(loader)
         if self._epoch_seeds is not None and epoch > int(self._epoch_seeds['epoch']):
             self._epoch_seeds = None  # the epoch that kept its samplers' own seeds is over
-            self._seed_graph(loader, seed, epoch, in_flight=False)
+            self._seed_graph(graph, seed, epoch, in_flight=False)
         else:
-            self._seed_generators(loader, seed, epoch)  # Composer's spin may have drawn from them since fit start
+            self._seed_generators(graph, seed, epoch)  # Composer's spin may have drawn from them since fit start
         if set_at_fit_start != epoch:  # fit start has just set it otherwise: once per node per epoch
-            set_epoch_everywhere(loader, epoch)
-            self._set_dataset_epochs(loader, epoch)
+            graph.set_epoch(epoch)
+            self._set_dataset_epochs(graph, epoch)
 
     def before_dataloader(self, state: State, logger: Logger) -> None:
         self._rng.before_dataloader()
@@ -221,6 +215,7 @@ class SamplerSync(Callback):
 
     def fit_end(self, state: State, logger: Logger) -> None:
         end_top_tap(state)
+        forget_fit_graph(state)
 
     # checkpoints --------------------------------------------------------------------------------------
 
@@ -278,12 +273,12 @@ class SamplerSync(Callback):
 
     # seeds --------------------------------------------------------------------------------------------
 
-    def _seed_graph(self, loader: DataLoader, seed: int, epoch: int, in_flight: bool) -> None:
+    def _seed_graph(self, graph: GraphSnapshot, seed: int, epoch: int, in_flight: bool) -> None:
         """Seed samplers, generators and per-sample RNGs; an adopted epoch in flight keeps its own seeds."""
         kept = self._epoch_seeds if self._epoch_seeds is not None and int(self._epoch_seeds['epoch']) == epoch \
             and in_flight else None
-        samplers = list(seeded_nodes(loader))
-        datasets = [node for node in iter_datasets(loader.dataset) if isinstance(node, PerSampleRNG)]
+        samplers = graph.seeded()
+        datasets = graph.per_sample_rngs()
         if kept is not None:
             for node, value in zip(samplers, kept.get('samplers', []), strict=False):
                 node.seed = value
@@ -295,12 +290,12 @@ class SamplerSync(Callback):
                 self._reseed(node, 'seed', seed)
             for node in datasets:
                 node.seed = seed
-        self._seed_generators(loader, seed, epoch)
-        self._set_dataset_epochs(loader, epoch)
+        self._seed_generators(graph, seed, epoch)
+        self._set_dataset_epochs(graph, epoch)
 
-    def _seed_generators(self, loader: DataLoader, seed: int, epoch: int) -> None:
+    def _seed_generators(self, graph: GraphSnapshot, seed: int, epoch: int) -> None:
         """A fresh generator seeded from ``(seed, epoch)`` for every sampler that draws from one."""
-        for node in generator_nodes(loader):
+        for node in graph.generator_nodes():
             current = node.generator
             if current is not None and current is not self._generators.get(id(node)):
                 self._warn_users_generator(node, current, seed)
@@ -308,10 +303,9 @@ class SamplerSync(Callback):
             generator.manual_seed(epoch_generator_seed(seed, epoch))
             node.generator = self._generators[id(node)] = generator
 
-    def _set_dataset_epochs(self, loader: DataLoader, epoch: int) -> None:
-        for node in iter_datasets(loader.dataset):
-            if isinstance(node, PerSampleRNG):
-                node.set_epoch(epoch)
+    def _set_dataset_epochs(self, graph: GraphSnapshot, epoch: int) -> None:
+        for node in graph.per_sample_rngs():
+            node.set_epoch(epoch)
 
     def _warn_users_generator(self, node: Any, generator: torch.Generator, seed: int) -> None:
         chosen = generator.initial_seed()
@@ -344,12 +338,12 @@ class SamplerSync(Callback):
             )
         setattr(node, attribute, seed)
 
-    def _adopt_epoch_in_flight(self, loader: DataLoader, epoch: int, seed: int) -> None:
+    def _adopt_epoch_in_flight(self, graph: GraphSnapshot, epoch: int, seed: int) -> None:
         """A checkpoint written without SamplerSync: the epoch in flight keeps the seeds its samplers have."""
-        samplers = [node.seed for node in seeded_nodes(loader)]
-        datasets = [node.seed for node in iter_datasets(loader.dataset) if isinstance(node, PerSampleRNG)]
+        samplers = [node.seed for node in graph.seeded()]
+        datasets = [node.seed for node in graph.per_sample_rngs()]
         self._epoch_seeds = {'epoch': epoch, 'samplers': samplers, 'datasets': datasets}
-        lost = [describe(node) for node in generator_nodes(loader)]
+        lost = [describe(node) for node in graph.generator_nodes()]
         warnings.warn(
             f'SamplerSync: the checkpoint was written without SamplerSync; the rest of epoch {epoch} keeps the '
             f'order its samplers had (seeds {sorted(set(samplers + datasets)) or "none"}) and the data seed {seed} '
@@ -372,7 +366,7 @@ class SamplerSync(Callback):
                 return int(dataset.shuffle_seed)
             self._reseed(dataset, 'shuffle_seed', seed)
             log.info('SamplerSync: %s shuffles with seed %d', type(dataset).__name__, seed)
-        elif supports(dataset, EpochAware):
+        elif is_epoch_aware(dataset):
             dataset.set_epoch(epoch)
         else:
             warnings.warn(
@@ -383,7 +377,7 @@ class SamplerSync(Callback):
             )
         return seed
 
-    def _agreed_seed(self, state: State, loader: DataLoader, map_style: bool) -> int:
+    def _agreed_seed(self, state: State, graph: GraphSnapshot) -> int:
         """The data seed, checked identical on every rank, together with the sharding check."""
         seed = self.data_seed if self.data_seed is not None else state.rank_zero_seed
         if self._checkpoint_seed is not None and self._checkpoint_seed != seed:
@@ -395,9 +389,9 @@ class SamplerSync(Callback):
             )
             seed = self._checkpoint_seed
         problem = None
-        if self.check_sharding and map_style:
-            problem = sharding_problem(active_root(loader), dist.get_world_size(), dist.get_global_rank(),
-                                       self.replication)
+        if self.check_sharding and graph.map_style:
+            problem = sharding_problem(graph.root, dist.get_world_size(), dist.get_global_rank(), self.replication,
+                                       nodes=graph.active)
         gathered = dist.all_gather_object((seed, problem))
         seeds = [rank_seed for rank_seed, _ in gathered]
         if len(set(seeds)) > 1:
@@ -414,8 +408,8 @@ class SamplerSync(Callback):
 
     # resume -------------------------------------------------------------------------------------------
 
-    def _check_signatures(self, loader: DataLoader) -> None:
-        current = [sig for node in iter_samplers(active_root(loader)) if (sig := order_signature(node))]
+    def _check_signatures(self, graph: GraphSnapshot) -> None:
+        current = graph.signatures()
         self._graph_signatures = current
         saved = self._checkpoint_signatures
         if not saved:
@@ -441,19 +435,19 @@ class SamplerSync(Callback):
                     'with the same dataset and sampler settings',
                 )
 
-    def _current_layout(self, loader: DataLoader) -> Layout:
+    def _current_layout(self, graph: GraphSnapshot) -> Layout:
         ranks = max(dist.get_world_size() // self.replication, 1)
-        size = device_batch(loader)
+        size = graph.device_batch()
         return Layout(None if size is None else size * ranks, ranks)
 
-    def _resume_in_epoch(self, state: State, loader: DataLoader) -> bool:
+    def _resume_in_epoch(self, state: State, graph: GraphSnapshot) -> bool:
         """Continue the epoch at the next sample without Composer's spin; whether the spin is skipped."""
         if self._set_resumption:  # set by an earlier fit of this trainer: decide afresh
             state.dataset_resumption.pop('train', None)
             self._set_resumption = False
-        root = active_root(loader)
-        for node in iter_samplers(root):  # no offset or window of an earlier fit (reset_time, ...) survives
-            if supports(node, Offsettable):
+        loader, root = graph.loader, graph.root
+        for node in graph.active:  # no offset or window of an earlier fit (reset_time, ...) survives
+            if is_offsettable(node):
                 node.set_sample_in_epoch(0)
             elif isinstance(node, IndexTap):
                 node.set_window(0)
@@ -461,7 +455,7 @@ class SamplerSync(Callback):
         position = Position(int(state.timestamp.batch_in_epoch), int(state.timestamp.sample_in_epoch) // replication,
                             int(state.dataloader_len) if _is_subset(state, loader) else None)
         try:
-            plan = plan_resume(loader, position, self._checkpoint_layout, self._layout)
+            plan = plan_resume(loader, position, self._checkpoint_layout, self._layout, graph=graph)
         except ResumeRefusedError as error:
             raise DataOrderError(f'SamplerSync: {error}') from None
         if plan.kind in ('window', 'offset') and plan.edge is None and (plan.skip or plan.limit is not None):
@@ -477,8 +471,8 @@ class SamplerSync(Callback):
         if plan.kind == 'spin':
             return self._keep_spin(state, plan, position)
         if plan.kind == 'offset':
-            for node in iter_samplers(root):
-                if supports(node, Offsettable):
+            for node in graph.active:
+                if is_offsettable(node):
                     node.set_sample_in_epoch(plan.offset)
         if (position.batches or int(state.timestamp.epoch)) and 'train' not in state.dataset_resumption:
             state.dataset_resumption['train'] = True  # nothing to spin: every sampler is placed
@@ -520,7 +514,7 @@ class SamplerSync(Callback):
             self._warned.add(key)
             warnings.warn(text, stacklevel=4)
 
-    def _print_summary(self, loader: DataLoader, seed: int, map_style: bool) -> None:
+    def _print_summary(self, graph: GraphSnapshot, seed: int, map_style: bool) -> None:
         if not self.print_summary or dist.get_global_rank() != 0:
             return
         from composer_sampling.summary import summarize
@@ -530,9 +524,9 @@ class SamplerSync(Callback):
         else:
             source = 'SamplerSync data_seed' if self.data_seed is not None else 'the trainer seed'
         if map_style:
-            print(summarize(loader, data_seed=seed, seed_source=source), flush=True)
+            print(summarize(graph.loader, data_seed=seed, seed_source=source, graph=graph), flush=True)
         else:
-            dataset = loader.dataset
+            dataset = graph.loader.dataset
             print(f'composer-sampling run summary\n  data seed  {seed} ({source})\n  dataset    '
                   f'{type(dataset).__name__}, an iterable dataset that orders itself'
                   + (f' with shuffle_seed {dataset.shuffle_seed}' if is_streaming_dataset(dataset) else ''),

@@ -7,9 +7,10 @@ from typing import Any
 
 from torch.utils.data import DistributedSampler
 
-from composer_sampling.graph import iter_samplers, sharding_nodes
-from composer_sampling.protocols import EpochAware, Seeded, supports
-from composer_sampling.samplers.delegation import DelegatedState, refresh_state_capability
+from composer_sampling.graph import iter_samplers
+from composer_sampling.index_tap import IndexTap
+from composer_sampling.protocols import is_epoch_aware, is_seeded, is_sharded
+from composer_sampling.samplers.delegation import DelegatedState, wrapper_class
 
 __all__ = ['DistributedBatchAdapter', 'StatefulDistributedBatchAdapter']
 
@@ -29,9 +30,11 @@ class DistributedBatchAdapter(DistributedSampler):
     ``set_epoch`` and ``seed`` are forwarded to every node below that has them, so
     the trainer's own ``set_epoch`` call reaches the whole graph even without
     :class:`~composer_sampling.SamplerSync`. Like
-    :class:`~composer_sampling.NestedBatchSampler`, it has ``state_dict`` (as a
-    :class:`StatefulDistributedBatchAdapter`) only when every sampler below that
-    decides the order has one.
+    :class:`~composer_sampling.NestedBatchSampler`, it has ``state_dict`` (it is
+    built as a :class:`StatefulDistributedBatchAdapter`) only when every sampler
+    below that decides the order has one. The nodes it forwards to are found once,
+    when it is built, and again only if ``batch_sampler`` is replaced (an
+    :class:`~composer_sampling.index_tap.IndexTap` put on top of it does not count).
 
     Args:
         batch_sampler: the batch sampler to present; its graph must contain a node
@@ -49,8 +52,15 @@ class DistributedBatchAdapter(DistributedSampler):
     keeps_child_order = True
     forwards_seed = True  # its seed is the samplers' below: SamplerSync seeds those
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> DistributedBatchAdapter:
+        return super().__new__(
+            wrapper_class(cls, DistributedBatchAdapter, StatefulDistributedBatchAdapter, args, kwargs))
+
     def __init__(self, batch_sampler: Any) -> None:
-        below = sharding_nodes(batch_sampler)
+        self._forwarded_from: Any = None
+        self._forwarded: list[Any] = []
+        self.batch_sampler = batch_sampler
+        below = [node for node in self._below() if is_sharded(node)]
         if not below:
             raise ValueError(
                 f'DistributedBatchAdapter needs a sampler that shards by rank below it, but the graph of '
@@ -63,31 +73,35 @@ class DistributedBatchAdapter(DistributedSampler):
                 f'the samplers below {type(batch_sampler).__name__} disagree on (num_replicas, rank): '
                 f'{sorted(shapes)}; every sharding sampler of one rank must use the same values',
             )
-        self.batch_sampler = batch_sampler
         (self.num_replicas, self.rank), = shapes
         self.epoch = 0
-        refresh_state_capability(self, DistributedBatchAdapter, StatefulDistributedBatchAdapter)
 
-    def _below(self) -> Iterator[Any]:
-        nodes = iter_samplers(self.batch_sampler)
-        return (node for node in nodes if node is not self)
+    def _below(self) -> list[Any]:
+        """Every node of the graph below (taps on top of it seen through), walked once per graph."""
+        top = self.batch_sampler
+        while isinstance(top, IndexTap):
+            top = top.sampler
+        if top is not self._forwarded_from:
+            self._forwarded_from = top
+            self._forwarded = [node for node in iter_samplers(top) if node is not self]
+        return self._forwarded
 
     @property
     def seed(self) -> int | None:
         """The seed of the first seeded sampler below; setting it sets all of them."""
-        return next((node.seed for node in self._below() if supports(node, Seeded)), None)
+        return next((node.seed for node in self._below() if is_seeded(node)), None)
 
     @seed.setter
     def seed(self, value: int) -> None:
         for node in self._below():
-            if supports(node, Seeded):
+            if is_seeded(node):
                 node.seed = value
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to every node below that has ``set_epoch``."""
         self.epoch = epoch
         for node in self._below():
-            if supports(node, EpochAware):
+            if is_epoch_aware(node):
                 node.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:

@@ -5,8 +5,10 @@ own fast-forward, so a wrapper must not claim a state it cannot restore. A
 wrapper (``NestedBatchSampler``, ``DistributedBatchAdapter``) only groups or passes
 on, in order, the indices below it; what decides the order are the nodes below
 that do not (index samplers, custom batch samplers). When all of those have
-``state_dict``/``load_state_dict``, the wrapper becomes its stateful variant and
-delegates to them; otherwise it has no ``state_dict`` at all.
+``state_dict``/``load_state_dict``, the wrapper is built as its stateful variant
+and delegates to them; otherwise it has no ``state_dict`` at all. The choice is
+made once, when the wrapper is constructed (:func:`wrapper_class`, called from the
+wrapper's ``__new__``); no object ever changes its class afterwards.
 
 Example:
     >>> from torch.utils.data import BatchSampler, RandomSampler
@@ -23,9 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from composer_sampling.graph import iter_samplers, keeps_child_order
-from composer_sampling.protocols import Stateful, supports
+from composer_sampling.protocols import is_stateful
 
-__all__ = ['DelegatedState', 'order_deciding_nodes', 'refresh_state_capability']
+__all__ = ['DelegatedState', 'can_delegate_state', 'order_deciding_nodes', 'wrapper_class']
 
 _VERSION = 1
 
@@ -35,14 +37,10 @@ def order_deciding_nodes(wrapper: Any) -> list[Any]:
     return [node for node in iter_samplers(wrapper) if node is not wrapper and not keeps_child_order(node)]
 
 
-def _has_state(node: Any) -> bool:
-    return supports(node, Stateful)
-
-
 class DelegatedState:
     """``state_dict``/``load_state_dict`` of a wrapper: the states of the order-deciding nodes below it."""
 
-    __slots__ = ()  # a mixin: the stateful variant keeps the wrapper's layout, so ``__class__`` can switch
+    __slots__ = ()  # a mixin: the stateful variant keeps the wrapper's layout
 
     def state_dict(self) -> dict[str, Any]:
         """The version and the state of every order-deciding node below, in walking order."""
@@ -65,10 +63,39 @@ class DelegatedState:
             node.load_state_dict(node_state)
 
 
-def refresh_state_capability(wrapper: Any, plain: type, stateful: type) -> None:
-    """Make ``wrapper`` an instance of ``stateful`` if every order-deciding node below has a state, else ``plain``.
+def can_delegate_state(below: Any) -> bool:
+    """Whether a wrapper over ``below`` can restore a state: every node of ``below``'s graph that decides the order
+    has one (and there is at least one).
 
-    Called when the wrapper is built and whenever the graph below it is replaced.
+    Example:
+        >>> from torch.utils.data import BatchSampler, RandomSampler
+        >>> can_delegate_state(BatchSampler(RandomSampler(range(4)), 2, False))
+        False
     """
-    nodes = order_deciding_nodes(wrapper)
-    wrapper.__class__ = stateful if nodes and all(_has_state(node) for node in nodes) else plain
+    nodes = [node for node in iter_samplers(below) if not keeps_child_order(node)]
+    return bool(nodes) and all(is_stateful(node) for node in nodes)
+
+
+def wrapper_class(cls: type, plain: type, stateful: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> type:
+    """The class a wrapper's ``__new__`` builds: ``stateful`` when it can delegate a state, else ``plain``.
+
+    ``args``/``kwargs`` are the constructor's; its first argument (or ``batch_sampler=``) is
+    the graph below. Without one (``pickle`` and ``copy`` call ``cls.__new__(cls)``) the
+    class is ``cls``. A subclass of ``plain`` that is not ours is built as itself. Asking
+    for ``stateful`` over a graph that cannot restore a state is refused.
+    """
+    below = args[0] if args else kwargs.get('batch_sampler', _NOT_GIVEN)
+    if below is _NOT_GIVEN or cls not in (plain, stateful):
+        return cls
+    if can_delegate_state(below):
+        return stateful
+    if cls is stateful:
+        raise TypeError(
+            f'{stateful.__name__} needs every sampler below it that decides the order to have state_dict and '
+            f'load_state_dict, and {type(below).__name__}\'s graph has one without; build {plain.__name__}, which '
+            'is stateful exactly when it can be',
+        )
+    return plain
+
+
+_NOT_GIVEN = object()

@@ -5,13 +5,38 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import Sampler
+import numpy as np
+from torch.utils.data import (
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
-from composer_sampling.protocols import EpochAware, supports
-from composer_sampling.samplers.delegation import DelegatedState, refresh_state_capability
+from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_epoch_aware, is_order_preserving
+from composer_sampling.samplers.delegation import DelegatedState, wrapper_class
 from composer_sampling.validate import check_bool, check_int
 
-__all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler']
+__all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler', 'yields_indices']
+
+_TORCH_INDEX_SAMPLERS = (SequentialSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
+
+
+def yields_indices(node: Any) -> bool:
+    """Whether ``node`` is known to yield single indices, not batches: torch's index samplers, ours, and any
+    sampler that reads its pass as indices or positions (``pass_indices``, ``pass_positions``).
+
+    Example:
+        >>> from torch.utils.data import BatchSampler
+        >>> inner = SequentialSampler(range(4))
+        >>> yields_indices(inner), yields_indices(BatchSampler(inner, 2, False))
+        (True, False)
+    """
+    if isinstance(node, _TORCH_INDEX_SAMPLERS) or has_pass_indices(node) or has_pass_positions(node):
+        return True
+    return isinstance(node, DistributedSampler) and not is_order_preserving(node)  # an adapter yields batches
 
 
 class NestedBatchSampler(Sampler[list[int]]):
@@ -24,10 +49,11 @@ class NestedBatchSampler(Sampler[list[int]]):
     :func:`~composer_sampling.distribute` can put a distributed sampler at its
     bottom however deep it is.
 
-    It has ``state_dict``/``load_state_dict`` (it is then a
+    It has ``state_dict``/``load_state_dict`` (it is then built as a
     :class:`StatefulNestedBatchSampler`) exactly when every sampler below it that
     decides the order has them; it delegates to those. Otherwise it has none, and
-    torchdata's ``StatefulDataLoader`` fast-forwards it instead.
+    torchdata's ``StatefulDataLoader`` fast-forwards it instead. The class is
+    chosen when it is constructed.
 
     Args:
         batch_sampler: any batch sampler (an iterable of index lists with ``len``).
@@ -43,25 +69,38 @@ class NestedBatchSampler(Sampler[list[int]]):
 
     keeps_child_order = True
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> NestedBatchSampler:
+        return super().__new__(wrapper_class(cls, NestedBatchSampler, StatefulNestedBatchSampler, args, kwargs))
+
     def __init__(self, batch_sampler: Any, num_batches: int, drop_last: bool = False) -> None:
         if not hasattr(batch_sampler, '__iter__') or not hasattr(batch_sampler, '__len__'):
             raise TypeError(
                 f'batch_sampler must be a batch sampler with __iter__ and __len__, got {type(batch_sampler).__name__}',
             )
+        if yields_indices(batch_sampler):
+            raise TypeError(
+                f'batch_sampler must yield batches (lists of indices), got the index sampler '
+                f'{type(batch_sampler).__name__}; wrap it first: NestedBatchSampler(BatchSampler(sampler, '
+                'batch_size, drop_last=False), num_batches)',
+            )
         self.batch_sampler = batch_sampler
         self.num_batches = check_int('num_batches', num_batches, minimum=1)
         self.drop_last = check_bool('drop_last', drop_last)
-        refresh_state_capability(self, NestedBatchSampler, StatefulNestedBatchSampler)
 
     def set_epoch(self, epoch: int) -> None:
         """Forward to the inner batch sampler (harmless when SamplerSync reaches it too)."""
-        if supports(self.batch_sampler, EpochAware):
+        if is_epoch_aware(self.batch_sampler):
             self.batch_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[int]]:
         group: list[int] = []
         joined = 0
         for batch in self.batch_sampler:
+            if isinstance(batch, (int, np.integer)):
+                raise TypeError(
+                    f'NestedBatchSampler: batch_sampler {type(self.batch_sampler).__name__} yielded the index '
+                    f'{batch}, not a batch; it must yield lists of indices (wrap an index sampler in BatchSampler)',
+                )
             group.extend(batch)
             joined += 1
             if joined == self.num_batches:

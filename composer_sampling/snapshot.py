@@ -1,0 +1,175 @@
+"""One walk of a DataLoader's graph, recorded: what seeding, epochs, resume, plan, summary and ledger ask.
+
+:func:`take_snapshot` walks the sampler graph once (:func:`~composer_sampling.graph.walk`,
+from the DataLoader, so a DataLoader's unused ``sampler`` is seen too) and the
+dataset's wrappers once (:func:`~composer_sampling.per_sample_rng.iter_datasets`),
+and records every node with its path, its capabilities
+(:func:`~composer_sampling.protocols.capabilities`) and whether the active root
+(:func:`~composer_sampling.graph.active_root`) draws through it. A fit start takes
+one snapshot and every question is answered from it: which nodes to seed, to give
+the epoch, to compare order signatures of, to place at an offset, to count.
+
+Values that change during a run (a sampler's ``seed``, ``epoch``, ``generator``)
+are read from the nodes when asked; the graph's shape and the nodes' capabilities
+are what the snapshot fixes.
+
+Example:
+    >>> from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+    >>> from composer_sampling import ResumableDistributedSampler
+    >>> loader = DataLoader(range(8), batch_sampler=BatchSampler(ResumableDistributedSampler(8, 2, 0), 2, False))
+    >>> graph = take_snapshot(loader)
+    >>> [type(node).__name__ for node in graph.active], [type(node).__name__ for node in graph.unused]
+    (['BatchSampler', 'ResumableDistributedSampler'], ['SequentialSampler'])
+    >>> graph.sub_epochs(), graph.device_batch()
+    (1, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from torch.utils.data import DataLoader, IterableDataset
+
+from composer_sampling import graph as sampler_graph
+from composer_sampling.graph import Visit, active_root, device_batch, keeps_child_order
+from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
+from composer_sampling.protocols import (
+    EpochAware,
+    Seeded,
+    SeedForwarding,
+    Sharded,
+    capabilities,
+    has_sub_epochs,
+    reports_sources,
+)
+from composer_sampling.seeding import draws_from_generator, is_streaming_dataset
+from composer_sampling.signatures import order_signature
+
+__all__ = ['GraphSnapshot', 'take_snapshot']
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphSnapshot:
+    """The graph of ``loader`` as one walk found it.
+
+    Attributes:
+        loader: what was walked (a DataLoader, or a sampler).
+        root: the node the loader draws from (the sampler itself for a sampler).
+        visits: every sampler reached from ``loader``, in walk order, with its edges.
+        active: the nodes the root draws through (the root first), in walk order.
+        unused: nodes reached from the loader that the root does not draw through.
+        datasets: the loader's dataset and every dataset it wraps.
+    """
+
+    loader: Any
+    root: Any
+    visits: tuple[Visit, ...]
+    active: tuple[Any, ...]
+    unused: tuple[Any, ...]
+    datasets: tuple[Any, ...]
+    _capabilities: dict[int, frozenset[type]] = dataclasses.field(repr=False)
+
+    @property
+    def nodes(self) -> tuple[Any, ...]:
+        """Every sampler reached from the loader, the unused ones included, in walk order."""
+        return tuple(visit.node for visit in self.visits)
+
+    @property
+    def map_style(self) -> bool:
+        """Whether the loader indexes a map-style dataset (the only kind samplers apply to)."""
+        return not isinstance(getattr(self.loader, 'dataset', None), IterableDataset)
+
+    def has(self, node: Any, protocol: type) -> bool:
+        """Whether ``node`` had ``protocol`` when the snapshot was taken."""
+        return protocol in self._capabilities.get(id(node), frozenset())
+
+    def with_capability(self, protocol: type, active_only: bool = True) -> list[Any]:
+        """The nodes with ``protocol``: of the active graph, or of every sampler the loader holds."""
+        return [node for node in (self.active if active_only else self.nodes) if self.has(node, protocol)]
+
+    def seeded(self) -> list[Any]:
+        """Every sampler with a ``seed`` of its own (not one forwarded to the samplers below), unused ones too."""
+        return [node for node in self.nodes if self.has(node, Seeded) and not self.has(node, SeedForwarding)]
+
+    def epoch_aware(self) -> list[Any]:
+        """Every sampler with ``set_epoch``, unused ones too."""
+        return self.with_capability(EpochAware, active_only=False)
+
+    def set_epoch(self, epoch: int) -> None:
+        """``set_epoch(epoch)`` on every sampler that has one, unused ones too."""
+        for node in self.epoch_aware():
+            node.set_epoch(epoch)
+
+    def generator_nodes(self, active_only: bool = False) -> list[Any]:
+        """The samplers that draw their order from a ``generator`` attribute now (torch's ``RandomSampler``)."""
+        return [node for node in (self.active if active_only else self.nodes) if draws_from_generator(node)]
+
+    def sharding(self) -> list[Any]:
+        """The active nodes that shard by rank (:class:`~composer_sampling.protocols.Sharded`)."""
+        return self.with_capability(Sharded)
+
+    def deciding(self) -> list[Any]:
+        """The active nodes that decide the order: those that do not only group or forward what is below them."""
+        return [node for node in self.active if not keeps_child_order(node)]
+
+    def signatures(self) -> list[dict[str, Any]]:
+        """The order signature of every active node that has one, in walk order."""
+        return [signature for node in self.active if (signature := order_signature(node))]
+
+    def sub_epochs(self) -> int:
+        """Trainer epochs per pass over the data: the first active node's ``sub_epochs_per_epoch``, else 1."""
+        return next((node.sub_epochs_per_epoch for node in self.active if has_sub_epochs(node)), 1)
+
+    def sources(self) -> list[dict[str, int]]:
+        """The per-source report of the first active mixture (``source_report()``), else none."""
+        return next((node.source_report() for node in self.active if reports_sources(node)), [])
+
+    def edges_to(self, node: Any) -> list[tuple[Any, str, Any]] | None:
+        """The edges ``(parent, attribute, child)`` from the root down to ``node``, or None if the root does not
+        draw through it."""
+        visit = next((visit for visit in self.visits if visit.node is node), None)
+        if visit is None or not any(node is active for active in self.active):
+            return None
+        edges = list(visit.edges)
+        if edges and edges[0][0] is self.loader and self.root is not self.loader:
+            edges = edges[1:]  # from the root, not from the loader
+        targets = [*(parent for parent, _ in edges[1:]), node]
+        return [(parent, attribute, child) for (parent, attribute), child in zip(edges, targets, strict=True)]
+
+    def device_batch(self) -> int | None:
+        """Samples per batch the loader yields (:func:`~composer_sampling.graph.device_batch`)."""
+        return device_batch(self.loader, self.active) if isinstance(self.loader, DataLoader) else None
+
+    def per_sample_rngs(self) -> list[PerSampleRNG]:
+        """Every :class:`~composer_sampling.PerSampleRNG` in the dataset, in walk order."""
+        return [node for node in self.datasets if isinstance(node, PerSampleRNG)]
+
+    def streaming_dataset(self) -> Any:
+        """The loader's dataset when it is a mosaicml-streaming ``StreamingDataset``, else None."""
+        dataset = self.datasets[0] if self.datasets else None
+        return dataset if dataset is not None and is_streaming_dataset(dataset) else None
+
+
+def take_snapshot(obj: Any) -> GraphSnapshot:
+    """Walk ``obj`` (a DataLoader or a sampler) once and record its graph and its datasets.
+
+    Example:
+        >>> from torch.utils.data import SequentialSampler
+        >>> [type(node).__name__ for node in take_snapshot(SequentialSampler(range(3))).deciding()]
+        ['SequentialSampler']
+    """
+    visits = tuple(sampler_graph.walk(obj))  # looked up on the module: the one walk, wherever it is wrapped
+    if isinstance(obj, DataLoader):
+        root = active_root(obj)
+        label = 'batch_sampler' if obj.batch_sampler is not None else 'sampler'
+        active = tuple(visit.node for visit in visits if visit.labels[0] == label)
+    else:
+        root = obj
+        active = tuple(visit.node for visit in visits)
+    active_ids = {id(node) for node in active}
+    unused = tuple(visit.node for visit in visits if id(visit.node) not in active_ids)
+    dataset = getattr(obj, 'dataset', None) if isinstance(obj, DataLoader) else None
+    datasets = tuple(iter_datasets(dataset)) if dataset is not None else ()
+    found = {id(visit.node): capabilities(visit.node) for visit in visits}
+    return GraphSnapshot(obj, root, visits, active, unused, datasets, found)
