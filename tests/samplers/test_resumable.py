@@ -145,7 +145,7 @@ def test_corrupt_states_are_refused() -> None:
     sampler = ResumableDistributedSampler(50, 2, 1)
     state = sampler.state_dict()
     with pytest.raises(ValueError, match=r"missing \['epoch'\]"):
-        sampler.load_state_dict({k: v for k, v in state.items() if k != 'epoch'})
+        sampler.load_state_dict({**state, 'payload': {k: v for k, v in state['payload'].items() if k != 'epoch'}})
     with pytest.raises(ValueError, match='version 99'):
         sampler.load_state_dict({**state, 'version': 99})
     with pytest.raises(TypeError, match='expects a dict'):

@@ -1,6 +1,6 @@
 """The stateful contract: samplers keep their own place, and torchdata's StatefulDataLoader resumes through it.
 
-Every sampler of ours reports in ``state_dict()['sample_in_epoch']`` the global
+Every sampler of ours reports in its state's ``sample_in_epoch`` the global
 position of the next index of the pass being iterated; loading that state makes the
 next pass (only the next one) continue exactly where the interrupted one stopped.
 Wrappers are ``Stateful`` only when everything below them that decides the order is,
@@ -29,7 +29,19 @@ from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
-STATE_KEYS = {'version', 'order_signature', 'epoch', 'seed', 'sample_in_epoch'}
+STATE_KEYS = {'kind', 'version', 'payload'}  # the checkpoint envelope (version 1 was the payload, flat)
+PAYLOAD_KEYS = {'order_signature', 'epoch', 'seed', 'sample_in_epoch'}
+
+
+def fields(state: dict[str, Any]) -> dict[str, Any]:
+    """The payload of a sampler state: what it says."""
+    assert set(state) == STATE_KEYS and set(state['payload']) == PAYLOAD_KEYS
+    return state['payload']
+
+
+def with_fields(state: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """``state`` with some of its payload's values replaced."""
+    return {**state, 'payload': {**fields(state), **changes}}
 
 
 class IndexDataset(Dataset[int]):
@@ -295,17 +307,17 @@ def test_a_loaded_state_is_one_shot_and_set_epoch_treats_it_as_an_offset(kind: s
 def test_state_dict_reports_the_pending_offset_and_a_new_epoch_starts_at_zero(kind: str) -> None:
     sampler = SAMPLERS[kind](True)
     assert set(sampler.state_dict()) == STATE_KEYS
-    assert sampler.state_dict()['sample_in_epoch'] == 0
+    assert fields(sampler.state_dict())['sample_in_epoch'] == 0
     sampler.set_epoch(2)
     sampler.set_sample_in_epoch(8)
     state = sampler.state_dict()
-    assert (state['epoch'], state['sample_in_epoch']) == (2, 8)
+    assert (fields(state)['epoch'], fields(state)['sample_in_epoch']) == (2, 8)
     list(sampler)  # the whole pass: the state now points at the epoch's end
-    end = sampler.state_dict()['sample_in_epoch']
+    end = fields(sampler.state_dict())['sample_in_epoch']
     assert end > 8
     sampler.set_epoch(3)  # a checkpoint taken now must not skip epoch 3
     state = sampler.state_dict()
-    assert (state['epoch'], state['sample_in_epoch']) == (3, 0)
+    assert (fields(state)['epoch'], fields(state)['sample_in_epoch']) == (3, 0)
     fresh = SAMPLERS[kind](True)
     fresh.load_state_dict(state)
     assert list(fresh) == whole_pass(kind, True, 3)
@@ -319,7 +331,7 @@ def test_only_the_newest_pass_is_tracked(kind: str) -> None:
     list(islice(old, 10))
     new = iter(sampler)
     list(islice(new, 2))
-    assert sampler.state_dict()['sample_in_epoch'] == 2 * 2
+    assert fields(sampler.state_dict())['sample_in_epoch'] == 2 * 2
     fresh = SAMPLERS[kind](True)
     fresh.load_state_dict(sampler.state_dict())
     assert list(fresh) == whole[2:]
@@ -339,22 +351,22 @@ def check_rank_resume(make: Callable[[int, int], Any], world: int, epoch: int, s
         sampler = make(world, rank)
         sampler.set_epoch(epoch)
         whole = list(sampler)
-        end = sampler.state_dict()['sample_in_epoch']
+        end = fields(sampler.state_dict())['sample_in_epoch']
         assert end == epoch_end(sampler), 'a consumed pass must point at the end of its epoch'
         k = stops[rank] % (len(whole) + 1)
         running = iter(sampler)
         assert list(islice(running, k)) == whole[:k]
         state = checkpoint(sampler.state_dict())
         assert set(state) == STATE_KEYS
-        assert (state['epoch'], state['sample_in_epoch']) == (epoch, k * world)
+        assert (fields(state)['epoch'], fields(state)['sample_in_epoch']) == (epoch, k * world)
         fresh = make(world, rank)
         fresh.load_state_dict(state)
-        assert fresh.state_dict()['sample_in_epoch'] == k * world  # pending until the next pass
+        assert fields(fresh.state_dict())['sample_in_epoch'] == k * world  # pending until the next pass
         assert list(fresh) == whole[k:]
-        assert fresh.state_dict()['sample_in_epoch'] == end
+        assert fields(fresh.state_dict())['sample_in_epoch'] == end
         assert list(fresh) == whole  # the next pass is whole again
         done = make(world, rank)
-        done.load_state_dict({**state, 'sample_in_epoch': end})
+        done.load_state_dict(with_fields(state, sample_in_epoch=end))
         assert list(done) == []
 
 
@@ -407,7 +419,7 @@ def test_positions_are_exact_across_chunk_boundaries(kind: str) -> None:
         running = iter(sampler)
         list(islice(running, k))
         state = sampler.state_dict()
-        assert state['sample_in_epoch'] == k * world, f'after {k} indices'
+        assert fields(state)['sample_in_epoch'] == k * world, f'after {k} indices'
         fresh = BIG[kind]()
         fresh.load_state_dict(state)
         assert list(fresh) == whole[k:], f'after {k} indices'
@@ -426,7 +438,7 @@ def test_resumable_elastic_resume_covers_exactly_the_rest(n, world, new_world, s
         list(islice(iter(sampler), k))
         states.append(checkpoint(sampler.state_dict()))
     start = k * world
-    assert {state['sample_in_epoch'] for state in states} == {start}
+    assert {fields(state)['sample_in_epoch'] for state in states} == {start}
     remaining = []
     for rank in range(new_world):
         sampler = ResumableDistributedSampler(n, new_world, rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
@@ -543,7 +555,7 @@ def test_a_state_with_numpy_integers_loads() -> None:
     sampler = ResumableDistributedSampler(100, 2, 1, seed=3)
     sampler.set_epoch(2)
     whole = list(sampler)
-    state = {**sampler.state_dict(), 'epoch': np.int64(2), 'sample_in_epoch': np.int64(10), 'seed': np.int64(3)}
+    state = with_fields(sampler.state_dict(), epoch=np.int64(2), sample_in_epoch=np.int64(10), seed=np.int64(3))
     fresh = ResumableDistributedSampler(100, 2, 1)
     fresh.load_state_dict(state)
     assert list(fresh) == whole[5:]
