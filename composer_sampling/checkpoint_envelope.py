@@ -109,9 +109,9 @@ def _open_envelope(state: dict[str, Any], kind: str, policy: VersionPolicy,
                    error: type[Exception]) -> tuple[int, dict[str, Any]]:
     missing = [key for key in (KIND, VERSION, PAYLOAD) if key not in state]
     if missing:
-        raise ValueError(f'{kind} state is missing {missing}; it holds {sorted(state)}')
+        raise error(f'{kind} state is missing {missing}; it holds {sorted(state)}')
     if state[KIND] != kind:
-        raise ValueError(f'this is a {state[KIND]!s:.100} state, not a {kind} state')
+        raise error(f'this is a {state[KIND]!s:.100} state, not a {kind} state')
     version = policy.check(kind, state[VERSION], error=error)
     payload = state[PAYLOAD]
     if not isinstance(payload, dict):
@@ -123,12 +123,12 @@ def _open_flat(state: dict[str, Any], kind: str, policy: VersionPolicy,
                error: type[Exception]) -> tuple[int, dict[str, Any]]:
     named = policy.flat_kind(state) if policy.flat_kind is not None else None
     if named is not None and named != kind:
-        raise ValueError(f'this is a {named!s:.100} state, not a {kind} state')
+        raise error(f'this is a {named!s:.100} state, not a {kind} state')
     if VERSION not in state and policy.flat_default is None:
-        raise ValueError(f'{kind} state is missing {[VERSION]}; it holds {sorted(state)}')
+        raise error(f'{kind} state is missing {[VERSION]}; it holds {sorted(state)}')
     version = policy.check(kind, state.get(VERSION, policy.flat_default), error=error)
     if version not in policy.flat:
-        raise ValueError(f'{kind} state has version {version} without the envelope ({KIND}, {VERSION}, {PAYLOAD}) '
+        raise error(f'{kind} state has version {version} without the envelope ({KIND}, {VERSION}, {PAYLOAD}) '
                          f'that version {version} is written in; it holds {sorted(state)}')
     return version, {key: value for key, value in state.items() if key != VERSION}
 
@@ -138,7 +138,8 @@ def read_state(state: Any, kind: str, policy: VersionPolicy, *, error: type[Exce
 
     ``state`` is an envelope from :func:`write_state`, or a flat state of one of
     ``policy.flat`` versions (its keys without ``version`` become the payload). A
-    version error is raised as ``error`` (a ``ValueError`` subclass, say).
+    refusal (another kind, a version not read, a missing key) is raised as ``error``,
+    a ``ValueError`` or a subclass; a state that is not a dict as ``TypeError``.
 
     Example:
         >>> read_state({'kind': 'Mine', 'version': 3, 'payload': {}}, 'Mine', VersionPolicy(current=2))

@@ -50,4 +50,4 @@ def test_a_stream_keeps_the_shuffle_seed_it_resumed_with(tmp_path: Path) -> None
         adopted = train(stream, '2ep', load=checkpoint(tmp_path / 'run', 5), sync=sync)
     assert adopted.batches == without.batches[5:]
     assert sync.seed_in_use == stream.dataset.shuffle_seed == STREAMING_DEFAULT_SEED
-    assert sync.state_dict()['data_seed'] == STREAMING_DEFAULT_SEED
+    assert sync.state_dict()['payload']['data_seed'] == STREAMING_DEFAULT_SEED

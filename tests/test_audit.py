@@ -230,8 +230,9 @@ def test_a_resume_that_dies_before_its_first_batch_erases_nothing(main_line: tup
 def test_a_checkpoint_without_the_attempt_id_still_resumes(main_line: tuple[Path, Path], tmp_path: Path) -> None:
     ledger = Path(shutil.copytree(main_line[0], tmp_path / 'ledger'))
     state = torch.load(main_line[1] / 'ep0-ba10-rank0.pt', weights_only=False)
-    assert state['state']['callbacks']['SampleLedger']['batch'] == 10
-    state['state']['callbacks']['SampleLedger'] = {'lineage': state['state']['callbacks']['SampleLedger']['lineage']}
+    assert state['state']['callbacks']['SampleLedger']['payload']['batch'] == 10
+    state['state']['callbacks']['SampleLedger'] = {
+        'lineage': state['state']['callbacks']['SampleLedger']['payload']['lineage']}
     torch.save(state, tmp_path / 'older.pt')  # as written before the attempt id was recorded
     _fit(ledger, '12ba', load=tmp_path / 'older.pt')
     (resumed,) = [read.header for read in map(read_ledger, ledger.glob('*.bin')) if read.header['start_batch'] == 10]

@@ -265,9 +265,10 @@ def test_index_key_must_be_a_key_a_position_or_a_callable(index_key: Any) -> Non
 def test_state_dict_carries_the_attempt_and_tolerates_older_checkpoints() -> None:
     ledger = SampleLedger('ledger')
     ledger.load_state_dict({'lineage': 'abc'})  # written before attempt, batch and version were recorded
-    assert ledger.state_dict() == {'version': 1, 'lineage': 'abc', 'attempt': None, 'batch': None}
+    assert ledger.state_dict() == {'kind': 'SampleLedger', 'version': 2,
+                                   'payload': {'lineage': 'abc', 'attempt': None, 'batch': None}}
     ledger.load_state_dict({'lineage': 'abc', 'attempt': 'f00d', 'batch': 30})
-    assert ledger.state_dict() == {'version': 1, 'lineage': 'abc', 'attempt': 'f00d', 'batch': 30}
+    assert ledger.state_dict()['payload'] == {'lineage': 'abc', 'attempt': 'f00d', 'batch': 30}
     with pytest.raises(ValueError, match="SampleLedger state has batch='30'; it must be a int or None"):
         ledger.load_state_dict({'lineage': 'abc', 'attempt': 'f00d', 'batch': '30'})
     with pytest.raises(TypeError, match=r'SampleLedger\.load_state_dict expects a dict, got None'):

@@ -108,7 +108,7 @@ class OrderedSampler(DistributedSampler):
 
     @property
     def sample_in_epoch(self) -> int:
-        """The global position the next pass starts at (0 unless an offset is pending)."""
+        """The position the next pass starts at (0 unless an offset is pending)."""
         return self._next_start
 
     def __len__(self) -> int:
@@ -185,7 +185,7 @@ class OrderedSampler(DistributedSampler):
             self._cursor = saved
 
     def position(self) -> int:
-        """Where the current pass stands as a global position: the next index a resume starts at.
+        """Where the current pass stands as a position (see the class): the next index a resume starts at.
 
         Before a pass starts it is the pending offset; after a finished pass, the end of the epoch.
         """
@@ -200,12 +200,13 @@ class OrderedSampler(DistributedSampler):
         return sampler_state(self, epoch=self.epoch, sample_in_epoch=self.position(), seed=self._seed)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` at the next pass; refuses a state saved by a sampler of another order.
+        """Resume from :meth:`state_dict` at the next pass; refuses a state of another sampler class or order.
 
-        A state written by an earlier version of composer-sampling loads as that
-        version (:mod:`composer_sampling.samplers.state`). The state's epoch and position apply unless this sampler was already moved to a later epoch
-        (torchdata's ``StatefulDataLoader`` loads a state only when it next iterates, after the
-        loop's ``set_epoch``): then the state belongs to an epoch that is over, and the new epoch
+        A state written by an earlier version of composer-sampling loads as that version
+        (:mod:`composer_sampling.samplers.state`). The state's epoch and position apply
+        unless this sampler was already moved to a later epoch (torchdata's
+        ``StatefulDataLoader`` loads a state only when it next iterates, after the loop's
+        ``set_epoch``): then the state belongs to an epoch that is over, and the new epoch
         starts at its beginning.
         """
         values = check_state(self, state, ('epoch', 'sample_in_epoch', 'seed'))
@@ -258,7 +259,7 @@ class PassIterator(chain[int]):  # a chain, so the indices flow through C, one c
 
     @classmethod
     def over(cls, sampler: OrderedSampler, start: int | None) -> PassIterator:
-        """The pass of ``sampler`` from ``start``, begun now; from its pending offset at the first ``next()`` if None."""
+        """The pass of ``sampler`` from ``start``, begun now; if None, from its pending offset at the first next()."""
         source = _PassSource(sampler, start)
         iterator = cls.from_iterable(source)
         iterator._source = source
