@@ -56,7 +56,7 @@ def check_version(subject: str, version: Any, oldest: int, newest: int, *, noun:
         ValueError: Mine state has version True; this version of composer-sampling reads versions 1 to 3
     """
     is_int = isinstance(version, int) and not isinstance(version, bool)
-    if is_int and oldest <= version <= newest:
+    if isinstance(version, int) and is_int and oldest <= version <= newest:
         return version
     hint = f'. {newer_hint}' if newer_hint and is_int and version > newest else ''
     raise error(f'{subject} has {noun} {version!r:.100}; this version of composer-sampling reads '

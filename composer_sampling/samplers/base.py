@@ -17,7 +17,7 @@ from composer_sampling.validate import MAX_EPOCH, check_bool, check_int, resolve
 __all__ = ['OrderedSampler', 'PassIterator']
 
 
-class OrderedSampler(DistributedSampler):
+class OrderedSampler(DistributedSampler[int]):
     """Base of our samplers: a ``DistributedSampler`` whose order is a pure function of seed and epoch.
 
     A subclass sets ``dataset`` and ``dataset_len`` before calling this ``__init__``,
@@ -261,7 +261,7 @@ class PassIterator(chain[int]):  # a chain, so the indices flow through C, one c
     def over(cls, sampler: OrderedSampler, start: int | None) -> PassIterator:
         """The pass of ``sampler`` from ``start``, begun now; if None, from its pending offset at the first next()."""
         source = _PassSource(sampler, start)
-        iterator = cls.from_iterable(source)
+        iterator = cls(source)  # a chain asks its iterable for an iterator only when first read
         iterator._source = source
         return iterator
 
@@ -276,22 +276,19 @@ class PassIterator(chain[int]):  # a chain, so the indices flow through C, one c
 
 
 class _PassSource:
-    """The one iterator of indices a :class:`PassIterator` chains, with the cursor that knows how far it was read."""
+    """The indices a :class:`PassIterator` reads, with the cursor that knows how far they were read."""
 
     def __init__(self, sampler: OrderedSampler, start: int | None) -> None:
         self.sampler = sampler
         self.cursor: PassCursor | None = None
+        self.given = False  # whether the chain has asked for the indices
         self._indices: Iterator[int] | None = None
-        self.given = False  # whether the chain has taken the indices
         if start is not None:
             self._indices, self.cursor = sampler._begin_pass(start)
 
-    def __iter__(self) -> _PassSource:
-        return self
-
-    def __next__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[int]:
         if self.given:
-            raise StopIteration
+            return iter(())
         self.given = True
         if self._indices is None:
             self._indices, self.cursor = self.sampler._begin_pass(None)
@@ -301,7 +298,8 @@ class _PassSource:
 
 def _finished_pass(sampler: OrderedSampler) -> PassIterator:
     """A pass read to its end: yields nothing (what an exhausted iterator unpickles to)."""
-    iterator = PassIterator.from_iterable(())
-    iterator._source = _PassSource(sampler, None)
-    iterator._source.given = True
+    source = _PassSource(sampler, None)
+    source.given = True
+    iterator = PassIterator()
+    iterator._source = source
     return iterator
