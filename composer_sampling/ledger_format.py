@@ -43,12 +43,14 @@ from typing import Any
 
 import numpy as np
 
+from composer_sampling.checkpoint_envelope import check_version
+
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerWriter',
            'index_bytes', 'read_ledger']
 
 MAGIC = b'CSLEDGER'
 LEDGER_VERSION = 3  # 3: narrow indices, plan records; 2 added the header checksum (still read); 1 is refused
-_READABLE = (2, 3)
+_OLDEST = 2
 #: The ``batch`` of a plan record: the samples an epoch is meant to train.
 PLAN_BATCH = -1
 _LENGTH = struct.Struct('<I')
@@ -191,16 +193,16 @@ def _header(path: Path, data: bytes, offset: int) -> tuple[dict[str, Any], int]:
     except (UnicodeDecodeError, json.JSONDecodeError):
         header = None
     version = header.get('version') if isinstance(header, dict) else None
-    if isinstance(version, int) and version not in _READABLE:
-        raise LedgerError(f'{path} has ledger format version {version}; this version of composer-sampling reads '
-                          f'versions {_READABLE[0]} to {_READABLE[-1]} (version 1 has no header checksum): audit it '
-                          'with the composer-sampling that wrote it')
+    if isinstance(version, int):  # before the checksum: a version 1 file has none
+        check_version(str(path), version, _OLDEST, LEDGER_VERSION, noun='ledger format version', newer_hint='',
+                      detail=' (version 1 has no header checksum): audit it with the composer-sampling that wrote it',
+                      error=LedgerError)
     if end + _CRC.size > len(data):
         raise LedgerError(f'{path} is truncated inside its header')
     (crc,) = _CRC.unpack_from(data, end)
     if crc != zlib.crc32(data[offset:end]):
         raise LedgerError(f'{path} is corrupted: its header fails its checksum (was it edited?)')
-    if not isinstance(header, dict) or version not in _READABLE:
+    if not isinstance(header, dict) or not isinstance(version, int):
         raise LedgerError(f'{path} has a header that is not a versioned JSON object')
     return header, end + _CRC.size
 

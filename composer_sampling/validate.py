@@ -11,7 +11,11 @@ import numpy as np
 
 from composer_sampling.permutation import MAX_DATASET_LEN
 
-__all__ = ['check_bool', 'check_int', 'dataset_length', 'resolve_replicas']
+__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'resolve_replicas']
+
+#: The largest epoch a sampler takes (as ``PerSampleRNG``): the order mixes the epoch in as 64 bits, so a larger
+#: one would silently repeat an earlier epoch's order.
+MAX_EPOCH = 2**63 - 1
 
 
 def _as_int(name: str, value: Any) -> int:

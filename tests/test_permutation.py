@@ -161,7 +161,8 @@ def test_reference_walk_reproduces_the_known_answers() -> None:
 
 _LENGTHS = st.one_of(
     st.integers(1, 5000),
-    st.builds(lambda k, d: min(MAX_DATASET_LEN, max(1, 2**k + d)), st.integers(2, 62), st.integers(-3, 3)),  # around 2**k
+    # either side of a power of two
+    st.builds(lambda k, d: min(MAX_DATASET_LEN, max(1, 2**k + d)), st.integers(2, 62), st.integers(-3, 3)),
     st.integers(1, MAX_DATASET_LEN),
 )
 

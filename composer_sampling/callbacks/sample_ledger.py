@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 
 from composer_sampling.callbacks.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks.top_tap import end_top_tap, top_tap
+from composer_sampling.checkpoint_envelope import VersionPolicy, read_state, write_state
 from composer_sampling.coverage import epoch_accounting
 from composer_sampling.graph import active_root, describe, is_map_style, replication_layout
 from composer_sampling.index_tap import IndexTap
@@ -28,7 +29,8 @@ from composer_sampling.snapshot import GraphSnapshot
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
 IndexKey = str | int | Callable[[Any], Any]
-_STATE_VERSION = 1
+#: 1: ``{'version', 'lineage', 'attempt', 'batch'}``; the oldest states had only ``lineage`` and no ``version``.
+_STATE = VersionPolicy(current=1, missing_version=1)
 
 
 class SampleLedger(Callback):
@@ -200,16 +202,11 @@ class SampleLedger(Callback):
             self._writer = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {'version': _STATE_VERSION, 'lineage': self.lineage, 'attempt': self._attempt, 'batch': self._batch}
+        return write_state(_STATE.current, {'lineage': self.lineage, 'attempt': self._attempt, 'batch': self._batch})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Loads a state; ``version``, ``attempt`` and ``batch`` are missing from older checkpoints (defaults)."""
-        if not isinstance(state, dict):
-            raise TypeError(f'SampleLedger.load_state_dict expects a dict, got {state!r:.100} ({type(state).__name__})')
-        version = state.get('version', 1)
-        if isinstance(version, bool) or version != _STATE_VERSION:
-            raise ValueError(f'SampleLedger state has version {version!r}; this version of composer-sampling reads '
-                             f'version {_STATE_VERSION}. Upgrade composer-sampling to resume this checkpoint')
+        """Loads a state of any version; ``version``, ``attempt`` and ``batch`` are missing from the oldest."""
+        state = read_state(state, 'SampleLedger', _STATE)
         for key, kind in (('lineage', str), ('attempt', str), ('batch', int)):
             value = state.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 from composer_sampling.callbacks.checkpoint_rng import CheckpointRNG
 from composer_sampling.callbacks.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks.top_tap import end_top_tap, top_tap
+from composer_sampling.checkpoint_envelope import VersionPolicy, read_state, write_state
 from composer_sampling.graph import describe, is_map_style, sharding_problem
 from composer_sampling.index_tap import IndexTap, install_tap
 from composer_sampling.permutation import MAX_DATA_SEED
@@ -34,10 +35,21 @@ __all__ = ['DataOrderError', 'SamplerSync']
 
 log = logging.getLogger(__name__)
 
+
+
+def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 or 2 payload in version 3's meaning: before 3, 'global_batch' counted every rank's samples."""
+    if version < 3 and payload.get('global_batch') is not None:
+        replication = check_int('SamplerSync state replication', payload.get('replication', 1), minimum=1)
+        payload['global_batch'] = check_int('SamplerSync state global_batch', payload['global_batch'], minimum=1) \
+            // replication
+    return payload
+
+
 # 3: 'global_batch' counts distinct samples a step (device batch x world size / replication); adds
 # 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added 'replication' and
-# 'global_batch'. Versions 1 and 2 load with defaults.
-_STATE_VERSION = 3
+# 'global_batch'. Versions 1 and 2 load with defaults (version 1 states without 'version').
+_STATE = VersionPolicy(current=3, missing_version=1, upgrade=_upgrade)
 
 
 class DataOrderError(ValueError):
@@ -220,8 +232,7 @@ class SamplerSync(Callback):
     # checkpoints --------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            'version': _STATE_VERSION,
+        return write_state(_STATE.current, {
             'data_seed': self.seed_in_use if self.seed_in_use is not None else self.data_seed,
             'order_signatures': self._graph_signatures,
             'replication': self.replication,
@@ -229,17 +240,11 @@ class SamplerSync(Callback):
             'data_parallel_ranks': self._layout.data_parallel_ranks,
             'epoch_seeds': self._epoch_seeds,
             **self._rng.state(),
-        }
+        })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict):
-            raise TypeError(f'SamplerSync.load_state_dict expects a dict, got {state!r:.100} ({type(state).__name__})')
-        version = state.get('version', 1)
-        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= _STATE_VERSION:
-            raise DataOrderError(
-                f'SamplerSync state has version {version!r}; this version of composer-sampling reads versions 1 to '
-                f'{_STATE_VERSION}. Upgrade composer-sampling to resume this checkpoint',
-            )
+        """Loads a state of any version SamplerSync wrote (1 to 3); keys an older version lacks get defaults."""
+        state = read_state(state, 'SamplerSync', _STATE, error=DataOrderError)
         seed = state.get('data_seed')
         if seed is not None:
             seed = check_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
@@ -254,8 +259,6 @@ class SamplerSync(Callback):
         global_batch = state.get('global_batch')
         if global_batch is not None:
             global_batch = check_int('SamplerSync state global_batch', global_batch, minimum=1)
-            if version < 3:  # it counted every rank's samples, a replication group's R times
-                global_batch //= replication
         ranks = state.get('data_parallel_ranks')
         if ranks is not None:
             ranks = check_int('SamplerSync state data_parallel_ranks', ranks, minimum=1)

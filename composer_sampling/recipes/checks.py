@@ -34,6 +34,7 @@ from composer_sampling.checkpoint_check import (
     resolve_safe_global,
     uri_scheme,
 )
+from composer_sampling.checkpoint_envelope import payload_of
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
     ALLOWED_MODULES_VARIABLE,
@@ -181,8 +182,8 @@ def _check_load_path(spec: RunSpec) -> int | None:
             'unchecked': '; set trust_checkpoint: true to load it unchecked if you trust it',
         }.get(error.reason, '')
         raise RecipeError(f'{field}: {error}{hint}') from None
-    sync_state = (loaded['state'].get('callbacks') or {}).get('SamplerSync') or {}
-    seed = sync_state.get('data_seed') if isinstance(sync_state, dict) else None
+    sync_state = payload_of((loaded['state'].get('callbacks') or {}).get('SamplerSync')) or {}
+    seed = sync_state.get('data_seed')
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -12,28 +13,51 @@ from torch.utils.data import DistributedSampler
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.positions import PassCursor
 from composer_sampling.samplers.state import check_state, sampler_state
-from composer_sampling.validate import check_bool, check_int, resolve_replicas
+from composer_sampling.validate import MAX_EPOCH, check_bool, check_int, resolve_replicas
 
-__all__ = ['OrderedSampler']
+__all__ = ['OrderedSampler', 'PassIterator']
 
 
-class OrderedSampler(DistributedSampler):
+class OrderedSampler(DistributedSampler[int]):
     """Base of our samplers: a ``DistributedSampler`` whose order is a pure function of seed and epoch.
 
-    Subclasses set ``dataset_len`` (or what defines their order), implement
-    :meth:`_iter_pass`, :meth:`_pass_end`, ``num_samples`` and
-    :meth:`order_signature`, and list in ``_repr_fields`` the constructor arguments
-    ``__repr__`` shows.
+    A subclass sets ``dataset`` and ``dataset_len`` before calling this ``__init__``,
+    implements :meth:`_iter_pass`, :meth:`_pass_end`, :meth:`_rank_samples` and
+    :meth:`order_signature`, and lists in ``_repr_fields`` the constructor
+    arguments ``__repr__`` shows.
 
-    Positions are global: a pass that starts at position ``s`` and of which this
-    rank has yielded ``k`` indices stands at ``s + k * num_replicas``, whatever the
-    rank, so a state taken on one world size resumes on another. A start offset
-    (:meth:`set_sample_in_epoch` or :meth:`load_state_dict`) applies to the next
-    pass only; ``set_epoch`` with the same epoch keeps a pending offset (the
-    trainer repeats it after a resume), a new epoch clears it.
+    Every attribute torch's ``DistributedSampler`` users read is here (``dataset``,
+    ``num_replicas``, ``rank``, ``epoch``, ``shuffle``, ``seed``, ``drop_last``,
+    ``num_samples``, ``total_size``), but ``DistributedSampler.__init__`` is not
+    called: it asks ``torch.distributed`` for a missing world size or rank (we ask
+    ``composer.utils.dist``, which also works without a process group), needs
+    ``len(dataset)`` (an int is a dataset here, and the mixture has source sizes),
+    accepts bools for ints, and stores ``num_samples`` and ``total_size``, which
+    here are computed from the current epoch (a sub-epoch's share changes with it)
+    and cannot be set.
+
+    A *position* counts the samples of the current pass read across all ranks: a
+    pass that starts at position ``s`` and of which this rank has yielded ``k``
+    indices stands at ``s + k * num_replicas``. For
+    :class:`~composer_sampling.ResumableDistributedSampler` and
+    :class:`~composer_sampling.MixtureDistributedSampler` it is a position in the
+    epoch's global order, so a state taken on one world size resumes on another;
+    :class:`~composer_sampling.SubEpochDistributedSampler` counts within the current
+    sub-epoch, whose windows are per-rank shares, so its states resume on the same
+    world size only. A start offset (:meth:`set_sample_in_epoch` or
+    :meth:`load_state_dict`) applies to the next pass only; ``set_epoch`` with the
+    same epoch keeps a pending offset (the trainer repeats it after a resume), a new
+    epoch clears it.
     """
 
     _repr_fields: tuple[str, ...] = ()
+    dataset: Any
+    dataset_len: int
+    num_replicas: int
+    rank: int
+    epoch: int
+    shuffle: bool
+    drop_last: bool
 
     def __init__(
         self,
@@ -61,13 +85,31 @@ class OrderedSampler(DistributedSampler):
         self._seed = check_int('seed', value, 0, MAX_DATA_SEED)
 
     @property
-    def total_size(self) -> int:  # type: ignore[override]
-        """Indices across all ranks in the current epoch, padding included."""
+    def num_samples(self) -> int:
+        """Indices per rank in the current epoch's pass (torch's attribute, computed here)."""
+        return self._rank_samples()
+
+    @num_samples.setter
+    def num_samples(self, value: int) -> None:
+        raise AttributeError(f'{type(self).__name__}.num_samples is computed from the dataset, num_replicas and the '
+                             'epoch; it cannot be set')
+
+    @property
+    def total_size(self) -> int:
+        """Indices across all ranks in the current epoch's pass, padding included."""
         return self.num_samples * self.num_replicas
+
+    @total_size.setter
+    def total_size(self, value: int) -> None:
+        raise AttributeError(f'{type(self).__name__}.total_size is num_samples * num_replicas; it cannot be set')
+
+    def _rank_samples(self) -> int:
+        """:attr:`num_samples`: indices per rank in the current epoch's pass."""
+        raise NotImplementedError
 
     @property
     def sample_in_epoch(self) -> int:
-        """The global position the next pass starts at (0 unless an offset is pending)."""
+        """The position the next pass starts at (0 unless an offset is pending)."""
         return self._next_start
 
     def __len__(self) -> int:
@@ -79,27 +121,41 @@ class OrderedSampler(DistributedSampler):
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch's order; a new epoch starts at its beginning, the same epoch keeps a pending offset."""
-        epoch = check_int('epoch', epoch)
+        epoch = check_int('epoch', epoch, 0, MAX_EPOCH)
         if epoch != self.epoch:
             self._next_start = 0
             self._cursor = None
         self.epoch = epoch
 
     def set_sample_in_epoch(self, sample_in_epoch: int) -> None:
-        """Start the next pass after ``sample_in_epoch`` samples of this epoch trained across all ranks."""
-        self._next_start = check_int('sample_in_epoch', sample_in_epoch)
+        """Start the next pass after ``sample_in_epoch`` samples of this epoch trained across all ranks.
+
+        An offset at or past the end of the pass leaves nothing to read, and is recorded as that end.
+        An offset past :meth:`_offset_limit` is refused.
+        """
+        start = check_int('sample_in_epoch', sample_in_epoch)
+        limit = self._offset_limit()
+        if limit is not None and start > limit:
+            raise ValueError(f'sample_in_epoch must be in the interval [0, {limit}] (the dataset length, or the '
+                             f'samples of a pass across all {self.num_replicas} ranks if more), got {start}')
+        self._next_start = min(start, self._pass_end())
         self._cursor = None
 
-    def __iter__(self) -> Iterator[int]:
-        if self._next_start == 0:
-            return self._iter_pass(0)
-        return self._offset_pass()
+    def _offset_limit(self) -> int | None:
+        """The largest start offset taken (``None``: any); beyond the pass's end, offsets mean the pass is over."""
+        return max(self._pass_end(), self.dataset_len)
 
-    def _offset_pass(self) -> Iterator[int]:
-        # A generator: the offset is taken at the first next(), not at iter(). A DataLoader with workers calls
-        # iter() on its batch sampler twice and reads only the second iterator.
-        start, self._next_start = self._next_start, 0
-        yield from self._iter_pass(start)
+    def __iter__(self) -> Iterator[int]:
+        """This rank's indices of the current pass; the iterator pickles (with its sampler) as torch's does."""
+        return PassIterator.over(self, 0 if self._next_start == 0 else None)
+
+    def _begin_pass(self, start: int | None) -> tuple[Iterator[int], PassCursor]:
+        """Begin a pass at ``start``, or at the pending offset (then taken, so it applies once) when ``None``."""
+        if start is None:
+            start, self._next_start = self._next_start, 0
+        indices = self._iter_pass(start)
+        assert self._cursor is not None, '_iter_pass calls _cursor_for'
+        return indices, self._cursor
 
     def _cursor_for(self, start: int, count: int) -> PassCursor:
         """A new cursor for the pass about to start; :meth:`state_dict` reads it."""
@@ -130,7 +186,7 @@ class OrderedSampler(DistributedSampler):
             self._cursor = saved
 
     def position(self) -> int:
-        """Where the current pass stands as a global position: the next index a resume starts at.
+        """Where the current pass stands as a position (see the class): the next index a resume starts at.
 
         Before a pass starts it is the pending offset; after a finished pass, the end of the epoch.
         """
@@ -145,15 +201,17 @@ class OrderedSampler(DistributedSampler):
         return sampler_state(self, epoch=self.epoch, sample_in_epoch=self.position(), seed=self._seed)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` at the next pass; refuses a state saved by a sampler of another order.
+        """Resume from :meth:`state_dict` at the next pass; refuses a state of another sampler class or order.
 
-        The state's epoch and position apply unless this sampler was already moved to a later epoch
-        (torchdata's ``StatefulDataLoader`` loads a state only when it next iterates, after the
-        loop's ``set_epoch``): then the state belongs to an epoch that is over, and the new epoch
+        A state written by an earlier version of composer-sampling loads as that version
+        (:mod:`composer_sampling.samplers.state`). The state's epoch and position apply
+        unless this sampler was already moved to a later epoch (torchdata's
+        ``StatefulDataLoader`` loads a state only when it next iterates, after the loop's
+        ``set_epoch``): then the state belongs to an epoch that is over, and the new epoch
         starts at its beginning.
         """
         values = check_state(self, state, ('epoch', 'sample_in_epoch', 'seed'))
-        epoch = check_int('epoch', values['epoch'])
+        epoch = check_int('epoch', values['epoch'], 0, MAX_EPOCH)
         position = check_int('sample_in_epoch', values['sample_in_epoch'])
         self.seed = values['seed']
         if epoch >= self.epoch:
@@ -178,3 +236,71 @@ class OrderedSampler(DistributedSampler):
         if name == 'dataset' and not isinstance(value, int):
             return f'<{type(value).__name__} len={self.dataset_len}>'
         return repr(value)
+
+
+class PassIterator(chain[int]):  # a chain, so the indices flow through C, one call per index
+    """One pass of an :class:`OrderedSampler`, picklable like the list iterator torch's ``DistributedSampler`` returns.
+
+    A pass that starts at a pending offset takes it at the first ``next()``, not at
+    ``iter()`` (a DataLoader with workers calls ``iter()`` on its batch sampler twice
+    and reads only the second iterator). A pickled iterator carries a copy of its
+    sampler and continues, once unpickled, at the index it had reached; that copy
+    then tracks the unpickled pass.
+
+    Example:
+        >>> import pickle
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> indices = iter(ResumableDistributedSampler(10, num_replicas=2, rank=0, seed=1))
+        >>> first = next(indices)
+        >>> list(pickle.loads(pickle.dumps(indices))) == list(indices)
+        True
+    """
+
+    _source: _PassSource
+
+    @classmethod
+    def over(cls, sampler: OrderedSampler, start: int | None) -> PassIterator:
+        """The pass of ``sampler`` from ``start``, begun now; if None, from its pending offset at the first next()."""
+        source = _PassSource(sampler, start)
+        iterator = cls(source)  # a chain asks its iterable for an iterator only when first read
+        iterator._source = source
+        return iterator
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        source = self._source
+        cursor = source.cursor
+        if cursor is None and not source.given:  # not begun: the copy takes its sampler's pending offset in turn
+            return PassIterator.over, (source.sampler, None)
+        if cursor is None or cursor.finished:
+            return _finished_pass, (source.sampler,)
+        return PassIterator.over, (source.sampler, cursor.start + cursor.yielded * cursor.num_replicas)
+
+
+class _PassSource:
+    """The indices a :class:`PassIterator` reads, with the cursor that knows how far they were read."""
+
+    def __init__(self, sampler: OrderedSampler, start: int | None) -> None:
+        self.sampler = sampler
+        self.cursor: PassCursor | None = None
+        self.given = False  # whether the chain has asked for the indices
+        self._indices: Iterator[int] | None = None
+        if start is not None:
+            self._indices, self.cursor = sampler._begin_pass(start)
+
+    def __iter__(self) -> Iterator[int]:
+        if self.given:
+            return iter(())
+        self.given = True
+        if self._indices is None:
+            self._indices, self.cursor = self.sampler._begin_pass(None)
+        indices, self._indices = self._indices, None
+        return indices
+
+
+def _finished_pass(sampler: OrderedSampler) -> PassIterator:
+    """A pass read to its end: yields nothing (what an exhausted iterator unpickles to)."""
+    source = _PassSource(sampler, None)
+    source.given = True
+    iterator = PassIterator()
+    iterator._source = source
+    return iterator

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from composer_sampling.checkpoint_envelope import VersionPolicy, read_state, write_state
 from composer_sampling.graph import iter_samplers, keeps_child_order
 from composer_sampling.protocols import is_stateful
 
-__all__ = ['DelegatedState', 'can_delegate_state', 'order_deciding_nodes', 'wrapper_class']
+__all__ = ['WRAPPER_STATE', 'DelegatedState', 'can_delegate_state', 'order_deciding_nodes', 'wrapper_class']
 
-_VERSION = 1
+#: Versions of a wrapper's state: 1, ``{'version': 1, 'states': [...]}``.
+WRAPPER_STATE = VersionPolicy(current=1)
 
 
 def order_deciding_nodes(wrapper: Any) -> list[Any]:
@@ -42,24 +44,29 @@ class DelegatedState:
 
     __slots__ = ()  # a mixin: the stateful variant keeps the wrapper's layout
 
+    def _state_kind(self) -> str:
+        """The wrapper's class name without the ``Stateful`` of its stateful variant, for messages."""
+        return type(self).__name__.removeprefix('Stateful')
+
     def state_dict(self) -> dict[str, Any]:
         """The version and the state of every order-deciding node below, in walking order."""
-        return {'version': _VERSION, 'states': [node.state_dict() for node in order_deciding_nodes(self)]}
+        states = [node.state_dict() for node in order_deciding_nodes(self)]
+        return write_state(WRAPPER_STATE.current, {'states': states})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Give each order-deciding node below its state; they resume at their next pass."""
-        name = type(self).__name__
-        if not isinstance(state, dict) or not isinstance(state.get('states'), list):
-            raise TypeError(f'{name}.load_state_dict expects a dict with a list "states", got {state!r:.200}')
-        if state.get('version') != _VERSION:
-            raise ValueError(f'{name} state has version {state.get("version")!r}; this version reads {_VERSION}')
+        kind = self._state_kind()
+        payload = read_state(state, kind, WRAPPER_STATE)
+        states = payload.get('states')
+        if not isinstance(states, list):
+            raise TypeError(f'{kind} state must hold a list "states", got {states!r:.200}')
         nodes = order_deciding_nodes(self)
-        if len(nodes) != len(state['states']):
+        if len(nodes) != len(states):
             raise ValueError(
-                f'{name} state holds {len(state["states"])} sampler states but the graph below has {len(nodes)} '
+                f'{kind} state holds {len(states)} sampler states but the graph below has {len(nodes)} '
                 f'samplers that decide the order ({", ".join(type(node).__name__ for node in nodes)})',
             )
-        for node, node_state in zip(nodes, state['states'], strict=True):
+        for node, node_state in zip(nodes, states, strict=True):
             node.load_state_dict(node_state)
 
 

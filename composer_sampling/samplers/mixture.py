@@ -40,7 +40,9 @@ class MixtureDistributedSampler(OrderedSampler):
     the round tables of each source's :class:`~composer_sampling.permutation.Permutation`,
     O(sqrt(source size)) entries, that speed up the shuffle).
     A resume must keep the sources and the global batch (they fix the schedule); the
-    world size may change with them.
+    world size may change with them. The sampler is built from sizes, not datasets,
+    so its ``dataset`` (which torch's ``DistributedSampler`` users read, Composer's
+    evaluation for one) is the index space ``range(sum(source_sizes))``.
 
     Args:
         source_sizes (Sequence[int]): length of every source, in concatenation order.
@@ -80,6 +82,7 @@ class MixtureDistributedSampler(OrderedSampler):
         self.batch_size = check_int('batch_size', batch_size, minimum=1)
         super().__init__(num_replicas, rank, shuffle, seed, drop_last=True)  # it trims every source
         self.dataset_len = sum(self.source_sizes)
+        self.dataset = range(self.dataset_len)  # the index space: len(sampler.dataset), as torch's users read it
         self.global_batch = self.num_replicas * self.batch_size
         self.steps = [size // self.global_batch for size in self.source_sizes]
         if not sum(self.steps):
@@ -94,8 +97,7 @@ class MixtureDistributedSampler(OrderedSampler):
         self._permutations: dict[int, Permutation] = {}
         self._ahead: tuple[tuple[int, int, int] | None, int, np.ndarray] = (None, 0, np.empty(0, np.int64))
 
-    @property
-    def num_samples(self) -> int:  # type: ignore[override]
+    def _rank_samples(self) -> int:
         """Indices per rank in an epoch: whole global steps only."""
         return sum(self.steps) * self.batch_size
 

@@ -30,7 +30,9 @@ class ResumableDistributedSampler(OrderedSampler):
     positions ``start + r, start + r + W, ...`` to the end of the epoch: the same
     samples the uninterrupted run would have read, on any world size. The offset
     applies to that one pass; the next pass is the whole epoch again. ``len()``
-    stays the full epoch's count, as Composer expects.
+    stays the full epoch's count, as Composer expects. An offset at or past the end
+    of the epoch (the end of a pass on another world size, padding included) leaves
+    nothing to read and is recorded as this sampler's end.
 
     ``state_dict()`` says how far the current pass has been read (a global
     position), so torchdata's ``StatefulDataLoader`` resumes at the next index.
@@ -67,13 +69,17 @@ class ResumableDistributedSampler(OrderedSampler):
         self.dataset_len = dataset_length(dataset)
         super().__init__(num_replicas, rank, shuffle, seed, drop_last)
 
-    @property
-    def num_samples(self) -> int:  # type: ignore[override]
+    def _rank_samples(self) -> int:
         """Indices per rank in a whole epoch (torch's definition)."""
         return samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last)
 
     def _pass_end(self) -> int:
         return self.total_size
+
+    def _offset_limit(self) -> int | None:
+        # Elastic: a pass on W' ranks ends up to W' - 1 positions past the dataset length (padding), whatever W' was,
+        # so every offset at or past the end of this pass means the epoch is over; it is recorded as that end.
+        return None
 
     def _iter_pass(self, start: int) -> Iterator[int]:
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)

@@ -1,46 +1,59 @@
-"""Versioned sampler checkpoints that refuse to load into a sampler of another order."""
+"""Sampler checkpoints, refused when they belong to another sampler class or another order.
+
+A state is ``{'version': 1, 'order_signature', 'epoch', 'sample_in_epoch', 'seed'}``
+(:mod:`composer_sampling.checkpoint_envelope`); the order signature names the
+sampler class that wrote it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from composer_sampling.checkpoint_envelope import VersionPolicy, read_state, write_state
 from composer_sampling.protocols import HasOrderSignature
 from composer_sampling.signatures import signature_difference
 
-__all__ = ['STATE_VERSION', 'check_state', 'sampler_state']
+__all__ = ['SAMPLER_STATE', 'check_state', 'sampler_state']
 
-#: Bumped whenever the meaning of a sampler state changes.
-STATE_VERSION = 1
-_VERSION = 'version'
 _SIGNATURE = 'order_signature'
 
 
+def _sampler_class(state: dict[str, Any]) -> Any:
+    """The class a state names: its order signature's ``sampler``."""
+    signature = state.get(_SIGNATURE)
+    return signature.get('sampler') if isinstance(signature, dict) else None
+
+
+#: Versions of a sampler state: 1, the only one so far.
+SAMPLER_STATE = VersionPolicy(current=1, kind_of=_sampler_class)
+
+
 def sampler_state(sampler: HasOrderSignature, **values: Any) -> dict[str, Any]:
-    """A checkpoint: the version, the sampler's order signature and ``values``.
+    """A checkpoint: the sampler's class, the version, its order signature and ``values``.
 
     Example:
         >>> from composer_sampling.samplers.resumable import ResumableDistributedSampler
-        >>> sampler_state(ResumableDistributedSampler(5, 1, 0), epoch=2)['epoch']
-        2
+        >>> state = sampler_state(ResumableDistributedSampler(5, 1, 0), epoch=2)
+        >>> state['version'], state['order_signature']['sampler'], state['epoch']
+        (1, 'ResumableDistributedSampler', 2)
     """
-    return {_VERSION: STATE_VERSION, _SIGNATURE: sampler.order_signature(), **values}
+    payload = {_SIGNATURE: sampler.order_signature(), **values}
+    return write_state(SAMPLER_STATE.current, payload)
 
 
 def check_state(sampler: HasOrderSignature, state: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    """Validate a checkpoint written by :func:`sampler_state` for ``sampler`` and return it.
+    """The payload of a checkpoint of ``sampler``'s class and order, with ``keys``; else raise.
 
-    Raises ``ValueError`` naming the first difference: a missing key, another
-    version, or another order signature (dataset length, shuffle, ...).
+    Raises ``TypeError``/``ValueError`` naming the first difference: not a dict,
+    another sampler class, a version this code does not read, a missing key, or
+    another order signature (dataset length, shuffle, ...).
     """
     name = type(sampler).__name__
-    if not isinstance(state, dict):
-        raise TypeError(f'{name}.load_state_dict expects a dict, got {type(state).__name__}')
-    missing = [key for key in (_VERSION, _SIGNATURE, *keys) if key not in state]
+    payload = read_state(state, name, SAMPLER_STATE)
+    missing = [key for key in (_SIGNATURE, *keys) if key not in payload]
     if missing:
-        raise ValueError(f'{name} state is missing {missing}; it holds {sorted(state)}')
-    if state[_VERSION] != STATE_VERSION:
-        raise ValueError(f'{name} state has version {state[_VERSION]!r}; this version reads {STATE_VERSION}')
-    saved = state[_SIGNATURE]
+        raise ValueError(f'{name} state is missing {missing}; it holds {sorted(payload)}')
+    saved = payload[_SIGNATURE]
     if not isinstance(saved, dict):
         raise TypeError(f'{name} state order_signature must be a dict, got {saved!r:.200}')
     difference = signature_difference(saved, sampler.order_signature())
@@ -48,4 +61,4 @@ def check_state(sampler: HasOrderSignature, state: Any, keys: tuple[str, ...]) -
         key, was, now = difference
         raise ValueError(f'{name} state was saved with {key}={was!r} but this sampler has {key}={now!r}; resuming '
                          'would skip or repeat samples')
-    return state
+    return payload

@@ -82,8 +82,7 @@ class SubEpochDistributedSampler(OrderedSampler):
     def _window(self) -> tuple[int, int]:
         return split_window(self.rank_share, self.sub_epochs_per_epoch, self.sub_epoch)
 
-    @property
-    def num_samples(self) -> int:  # type: ignore[override]
+    def _rank_samples(self) -> int:
         """Indices per rank in the current sub-epoch."""
         start, stop = self._window()
         return stop - start
