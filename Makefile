@@ -1,7 +1,7 @@
 # Two commands for a new user; each creates .venv and installs what it needs when missing.
 #   make demo   train the digits recipes end to end (one process, then two through the composer launcher),
 #               then the example user package of examples/text-classification, and audit its ledger
-#   make test   ruff and the whole test suite (launcher and llm-foundry tests included), then the tests that
+#   make test   ruff, mypy and the whole test suite (launcher and llm-foundry tests included), then the tests that
 #               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029)
 PYTHON ?= python3
 VENV := .venv
@@ -41,5 +41,6 @@ demo: $(STAMP)
 test:  # the two environments install side by side (mostly downloads), then the tests run
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(OLDEST_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 	$(OLDEST)/bin/python -m pytest -m composer -q

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from composer_sampling.permutation import Permutation, derive_seed, splitmix64
 
 __all__ = [
+    'IndexArray',
     'PassCursor',
     'chunk_bounds',
     'global_indices',
@@ -37,7 +38,8 @@ __all__ = [
     'split_window',
 ]
 
-_Array = npt.NDArray[np.int64]
+#: An array of sample indices or positions.
+IndexArray = npt.NDArray[np.int64]
 _MASK64 = (1 << 64) - 1
 _CHUNK = 1 << 16
 #: The first chunk of a pass: small, so the first index costs well under a millisecond; chunks then double.
@@ -75,7 +77,7 @@ def split_window(total: int, parts: int, part: int) -> tuple[int, int]:
     return start, start + base + (part < remainder)
 
 
-def rank_positions(start: int, rank: int, num_replicas: int, count: int) -> _Array:
+def rank_positions(start: int, rank: int, num_replicas: int, count: int) -> IndexArray:
     """Global positions ``start + rank + i * num_replicas`` for ``i`` in ``[0, count)``.
 
     Example:
@@ -95,7 +97,7 @@ def rank_count(first: int, end: int, rank: int, num_replicas: int) -> int:
     return max(0, -(-(end - first - rank) // num_replicas))
 
 
-def global_indices(positions: npt.ArrayLike, n: int, shuffle: bool, seed: int, epoch: int) -> _Array:
+def global_indices(positions: npt.ArrayLike, n: int, shuffle: bool, seed: int, epoch: int) -> IndexArray:
     """Sample indices at global ``positions``; positions past ``n`` wrap (torch's padding).
 
     Example:
@@ -155,7 +157,7 @@ class PassCursor:
 
 
 def iter_mapped_positions(
-    to_indices: Callable[[_Array], _Array],
+    to_indices: Callable[[IndexArray], IndexArray],
     *,
     rank: int,
     num_replicas: int,
@@ -232,7 +234,7 @@ def iter_rank_indices(
                                  num_replicas=num_replicas, count=count, start=start, chunk=chunk, cursor=cursor)
 
 
-def mixture_schedule(steps: list[int], *, shuffle: bool, seed: int, epoch: int) -> tuple[_Array, _Array]:
+def mixture_schedule(steps: list[int], *, shuffle: bool, seed: int, epoch: int) -> tuple[IndexArray, IndexArray]:
     """Which source each global step of an epoch draws from, and its step count within that source.
 
     Source ``k``'s ``steps[k]`` steps sit at times ``(j + u_k) / steps[k]``, ``j < steps[k]``,

@@ -132,7 +132,7 @@ class SampleLedger(Callback):
     def fit_start(self, state: State, logger: Logger) -> None:
         folder = self._ledger_folder(state)
         resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
-        shared = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
+        shared: list[Any] = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
         dist.broadcast_object_list(shared, src=0)
         self.lineage, attempt, started, resumed_from = shared
         loader = state.train_dataloader

@@ -11,7 +11,7 @@ import numpy as np
 from torch.utils.data import DistributedSampler
 
 from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.positions import PassCursor
+from composer_sampling.positions import IndexArray, PassCursor
 from composer_sampling.samplers.state import check_state, sampler_state
 from composer_sampling.validate import MAX_EPOCH, check_bool, check_int, resolve_replicas
 
@@ -170,7 +170,7 @@ class OrderedSampler(DistributedSampler[int]):
         """The global position at which the current epoch's pass ends."""
         raise NotImplementedError
 
-    def pass_indices(self) -> np.ndarray:
+    def pass_indices(self) -> IndexArray:
         """The indices the next ``iter()`` would yield, as one array; nothing is consumed (plan reads this).
 
         Example:

@@ -15,7 +15,7 @@ from composer_sampling.samplers.delegation import DelegatedState, wrapper_class
 __all__ = ['DistributedBatchAdapter', 'StatefulDistributedBatchAdapter']
 
 
-class DistributedBatchAdapter(DistributedSampler):
+class DistributedBatchAdapter(DistributedSampler[int]):
     """Wraps a batch sampler whose graph already shards by rank, so that Composer accepts it.
 
     Composer (``composer/core/data_spec.py``) refuses a DataLoader in a multi-rank
@@ -87,9 +87,10 @@ class DistributedBatchAdapter(DistributedSampler):
         return self._forwarded
 
     @property
-    def seed(self) -> int | None:
-        """The seed of the first seeded sampler below; setting it sets all of them."""
-        return next((node.seed for node in self._below() if is_seeded(node)), None)
+    def seed(self) -> int:
+        """The seed of the first seeded sampler below (torch's default 0 if none has one); setting it sets all."""
+        seeds = (node.seed for node in self._below() if is_seeded(node))
+        return next((seed for seed in seeds if seed is not None), 0)
 
     @seed.setter
     def seed(self, value: int) -> None:

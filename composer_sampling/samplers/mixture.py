@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from composer_sampling.permutation import MAX_DATASET_LEN, Permutation, derive_seed
-from composer_sampling.positions import iter_mapped_positions, mixture_schedule, rank_count
+from composer_sampling.positions import IndexArray, iter_mapped_positions, mixture_schedule, rank_count
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import check_int
 
@@ -93,9 +93,9 @@ class MixtureDistributedSampler(OrderedSampler):
             )
         self.offsets = np.concatenate([[0], np.cumsum(self.source_sizes)[:-1]]).astype(np.int64)
         self._schedule_key: tuple[int, int] | None = None
-        self._schedule: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
+        self._schedule: tuple[IndexArray, IndexArray] = (np.empty(0, np.int64), np.empty(0, np.int64))
         self._permutations: dict[int, Permutation] = {}
-        self._ahead: tuple[tuple[int, int, int] | None, int, np.ndarray] = (None, 0, np.empty(0, np.int64))
+        self._ahead: tuple[tuple[int, int, int] | None, int, IndexArray] = (None, 0, np.empty(0, np.int64))
 
     def _rank_samples(self) -> int:
         """Indices per rank in an epoch: whole global steps only."""
@@ -109,7 +109,7 @@ class MixtureDistributedSampler(OrderedSampler):
             for k, (size, steps) in enumerate(zip(self.source_sizes, self.steps, strict=True))
         ]
 
-    def schedule(self) -> tuple[np.ndarray, np.ndarray]:
+    def schedule(self) -> tuple[IndexArray, IndexArray]:
         """This epoch's source of every global step, and the step's count within its source."""
         key = (self.seed, self.epoch)
         if self._schedule_key != key:
@@ -118,7 +118,7 @@ class MixtureDistributedSampler(OrderedSampler):
             self._permutations = {}
         return self._schedule
 
-    def _permute_source(self, k: int, picked: np.ndarray) -> np.ndarray:
+    def _permute_source(self, k: int, picked: IndexArray) -> IndexArray:
         """Source ``k``'s own permutation of this epoch at ``picked``; held for the epoch (its tables with it)."""
         permutation = self._permutations.get(k)
         if permutation is None:
@@ -126,13 +126,13 @@ class MixtureDistributedSampler(OrderedSampler):
             self._permutations[k] = permutation
         return permutation(picked)
 
-    def indices_at(self, positions: np.ndarray) -> np.ndarray:
+    def indices_at(self, positions: IndexArray) -> IndexArray:
         """Concatenated-dataset indices at global positions of this epoch's mixture order."""
         sources, within = self.schedule()
         step, column = np.divmod(positions, self.global_batch)
         source = sources[step]
         in_source = within[step] * self.global_batch + column
-        out = np.empty_like(in_source)
+        out: IndexArray = np.empty_like(in_source)
         for k in np.flatnonzero(np.bincount(source, minlength=len(self.steps))).tolist():
             mask = source == k
             picked = in_source[mask]
@@ -141,7 +141,7 @@ class MixtureDistributedSampler(OrderedSampler):
             out[mask] = picked + self.offsets[k]
         return out
 
-    def _rank_indices(self, positions: np.ndarray) -> np.ndarray:
+    def _rank_indices(self, positions: IndexArray) -> IndexArray:
         """:meth:`indices_at` of a run of positions ``p, p + W, p + 2W, ...`` (one rank's chunk of a pass).
 
         A short run is cut from a block of ``_READ_AHEAD`` positions computed at once and
@@ -163,7 +163,7 @@ class MixtureDistributedSampler(OrderedSampler):
         self._ahead = ((self.seed, self.epoch, width), first, block)
         return block[:count]
 
-    def _run_indices(self, first: int, count: int) -> np.ndarray:
+    def _run_indices(self, first: int, count: int) -> IndexArray:
         """Indices at positions ``first + W * i``, ``i < count``, a global step at a time.
 
         Such a run takes the same ``batch_size`` columns ``first % W + W * j`` of every

@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
-from composer_sampling.positions import global_indices, iter_rank_indices, rank_positions, samples_per_rank
+from composer_sampling.positions import (
+    IndexArray,
+    global_indices,
+    iter_rank_indices,
+    rank_positions,
+    samples_per_rank,
+)
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import dataset_length
 
@@ -95,17 +99,17 @@ class ResumableDistributedSampler(OrderedSampler):
             cursor=self._cursor_for(start, count),
         )
 
-    def pass_positions(self) -> np.ndarray:
+    def pass_positions(self) -> IndexArray:
         """The global positions the next pass reads, from this sampler's own rank, replicas and pending offset."""
         start = self._next_start
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)
         return rank_positions(start, self.rank, self.num_replicas, count)
 
-    def indices_at(self, positions: np.ndarray) -> np.ndarray:
+    def indices_at(self, positions: IndexArray) -> IndexArray:
         """Sample indices at global ``positions`` of the current epoch's order (positions past N wrap: padding)."""
         return global_indices(positions, self.dataset_len, self.shuffle, self.seed, self.epoch)
 
-    def pass_indices(self) -> np.ndarray:
+    def pass_indices(self) -> IndexArray:
         """The next pass's indices in one vectorised call from this sampler's own rank, replicas, seed and epoch."""
         return self.indices_at(self.pass_positions())
 
