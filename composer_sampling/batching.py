@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from composer_sampling.validate import replication_problem
+
 __all__ = ['ARGUMENT_NAMES', 'BatchPlan', 'BatchPlanError', 'plan_batches']
 
 
@@ -93,10 +95,9 @@ def plan_batches(
     ):
         if value is not None and value < 1:
             raise BatchPlanError(f'{{{field}}} must be at least 1, got {value}')
-    if world_size % replication:
-        valid = ', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)
-        raise BatchPlanError(
-            f'{{replication}}={replication} does not divide the world size {world_size}; valid: {valid}')
+    problem = replication_problem(replication, world_size, name='{replication}')
+    if problem is not None:
+        raise BatchPlanError(problem)
     ranks = world_size // replication
     ranks_text = f'the world size {world_size}' if replication == 1 else (
         f'the {ranks} data-parallel ranks (world size {world_size} / replication {replication})')

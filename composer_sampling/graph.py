@@ -23,11 +23,11 @@ from typing import Any
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
 
 from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded, is_torch_own
+from composer_sampling.validate import replication_problem
 
 __all__ = [
     'Visit',
     'active_root',
-    'children',
     'describe',
     'device_batch',
     'is_map_style',
@@ -67,18 +67,6 @@ def labelled_children(node: Any) -> list[tuple[str, Any]]:
     elif isinstance(group, (list, tuple)):
         edges.extend((f'samplers[{i}]', child) for i, child in enumerate(group))
     return edges
-
-
-def children(node: Any) -> list[Any]:
-    """The samplers directly below ``node``, in walking order.
-
-    Example:
-        >>> from torch.utils.data import BatchSampler, SequentialSampler
-        >>> inner = SequentialSampler(range(3))
-        >>> children(BatchSampler(inner, 2, False)) == [inner]
-        True
-    """
-    return [child for _, child in labelled_children(node)]
 
 
 #: Deepest sampler graph walked; deeper means a cycle of new objects (a mock invents a child per attribute).
@@ -278,11 +266,9 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
         >>> sharding_problem(RandomSampler(range(4)), world_size=2, rank=0)[:40]
         'world size is 2 but no sampler of the tr'
     """
-    if replication < 1 or world_size % replication:
-        return (
-            f'replication={replication} must divide the world size {world_size} (valid: '
-            f'{", ".join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)})'
-        )
+    problem = replication_problem(replication, world_size)
+    if problem is not None:
+        return problem
     want_replicas, want_rank = world_size // replication, rank // replication
     nodes = list(iter_samplers(root)) if nodes is None else nodes
     sharding = [node for node in nodes if is_sharded(node)]

@@ -31,7 +31,7 @@ from composer_sampling.graph import is_map_style, render_tree, sharding_problem
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import Seeded, has_pass_indices, has_pass_positions, is_torch_own
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
-from composer_sampling.validate import check_int
+from composer_sampling.validate import check_int, replication_problem
 
 __all__ = ['PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_indices']
 
@@ -147,8 +147,9 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
     epochs = check_int('epochs', epochs, minimum=1)
     seed = check_int('seed', seed, 0, MAX_DATA_SEED)
     replication = check_int('replication', replication, minimum=1)
-    if world_size % replication:
-        raise ValueError(f'replication={replication} must divide world_size={world_size}')
+    problem = replication_problem(replication, world_size)
+    if problem is not None:
+        raise ValueError(problem)
     loaders, graphs = [], []
     for rank in range(world_size):
         loader = make_loader(rank, world_size)

@@ -15,12 +15,7 @@ from composer_sampling.coverage import EpochAccounting, epoch_accounting
 from composer_sampling.graph import render_tree
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 
-__all__ = ['render_rows', 'render_summary', 'summarize', 'summary_rows']
-
-
-def render_summary(plan: BatchPlan, loader: DataLoader, data_seed: int, seed_source: str) -> str:
-    """Text of the run summary of a recipe run."""
-    return summarize(loader, batch_plan=plan, data_seed=data_seed, seed_source=seed_source)
+__all__ = ['render_rows', 'summarize', 'summary_rows']
 
 
 def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_seed: int | None = None,

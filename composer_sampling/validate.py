@@ -11,7 +11,7 @@ import numpy as np
 
 from composer_sampling.permutation import MAX_DATASET_LEN
 
-__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'resolve_replicas']
+__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'replication_problem', 'resolve_replicas']
 
 #: The largest epoch a sampler takes (as ``PerSampleRNG``): the order mixes the epoch in as 64 bits, so a larger
 #: one would silently repeat an earlier epoch's order.
@@ -109,3 +109,18 @@ def resolve_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, i
     if not 0 <= rank < num_replicas:
         raise ValueError(f'Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]')
     return num_replicas, rank
+
+
+def replication_problem(replication: int, world_size: int, name: str = 'replication') -> str | None:
+    """Why ``replication`` cannot group ``world_size`` ranks (it must be at least 1 and divide it), else None.
+
+    Example:
+        >>> replication_problem(3, 4)
+        'replication=3 does not divide the world size 4; valid: 1, 2, 4'
+        >>> replication_problem(2, 4) is None
+        True
+    """
+    if replication >= 1 and world_size % replication == 0:
+        return None
+    valid = ', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)
+    return f'{name}={replication} does not divide the world size {world_size}; valid: {valid}'

@@ -59,7 +59,7 @@ def test_check_plan_with_replication_counts_each_group_once() -> None:
     ('kwargs', 'error', 'message'),
     [
         ({'world_size': 0}, ValueError, r'world_size must be in the interval \[1, inf\), got 0'),
-        ({'world_size': 3, 'replication': 2}, ValueError, 'replication=2 must divide world_size=3'),
+        ({'world_size': 3, 'replication': 2}, ValueError, 'replication=2 does not divide the world size 3'),
         ({'world_size': 2, 'epochs': 0}, ValueError, 'epochs must be in the interval'),
     ],
 )
