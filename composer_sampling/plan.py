@@ -17,16 +17,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
 from torch.utils.data import BatchSampler, DataLoader
 
 from composer_sampling.batching import BatchPlan
-from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, epoch_coverage, verdict
+from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, stream_coverage, verdict
 from composer_sampling.graph import (
     active_root,
     device_batch,
@@ -49,7 +49,10 @@ from composer_sampling.protocols import (
 from composer_sampling.seeding import seeded_nodes
 from composer_sampling.validate import check_int
 
-__all__ = ['PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_indices']
+__all__ = ['CHUNK', 'PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_chunks', 'rank_indices']
+
+#: Indices computed and counted at a time by the plan (a rank read in one call may exceed it).
+CHUNK = 1 << 20
 
 
 @dataclass
@@ -112,16 +115,68 @@ def epoch_indices(loaders: list[DataLoader], epoch: int) -> list[np.ndarray]:
         if type(root) is BatchSampler and supports(sampler, PassIndices):
             results[k] = _batched(np.asarray(sampler.pass_indices(), dtype=np.int64), root)
             continue
-        items = iter(root)
-        if loader.batch_sampler is not None:
-            items = chain.from_iterable(items)
-        results[k] = np.fromiter(items, dtype=np.int64)
+        results[k] = np.fromiter(_root_items(loader), dtype=np.int64)
     for members in groups.values():
         mapped = members[0][1].indices_at(np.concatenate([positions for _, _, positions in members]))
         bounds = np.cumsum([0] + [positions.size for _, _, positions in members])
         for (k, _, _), lo, hi in zip(members, bounds[:-1], bounds[1:], strict=True):
             results[k] = _batched(np.asarray(mapped[lo:hi], dtype=np.int64), active_root(loaders[k]))
     return results  # type: ignore[return-value]
+
+
+def _root_items(loader: DataLoader) -> Iterator[int]:
+    """The indices the loader's active root yields, one by one (a batch sampler's batches flattened)."""
+    items = iter(active_root(loader))
+    return chain.from_iterable(items) if loader.batch_sampler is not None else items
+
+
+def _vectorised(loader: DataLoader) -> bool:
+    """Whether :func:`epoch_indices` reads the loader's pass in one call instead of iterating it."""
+    root = active_root(loader)
+    sampler = getattr(root, 'sampler', None)
+    return type(root) is BatchSampler and (supports(sampler, PassIndices) or (
+        supports(sampler, PassPositions) and supports(sampler, HasOrderSignature)))
+
+
+def rank_chunks(loaders: list[DataLoader], epochs: Sequence[int],
+                chunk: int = CHUNK) -> Iterator[Iterator[np.ndarray]]:
+    """Per loader, the indices it would train over ``epochs``, as arrays of at most about ``chunk`` indices.
+
+    A loader's chunks are computed when they are read, the loaders one after the
+    other: read each loader's chunks before asking for the next loader. Loaders read
+    in one call (:func:`epoch_indices`) are computed together, as many at a time as
+    make about ``chunk`` indices; any other loader is iterated ``chunk`` indices at a
+    time, so no array holds more than one rank's pass, whatever the world size.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> loaders = [DataLoader(range(6), batch_size=2, sampler=ResumableDistributedSampler(6, 2, r, shuffle=False))
+        ...            for r in range(2)]
+        >>> [[part.tolist() for part in chunks] for chunks in rank_chunks(loaders, [0, 1])]
+        [[[0, 2, 4], [0, 2, 4]], [[1, 3, 5], [1, 3, 5]]]
+    """
+    k = 0
+    while k < len(loaders):
+        if not _vectorised(loaders[k]):
+            yield _iterated_chunks(loaders[k], epochs, chunk)
+            k += 1
+            continue
+        share = max(1, len(active_root(loaders[k]).sampler))  # type: ignore[attr-defined]
+        end = k + 1
+        while end < len(loaders) and (end + 1 - k) * share <= chunk and _vectorised(loaders[end]):
+            end += 1
+        by_epoch = [epoch_indices(loaders[k:end], epoch) for epoch in epochs]
+        for position in range(end - k):
+            yield iter([indices[position] for indices in by_epoch])
+        k = end
+
+
+def _iterated_chunks(loader: DataLoader, epochs: Sequence[int], chunk: int) -> Iterator[np.ndarray]:
+    for epoch in epochs:
+        set_epoch_everywhere(loader, epoch)
+        items = _root_items(loader)
+        while (indices := np.fromiter(islice(items, chunk), dtype=np.int64)).size:
+            yield indices
 
 
 def _batched(indices: np.ndarray, batch_sampler: BatchSampler) -> np.ndarray:
@@ -203,9 +258,8 @@ def check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader
 
     for data_epoch in range(-(-epochs // sub_epochs)):
         trainer_epochs = range(data_epoch * sub_epochs, min((data_epoch + 1) * sub_epochs, epochs))
-        by_epoch = [epoch_indices(loaders, e) for e in trainer_epochs]
-        per_rank = [np.concatenate([indices[k] for indices in by_epoch]) for k in range(len(loaders))]
-        coverage = epoch_coverage(data_epoch, per_rank, report.accounting, len(trainer_epochs) == sub_epochs)
+        coverage = stream_coverage(data_epoch, rank_chunks(loaders, trainer_epochs), report.accounting,
+                                   len(trainer_epochs) == sub_epochs)
         report.epochs.append(coverage)
         if coverage.problem:
             report.problems.append(coverage.problem)
