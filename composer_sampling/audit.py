@@ -26,15 +26,16 @@ Example:
 
 from __future__ import annotations
 
-import collections
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from composer_sampling.coverage import count_coverage, exactly_once_problem
-from composer_sampling.ledger_format import MAGIC, PLAN_BATCH, LedgerError, LedgerRecord, read_ledger
+from composer_sampling.counting import SaturatingCounts
+from composer_sampling.coverage import exactly_once_problem, saturated_coverage
+from composer_sampling.ledger_format import MAGIC, LedgerError, LedgerScan, read_records, scan_ledger, verify_ledger
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
@@ -67,13 +68,14 @@ class Attempt:
     ended: float
     started: float
     header: dict[str, Any]
-    ranks: dict[int, list[LedgerRecord]]
-    plans: dict[int, np.ndarray] = field(default_factory=dict)  # epoch -> the samples it is meant to train
+    ranks: dict[int, LedgerScan]
+    plans: dict[int, tuple[LedgerScan, int]] = field(default_factory=dict)  # epoch -> its plan record
 
     @property
     def last_batch(self) -> int:
         """The furthest batch any of its ranks recorded (its start batch if none)."""
-        return max((r.batch for records in self.ranks.values() for r in records), default=self.start_batch)
+        reached = [scan.last_batch(0) for scan in self.ranks.values() if scan.trained.any()]
+        return max(reached, default=self.start_batch)
 
 
 @dataclass
@@ -136,15 +138,17 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
                           "{'attempt': str, 'batch': int}")
 
 
-def _load(folder: Path, torn: list[str]) -> dict[str, Attempt]:
+def _load(folder: Path, torn: list[str], scans: list[LedgerScan]) -> dict[str, Attempt]:
+    """Every attempt of the run from its ledgers' headers and record headers (``scans`` gets each file's scan)."""
     attempts: dict[str, Attempt] = {}
     reference: tuple[dict[str, Any], Path] | None = None
     for path in _ledger_files(folder):
-        ledger = read_ledger(path)
-        header = ledger.header
+        scan = scan_ledger(path)
+        scans.append(scan)
+        header = scan.header
         _check_header(path, header)
-        if ledger.torn:
-            torn.append(ledger.torn)
+        if scan.torn:
+            torn.append(scan.torn)
         if reference is None:
             reference = (header, path)
         for key in _SAME_FOR_A_RUN:
@@ -160,8 +164,8 @@ def _load(folder: Path, torn: list[str]) -> dict[str, Attempt]:
         if header['rank'] in attempt.ranks:
             raise LedgerError(f'attempt {attempt.attempt} has two ledgers for rank {header["rank"]}; {path.name} '
                               'is the second')
-        attempt.ranks[header['rank']] = ledger.trained
-        attempt.plans.update((record.epoch, record.indices) for record in ledger.records if record.batch == PLAN_BATCH)
+        attempt.ranks[header['rank']] = scan
+        attempt.plans.update((int(scan.epochs[k]), (scan, int(k))) for k in np.flatnonzero(~scan.trained))
         attempt.ended = max(attempt.ended, path.stat().st_mtime)
     for attempt in attempts.values():
         if sorted(attempt.ranks) != list(range(attempt.world_size)):
@@ -172,7 +176,8 @@ def _load(folder: Path, torn: list[str]) -> dict[str, Attempt]:
 
 def _ancestors(attempt: Attempt, attempts: dict[str, Attempt]) -> list[str]:
     """The ids of ``attempt``'s ancestors present in ``attempts``, nearest first."""
-    seen, current = [], attempt
+    seen: list[str] = []
+    current = attempt
     while current.resumed_from in attempts and current.start_batch > 0:
         if current.resumed_from in seen or current.resumed_from == attempt.attempt:
             raise LedgerError(f'the attempts {seen} resume from each other in a cycle; the ledger headers are wrong')
@@ -213,8 +218,8 @@ def choose_lineage(attempts: dict[str, Attempt]) -> tuple[list[Attempt], str | N
             raise LedgerError(f'attempt {child.attempt} resumed at batch {child.start_batch} from attempt '
                               f'{child.resumed_from}, whose ledgers are not in this folder; audit the folder that '
                               'holds every attempt of the run')
-        for rank, records in sorted(parent.ranks.items()):
-            reached = max((r.batch for r in records), default=parent.start_batch)
+        for rank, scan in sorted(parent.ranks.items()):
+            reached = scan.last_batch(parent.start_batch)
             if reached < child.start_batch:
                 raise LedgerError(f'attempt {child.attempt} resumed at batch {child.start_batch} from attempt '
                                   f'{parent.attempt}, whose rank {rank} ledger ends at batch {reached}: the records '
@@ -230,11 +235,28 @@ def _span(first: int, last: int) -> str:
 
 
 def audit_folder(folder: Path) -> AuditReport:
-    """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``)."""
+    """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``).
+
+    Two passes, in memory bounded by the dataset (``dataset_len / 4`` bytes) and the
+    number of records, not by the samples recorded: the lineage is chosen from the
+    files' headers and record headers, then its records are counted epoch by epoch
+    and every other record is checked. A damaged ledger is refused as a whole read
+    of each file refuses it: on any error, the files are checked in order first.
+    """
     torn: list[str] = []
-    attempts = _load(Path(folder), torn)
+    scans: list[LedgerScan] = []
+    try:
+        return _audit(Path(folder), torn, scans)
+    except LedgerError:
+        for scan in scans:
+            verify_ledger(scan)  # damage is named before what it may have caused, file by file
+        raise
+
+
+def _audit(folder: Path, torn: list[str], scans: list[LedgerScan]) -> AuditReport:
+    attempts = _load(folder, torn, scans)
     path, tie = choose_lineage(attempts)
-    if not any(records for attempt in path for records in attempt.ranks.values()):
+    if not any(scan.trained.any() for attempt in path for scan in attempt.ranks.values()):
         raise LedgerError(f'nothing recorded: the ledgers in {folder} hold no trained batch (attempts '
                           f'{", ".join(attempt.attempt for attempt in path)} stopped before their first)')
     # Each lineage attempt counts its records up to the batch the next one resumed from.
@@ -250,37 +272,65 @@ def audit_folder(folder: Path) -> AuditReport:
                      'last_batch': attempt.last_batch,
                      'counted': 'abandoned' if cut is None else _span(attempt.start_batch, cut)})
         if cut is not None:
-            counted += [(number, attempt, rank, record) for rank, records in sorted(attempt.ranks.items())
-                        for record in records if record.batch <= cut]
+            counted += [(number, attempt, rank, scan, scan.trained & (scan.batches <= cut))
+                        for rank, scan in sorted(attempt.ranks.items())]
     report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn)
-    report.superseded = sum(record.indices.size for attempt, cut in zip(path, cuts, strict=True)
-                            for records in attempt.ranks.values() for record in records if record.batch > cut)
+    report.superseded = sum(int(scan.counts[scan.trained & (scan.batches > cut)].sum())
+                            for attempt, cut in zip(path, cuts, strict=True) for scan in attempt.ranks.values())
     for attempt in off_path:
         report.abandoned.append({
             'attempt': attempt.attempt,
             'origin': (f'resumed from {attempt.resumed_from} at batch {attempt.start_batch}' if attempt.resumed_from
                        else f'started at batch {attempt.start_batch}'),
             'trained': _span(attempt.start_batch, attempt.last_batch),
-            'samples': sum(r.indices.size for records in attempt.ranks.values() for r in records),
+            'samples': sum(int(scan.counts[scan.trained].sum()) for scan in attempt.ranks.values()),
         })
-    padded = max(attempt.header.get('padded', 0) for attempt in path)
-    dropped = max(attempt.header.get('dropped', 0) for attempt in path)
-    per_epoch: dict[int, list[np.ndarray]] = collections.defaultdict(list)
-    for number, attempt, rank, record in counted:
+    _count_epochs(report, path, _per_epoch(counted, first['sub_epochs_per_epoch'], report.per_rank), scans)
+    return report
+
+
+def _per_epoch(counted: list[tuple[int, Attempt, int, LedgerScan, np.ndarray]], sub_epochs: int,
+               per_rank: dict[tuple[int, int, int], int]) -> dict[int, list[tuple[LedgerScan, np.ndarray]]]:
+    """Per data epoch, the counted records of each file; ``per_rank`` gets the samples per (attempt, rank, epoch)."""
+    per_epoch: dict[int, list[tuple[LedgerScan, np.ndarray]]] = {}
+    for number, attempt, rank, scan, chosen in counted:
         if rank % attempt.replication:
             continue  # a replication group records its samples once per rank: count its first rank only
-        epoch = record.epoch // first['sub_epochs_per_epoch']
-        per_epoch[epoch].append(record.indices)
-        key = (number, rank, epoch)
-        report.per_rank[key] = report.per_rank.get(key, 0) + int(record.indices.size)
+        records = np.flatnonzero(chosen)
+        epochs = scan.epochs[records] // sub_epochs
+        values, firsts = np.unique(epochs, return_index=True)
+        for epoch in values[np.argsort(firsts, kind='stable')].tolist():
+            mine = records[epochs == epoch]
+            key = (number, rank, epoch)
+            per_rank[key] = per_rank.get(key, 0) + int(scan.counts[mine].sum())
+            per_epoch.setdefault(epoch, []).append((scan, mine))
+    return per_epoch
+
+
+def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int, list[tuple[LedgerScan, np.ndarray]]],
+                  scans: list[LedgerScan]) -> None:
+    """Count each epoch's records into one saturating structure, then check every record not counted."""
+    padded = max(attempt.header.get('padded', 0) for attempt in path)
+    dropped = max(attempt.header.get('dropped', 0) for attempt in path)
     final_epoch = max(per_epoch, default=-1)
     plans = {epoch: plan for attempt in path for epoch, plan in attempt.plans.items()}
+    read = {id(scan): np.zeros(scan.offsets.size, dtype=bool) for scan in scans}
+    counts = SaturatingCounts(report.dataset_len) if set(per_epoch) - set(plans) else None
     for epoch in sorted(per_epoch):
-        trained = np.concatenate(per_epoch[epoch])
         if epoch in plans:
-            report.epochs.append(_against_plan(epoch, trained, plans[epoch], epoch == final_epoch, path[-1]))
+            # counted exactly, in memory the size of the epoch: its samples may repeat any number of times by design
+            scan, record = plans[epoch]
+            plan = _gathered([(scan, np.array([record]))], read)
+            report.epochs.append(_against_plan(epoch, _gathered(per_epoch[epoch], read), plan, epoch == final_epoch,
+                                               path[-1]))
             continue
-        coverage = count_coverage(trained, report.dataset_len)
+        assert counts is not None
+        counts.planes.fill(0)
+        total = 0
+        for indices in _chunks(per_epoch[epoch], read):
+            counts.add(indices)
+            total += indices.size
+        coverage = saturated_coverage(counts.at_least_once(), counts.at_least_twice(), total, report.dataset_len)
         if exactly_once_problem(coverage, epoch, padded, dropped, complete=epoch != final_epoch):
             status = 'VIOLATION'
         elif coverage.missing > dropped:
@@ -289,7 +339,21 @@ def audit_folder(folder: Path) -> AuditReport:
             status = 'ok'
         report.epochs.append(EpochAudit(epoch, coverage.trained, coverage.exactly_once, coverage.repeated,
                                         coverage.missing, status))
-    return report
+    for _ in _chunks([(scan, np.flatnonzero(~read[id(scan)])) for scan in scans], read):
+        pass  # every record is checked, counted or not, as a whole read of the file would
+
+
+def _gathered(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.empty(0, np.int64), *_chunks(files, read)]).astype(np.int64)
+
+
+def _chunks(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> Iterator[np.ndarray]:
+    """The indices of the given records of each file, checked, in chunks; ``read`` marks them."""
+    for scan, records in files:
+        if records.size:
+            with scan.path.open('rb') as file:
+                yield from read_records(file, scan, records)
+            read[id(scan)][records] = True
 
 
 def _against_plan(epoch: int, trained: np.ndarray, plan: np.ndarray, final: bool, last: Attempt) -> EpochAudit:

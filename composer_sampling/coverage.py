@@ -13,12 +13,14 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from torch.utils.data import DataLoader
 
+from composer_sampling.counting import RankOverlap, SaturatingCounts
 from composer_sampling.graph import active_root, sharding_nodes
 from composer_sampling.protocols import EpochUsage, supports
 
@@ -30,8 +32,13 @@ __all__ = [
     'epoch_accounting',
     'epoch_coverage',
     'exactly_once_problem',
+    'saturated_coverage',
+    'stream_coverage',
     'verdict',
 ]
+
+#: Indices counted at a time: bounds the temporaries of one count.
+_CHUNK = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -68,13 +75,20 @@ def count_coverage(indices: np.ndarray, dataset_len: int) -> Coverage:
     if indices.size and (indices.min() < 0 or indices.max() >= dataset_len):
         bad = int(indices[(indices < 0) | (indices >= dataset_len)][0])
         raise ValueError(f'sample index {bad} is outside [0, {dataset_len}), the range of dataset_len={dataset_len}')
-    counts = np.bincount(indices, minlength=dataset_len)
-    return Coverage(
-        trained=int(indices.size),
-        exactly_once=int(np.count_nonzero(counts == 1)),
-        repeated=int(indices.size - np.count_nonzero(counts)),
-        missing=int(np.count_nonzero(counts == 0)),
-    )
+    counts = SaturatingCounts(dataset_len)
+    for lo in range(0, indices.size, _CHUNK):
+        counts.add(indices[lo:lo + _CHUNK])
+    return saturated_coverage(counts.at_least_once(), counts.at_least_twice(), int(indices.size), dataset_len)
+
+
+def saturated_coverage(held: int, twice: int, trained: int, dataset_len: int) -> Coverage:
+    """The coverage of ``trained`` indices of which ``held`` distinct samples were trained, ``twice`` more than once.
+
+    Example:
+        >>> saturated_coverage(held=2, twice=1, trained=3, dataset_len=3)
+        Coverage(trained=3, exactly_once=1, repeated=1, missing=1)
+    """
+    return Coverage(trained=trained, exactly_once=held - twice, repeated=trained - held, missing=dataset_len - held)
 
 
 def _dataset_len(node: Any) -> int | None:
@@ -159,6 +173,8 @@ def epoch_coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAcco
                    complete: bool) -> EpochCoverage:
     """One pass's coverage over every data-parallel rank's indices, and the first guarantee it breaks.
 
+    Each rank's indices as one array; :func:`stream_coverage` takes them in chunks.
+
     Example: 3 samples on 4 ranks; the fourth rank would train a padding repeat only.
         >>> accounting = EpochAccounting(dataset_len=3, trained=4, padded=1, dropped=0, steps=1)
         >>> print(epoch_coverage(0, [np.array([i % 3]) for i in range(4)], accounting, True).problem)
@@ -167,37 +183,68 @@ def epoch_coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAcco
         padding (repeats of samples other ranks train) in epoch 0; use at least 4 samples or at most 3
         data-parallel ranks
     """
-    for rank, indices in enumerate(per_rank):
-        bad = indices[(indices < 0) | (indices >= accounting.dataset_len)]
-        if bad.size:  # counting them would credit samples of another dataset
-            problem = (f'indices within the dataset: rank {rank} yields index {int(bad[0])} in epoch {epoch}, '
-                       f'outside [0, {accounting.dataset_len})')
-            return EpochCoverage(epoch, sum(i.size for i in per_rank), 0, 0, 0, 0, complete, problem)
-    everything = np.concatenate(per_rank) if per_rank else np.empty(0, np.int64)
-    coverage = count_coverage(everything, accounting.dataset_len)
-    repeated, missing = coverage.repeated, coverage.missing
-    ranks_per_sample = np.bincount(np.concatenate([np.unique(indices) for indices in per_rank]),
-                                   minlength=accounting.dataset_len)
-    overlap = int(np.count_nonzero(ranks_per_sample > 1))
-    ranks, size = len(per_rank), accounting.dataset_len
-    idle = sum(indices.size == 0 for indices in per_rank)
+    return stream_coverage(epoch, ([indices] for indices in per_rank), accounting, complete)
+
+
+def _outside(indices: np.ndarray, dataset_len: int) -> int | None:
+    """The first index of the chunk outside ``[0, dataset_len)``, or None."""
+    if not indices.size or (indices.min() >= 0 and indices.max() < dataset_len):
+        return None
+    return int(indices[(indices < 0) | (indices >= dataset_len)][0])
+
+
+def stream_coverage(epoch: int, ranks: Iterable[Iterable[np.ndarray]], accounting: EpochAccounting,
+                    complete: bool) -> EpochCoverage:
+    """:func:`epoch_coverage` over each rank's indices given as chunks, in ``dataset_len / 2`` bytes and a chunk.
+
+    Samples are counted 0, 1 or 2+ times, and by how many ranks, in
+    :class:`~composer_sampling.counting.RankOverlap`; no array of a rank's or an
+    epoch's indices is built.
+
+    Example:
+        >>> accounting = EpochAccounting(dataset_len=4, trained=4, padded=0, dropped=0, steps=1)
+        >>> chunks = [[np.array([0]), np.array([2])], [np.array([1, 3])]]
+        >>> stream_coverage(0, chunks, accounting, complete=True).exactly_once
+        4
+    """
+    size = accounting.dataset_len
+    counts = RankOverlap(size)
+    trained, ranks_seen, idle, problem = 0, 0, 0, None
+    for rank, chunks in enumerate(ranks):
+        counts.start_rank()
+        rank_size = 0
+        for indices in chunks:
+            rank_size += indices.size
+            if problem is None and (bad := _outside(indices, size)) is not None:
+                # counting it would credit a sample of another dataset
+                problem = (f'indices within the dataset: rank {rank} yields index {bad} in epoch {epoch}, '
+                           f'outside [0, {size})')
+            if problem is None:
+                counts.add(indices)
+        trained, ranks_seen, idle = trained + rank_size, ranks_seen + 1, idle + (rank_size == 0)
+    if problem is not None:
+        return EpochCoverage(epoch, trained, 0, 0, 0, 0, complete, problem)
+    coverage = saturated_coverage(counts.at_least_once(), counts.at_least_twice(), trained, size)
+    overlap = counts.on_several_ranks()
+    return EpochCoverage(epoch, trained, coverage.exactly_once, coverage.repeated, coverage.missing, overlap,
+                         complete, _problem(epoch, coverage, overlap, accounting, ranks_seen, idle, complete))
+
+
+def _problem(epoch: int, coverage: Coverage, overlap: int, accounting: EpochAccounting, ranks: int, idle: int,
+             complete: bool) -> str | None:
+    """The first guarantee one pass breaks, in words, or None."""
+    size = accounting.dataset_len
     fix = f'; use at least {ranks} samples or at most {size} data-parallel ranks' if size < ranks else ''
-    problem = None
     if idle and (complete or size < ranks):
-        problem = (f'every rank trains: {idle} of the {ranks} data-parallel ranks would train nothing in epoch '
-                   f'{epoch} (the dataset has {size} samples, the sampler drops {accounting.dropped}){fix}')
-    elif size < ranks:
-        problem = (f'every rank trains: the dataset has {size} samples for {ranks} data-parallel ranks, so '
-                   f'{ranks - size} rank{"s" * (ranks - size > 1)} would train only padding (repeats of samples other '
-                   f'ranks train) in epoch {epoch}{fix}')
-    elif repeated > accounting.padded:
-        problem = exactly_once_problem(coverage, epoch, accounting.padded, accounting.dropped, complete)
-    elif overlap > accounting.padded:
-        problem = f'no overlap between ranks: {overlap} samples trained by several ranks in epoch {epoch}'
-    else:
-        problem = exactly_once_problem(coverage, epoch, accounting.padded, accounting.dropped, complete)
-    return EpochCoverage(epoch, coverage.trained, coverage.exactly_once, repeated, missing, overlap, complete,
-                         problem)
+        return (f'every rank trains: {idle} of the {ranks} data-parallel ranks would train nothing in epoch '
+                f'{epoch} (the dataset has {size} samples, the sampler drops {accounting.dropped}){fix}')
+    if size < ranks:
+        return (f'every rank trains: the dataset has {size} samples for {ranks} data-parallel ranks, so '
+                f'{ranks - size} rank{"s" * (ranks - size > 1)} would train only padding (repeats of samples other '
+                f'ranks train) in epoch {epoch}{fix}')
+    if coverage.repeated <= accounting.padded and overlap > accounting.padded:
+        return f'no overlap between ranks: {overlap} samples trained by several ranks in epoch {epoch}'
+    return exactly_once_problem(coverage, epoch, accounting.padded, accounting.dropped, complete)
 
 
 def verdict(accounting: EpochAccounting, epochs: list[EpochCoverage], data_parallel: int,

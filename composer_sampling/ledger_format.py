@@ -37,16 +37,18 @@ import json
 import os
 import struct
 import zlib
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from composer_sampling.checkpoint_envelope import check_version
 
-__all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerWriter',
-           'index_bytes', 'read_ledger']
+__all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
+           'LedgerWriter', 'index_bytes', 'read_ledger', 'read_records', 'scan_ledger', 'verify_ledger']
 
 MAGIC = b'CSLEDGER'
 LEDGER_VERSION = 3  # 3: narrow indices, plan records; 2 added the header checksum (still read); 1 is refused
@@ -56,6 +58,8 @@ PLAN_BATCH = -1
 _LENGTH = struct.Struct('<I')
 _RECORD = struct.Struct('<IqI')
 _CRC = struct.Struct('<I')
+_BLOCK = 1 << 16  # bytes read at a time while scanning record headers
+_RUN_BYTES = 1 << 24  # bytes of neighbouring records read at a time
 
 
 class LedgerError(ValueError):
@@ -144,12 +148,10 @@ def read_ledger(path: Path) -> Ledger:
     if not data.startswith(MAGIC):
         raise LedgerError(f'{path} is not a composer-sampling ledger (it does not start with {MAGIC!r})')
     header, offset = _header(path, data, len(MAGIC))
-    width = header.get('index_bytes', 8)
-    if width not in (4, 8):
-        raise LedgerError(f'{path} has index_bytes={width!r} in its header; it must be 4 or 8')
+    width = _width(path, header)
     ledger, starts = Ledger(header), []
     while offset < len(data):
-        torn = _torn(path, data, offset, width)
+        torn = _torn(path, len(data) - offset, data[offset:offset + _RECORD.size], width)
         if torn is not None:
             ledger.torn = torn
             break
@@ -157,7 +159,7 @@ def read_ledger(path: Path) -> Ledger:
         end = offset + _RECORD.size + width * count
         (crc,) = _CRC.unpack_from(data, end)
         if crc != zlib.crc32(data[offset:end]):
-            raise LedgerError(f'{path} is corrupted: the record at byte {offset} fails its checksum')
+            raise _corrupted(path, offset)
         indices = np.frombuffer(data, dtype=_dtype(width), count=count, offset=offset + _RECORD.size)
         ledger.records.append(LedgerRecord(epoch, batch, indices.astype(np.int64)))
         starts.append(offset)
@@ -167,12 +169,190 @@ def read_ledger(path: Path) -> Ledger:
     return ledger
 
 
-def _torn(path: Path, data: bytes, offset: int, width: int) -> str | None:
-    """What a record cut off by the end of the file lost, or None when the record at ``offset`` is whole."""
-    left = len(data) - offset
+def _width(path: Path, header: dict[str, Any]) -> int:
+    width = header.get('index_bytes', 8)
+    if width not in (4, 8):
+        raise LedgerError(f'{path} has index_bytes={width!r} in its header; it must be 4 or 8')
+    return int(width)
+
+
+def _corrupted(path: Path, offset: int) -> LedgerError:
+    return LedgerError(f'{path} is corrupted: the record at byte {offset} fails its checksum')
+
+
+def _outside(path: Path, batch: int, start: int, index: int, dataset_len: int) -> LedgerError:
+    return LedgerError(f'{path}: the record of batch {batch} (byte {start}) holds index {index}, outside '
+                       f'[0, {dataset_len}) (dataset_len in its header): the ledger does not belong to this dataset '
+                       'or index_key selects something else')
+
+
+@dataclass
+class LedgerScan:
+    """A ledger file's header and where its records lie, read without their indices (:func:`scan_ledger`).
+
+    Per record, in file order: its byte ``offsets``, ``epochs``, ``batches`` and
+    index ``counts``. Nothing but a header and the record headers has been checked:
+    :func:`read_records` checks a record's checksum and range as it reads it.
+    """
+
+    path: Path
+    header: dict[str, Any]
+    width: int
+    offsets: np.ndarray
+    epochs: np.ndarray
+    batches: np.ndarray
+    counts: np.ndarray
+    torn: str | None = None
+
+    @property
+    def trained(self) -> np.ndarray:
+        """Which records are trained batches (plan records left out), as a boolean mask."""
+        return self.batches != PLAN_BATCH
+
+    def last_batch(self, default: int) -> int:
+        """The furthest trained batch recorded, or ``default`` if none was."""
+        batches = self.batches[self.trained]
+        return int(batches.max()) if batches.size else default
+
+
+def scan_ledger(path: Path) -> LedgerScan:
+    """A ledger's header and record headers, seeking over the indices: memory per record, not per sample.
+
+    Refuses what :func:`read_ledger` refuses in a header, and reports a torn last
+    record the same way; a record's checksum and indices are checked when
+    :func:`read_records` reads it.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / 'rank0.bin'
+        >>> writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 5})
+        >>> writer.append(epoch=0, batch=1, indices=[4, 2]); writer.append(epoch=0, batch=2, indices=[0])
+        >>> scan = scan_ledger(path)
+        >>> scan.batches.tolist(), scan.counts.tolist()
+        ([1, 2], [2, 1])
+    """
+    try:
+        with path.open('rb') as file:
+            size = os.fstat(file.fileno()).st_size
+            head = file.read(len(MAGIC) + _LENGTH.size)
+            if not head.startswith(MAGIC):
+                raise LedgerError(f'{path} is not a composer-sampling ledger (it does not start with {MAGIC!r})')
+            length = _LENGTH.unpack_from(head, len(MAGIC))[0] if len(head) == len(MAGIC) + _LENGTH.size else 0
+            head += file.read(length + _CRC.size)
+            header, offset = _header(path, head, len(MAGIC))
+            width = _width(path, header)
+            if 'dataset_len' in header:
+                _check_dataset_len(path, header['dataset_len'])
+            fields, torn = _record_headers(file, path, offset, size, width)
+    except OSError as error:
+        raise LedgerError(f'cannot read ledger {path}: {error.strerror}') from None
+    offsets, epochs, batches, counts = (np.frombuffer(values, dtype=np.int64) for values in fields)
+    return LedgerScan(path, header, width, offsets, epochs, batches, counts, torn)
+
+
+def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
+                    width: int) -> tuple[list[array[int]], str | None]:
+    """Offsets, epochs, batches and counts of the records from ``offset`` on, seeking past their indices."""
+    fields: list[array[int]] = [array('q') for _ in range(4)]
+    block, start = b'', offset
+    while offset < size:
+        if offset - start < 0 or offset - start + _RECORD.size > len(block):
+            file.seek(offset)
+            block, start = file.read(_BLOCK), offset
+        head = block[offset - start:offset - start + _RECORD.size]
+        torn = _torn(path, size - offset, head, width)
+        if torn is not None:
+            return fields, torn
+        epoch, batch, count = _RECORD.unpack(head)
+        for values, value in zip(fields, (offset, epoch, batch, count), strict=True):
+            values.append(value)
+        offset += _RECORD.size + width * count + _CRC.size
+    return fields, None
+
+
+def read_records(file: BinaryIO, scan: LedgerScan, records: np.ndarray) -> Iterator[np.ndarray]:
+    """The indices of a scanned ledger's ``records`` (numbers in file order), ``file`` open on it, in chunks.
+
+    Neighbouring records are read together, in blocks of about 16 MB (a larger
+    record alone). Each record's checksum is checked before its indices are given,
+    and each chunk's indices to lie in ``[0, dataset_len)``: :class:`LedgerError`, in
+    :func:`read_ledger`'s words, on damage.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / 'rank0.bin'
+        >>> writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 5})
+        >>> writer.append(epoch=0, batch=1, indices=[4, 2]); writer.append(epoch=0, batch=2, indices=[0])
+        >>> with path.open('rb') as file:
+        ...     [chunk.tolist() for chunk in read_records(file, scan_ledger(path), np.array([0, 1]))]
+        [[4, 2, 0]]
+    """
+    for numbers, indices in _checked_runs(file, scan, records):
+        if (bad := _first_outside(scan, numbers, indices)) is not None:
+            raise bad
+        yield indices
+
+
+def verify_ledger(scan: LedgerScan) -> None:
+    """Check every record of a scanned ledger as :func:`read_ledger` does: checksums first, then index ranges."""
+    outside: LedgerError | None = None
+    with scan.path.open('rb') as file:
+        for numbers, indices in _checked_runs(file, scan, np.arange(scan.offsets.size)):
+            outside = outside or _first_outside(scan, numbers, indices)
+    if outside is not None:
+        raise outside
+
+
+def _first_outside(scan: LedgerScan, numbers: np.ndarray, indices: np.ndarray) -> LedgerError | None:
+    """The error naming the first index outside ``[0, dataset_len)`` of the records ``numbers``, or None."""
+    limit = scan.header.get('dataset_len')
+    if limit is None or not indices.size or (indices.max() < limit and indices.min() >= 0):
+        return None
+    ends = np.cumsum(scan.counts[numbers])
+    first = int(np.flatnonzero((indices < 0) | (indices >= limit))[0])
+    k = int(numbers[np.searchsorted(ends, first, side='right')])
+    return _outside(scan.path, int(scan.batches[k]), int(scan.offsets[k]), int(indices[first]), limit)
+
+
+def _checked_runs(file: BinaryIO, scan: LedgerScan, records: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Runs of neighbouring records read in one block each: their numbers and indices, checksums checked."""
+    sizes = _RECORD.size + scan.width * scan.counts + _CRC.size
+    dtype = np.dtype(_dtype(scan.width))
+    run = 0
+    while run < records.size:
+        first = int(records[run])
+        end = run + 1
+        total = int(sizes[first])
+        while (end < records.size and records[end] == records[end - 1] + 1
+               and total + int(sizes[records[end]]) <= _RUN_BYTES):
+            total += int(sizes[records[end]])
+            end += 1
+        numbers = records[run:end]
+        file.seek(int(scan.offsets[first]))
+        data = memoryview(_read(file, scan, total))
+        parts, at = [], 0
+        for k in numbers:
+            body = _RECORD.size + scan.width * int(scan.counts[k])
+            if _CRC.unpack_from(data, at + body)[0] != zlib.crc32(data[at:at + body]):
+                raise _corrupted(scan.path, int(scan.offsets[k]))
+            parts.append(np.frombuffer(data, dtype=dtype, count=int(scan.counts[k]), offset=at + _RECORD.size))
+            at += body + _CRC.size
+        yield numbers, (np.concatenate(parts) if len(parts) > 1 else parts[0])
+        run = end
+
+
+def _read(file: BinaryIO, scan: LedgerScan, size: int) -> bytes:
+    data = file.read(size)
+    if len(data) != size:
+        raise LedgerError(f'{scan.path} changed while it was read: a record scanned before ends early')
+    return data
+
+
+def _torn(path: Path, left: int, head: bytes, width: int) -> str | None:
+    """What a record cut off by the end of the file lost, or None when the record (``left`` bytes left) is whole."""
     if left < _RECORD.size:
         return f'{path}: the last record is torn ({left} bytes of its header were written); its samples are unknown'
-    _, batch, count = _RECORD.unpack_from(data, offset)
+    _, batch, count = _RECORD.unpack_from(head)
     needed = _RECORD.size + width * count + _CRC.size
     if left >= needed:
         return None
@@ -207,9 +387,13 @@ def _header(path: Path, data: bytes, offset: int) -> tuple[dict[str, Any], int]:
     return header, end + _CRC.size
 
 
-def _check_range(path: Path, dataset_len: Any, records: list[LedgerRecord], starts: list[int]) -> None:
+def _check_dataset_len(path: Path, dataset_len: Any) -> None:
     if isinstance(dataset_len, bool) or not isinstance(dataset_len, int) or dataset_len < 0:
         raise LedgerError(f'{path} has dataset_len={dataset_len!r} in its header; it must be an int >= 0')
+
+
+def _check_range(path: Path, dataset_len: Any, records: list[LedgerRecord], starts: list[int]) -> None:
+    _check_dataset_len(path, dataset_len)
     if not records:
         return
     everything = np.concatenate([record.indices for record in records])
@@ -218,6 +402,4 @@ def _check_range(path: Path, dataset_len: Any, records: list[LedgerRecord], star
     for record, start in zip(records, starts, strict=True):
         bad = record.indices[(record.indices < 0) | (record.indices >= dataset_len)]
         if bad.size:
-            raise LedgerError(f'{path}: the record of batch {record.batch} (byte {start}) holds index {int(bad[0])}, '
-                              f'outside [0, {dataset_len}) (dataset_len in its header): the '
-                              'ledger does not belong to this dataset or index_key selects something else')
+            raise _outside(path, record.batch, start, int(bad[0]), dataset_len)

@@ -17,23 +17,26 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
 from torch.utils.data import BatchSampler, DataLoader
 
 from composer_sampling.batching import BatchPlan
-from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, epoch_coverage, verdict
+from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, stream_coverage, verdict
 from composer_sampling.graph import is_map_style, render_tree, sharding_problem
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import Seeded, has_pass_indices, has_pass_positions, is_torch_own
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling.validate import check_int, replication_problem
 
-__all__ = ['PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_indices']
+__all__ = ['CHUNK', 'PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_chunks']
+
+#: Indices computed and counted at a time by the plan (a rank read in one call may exceed it).
+CHUNK = 1 << 20
 
 
 @dataclass
@@ -59,11 +62,6 @@ class PlanReport:
         if not self.ok:
             return None
         return verdict(self.accounting, self.epochs, self.plan.data_parallel, self.sub_epochs)
-
-
-def rank_indices(loader: DataLoader, epoch: int) -> np.ndarray:
-    """The sample indices one rank's loader would train in ``epoch``, without reading a sample."""
-    return epoch_indices([loader], epoch)[0]
 
 
 def epoch_indices(loaders: list[DataLoader], epoch: int,
@@ -99,16 +97,69 @@ def epoch_indices(loaders: list[DataLoader], epoch: int,
         if is_torch_own(root, BatchSampler) and has_pass_indices(sampler):
             results[k] = _batched(np.asarray(sampler.pass_indices(), dtype=np.int64), root)
             continue
-        items = iter(root)
-        if loader.batch_sampler is not None:
-            items = chain.from_iterable(items)
-        results[k] = np.fromiter(items, dtype=np.int64)
+        results[k] = np.fromiter(_root_items(loader, graph), dtype=np.int64)
     for members in groups.values():
         mapped = members[0][1].indices_at(np.concatenate([positions for _, _, positions in members]))
         bounds = np.cumsum([0] + [positions.size for _, _, positions in members])
         for (k, _, _), lo, hi in zip(members, bounds[:-1], bounds[1:], strict=True):
             results[k] = _batched(np.asarray(mapped[lo:hi], dtype=np.int64), graphs[k].root)
     return results  # type: ignore[return-value]
+
+
+def _root_items(loader: DataLoader, graph: GraphSnapshot) -> Iterator[int]:
+    """The indices the loader's active root yields, one by one (a batch sampler's batches flattened)."""
+    items = iter(graph.root)
+    return chain.from_iterable(items) if loader.batch_sampler is not None else items
+
+
+def _vectorised(graph: GraphSnapshot) -> bool:
+    """Whether :func:`epoch_indices` reads the loader's pass in one call instead of iterating it."""
+    sampler = getattr(graph.root, 'sampler', None)
+    return is_torch_own(graph.root, BatchSampler) and (has_pass_indices(sampler) or has_pass_positions(sampler))
+
+
+def rank_chunks(loaders: list[DataLoader], epochs: Sequence[int], graphs: list[GraphSnapshot] | None = None,
+                chunk: int = CHUNK) -> Iterator[Iterator[np.ndarray]]:
+    """Per loader, the indices it would train over ``epochs``, as arrays of at most about ``chunk`` indices.
+
+    A loader's chunks are computed when they are read, the loaders one after the
+    other: read each loader's chunks before asking for the next loader. Loaders read
+    in one call (:func:`epoch_indices`) are computed together, as many at a time as
+    make about ``chunk`` indices; any other loader is iterated ``chunk`` indices at a
+    time, so no array holds more than one rank's pass, whatever the world size.
+    ``graphs`` are the loaders' snapshots when the caller has them.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> loaders = [DataLoader(range(6), batch_size=2, sampler=ResumableDistributedSampler(6, 2, r, shuffle=False))
+        ...            for r in range(2)]
+        >>> [[part.tolist() for part in chunks] for chunks in rank_chunks(loaders, [0, 1])]
+        [[[0, 2, 4], [0, 2, 4]], [[1, 3, 5], [1, 3, 5]]]
+    """
+    graphs = [take_snapshot(loader) for loader in loaders] if graphs is None else graphs
+    k = 0
+    while k < len(loaders):
+        if not _vectorised(graphs[k]):
+            yield _iterated_chunks(loaders[k], graphs[k], epochs, chunk)
+            k += 1
+            continue
+        share = max(1, len(graphs[k].root.sampler))
+        end = k + 1
+        while end < len(loaders) and (end + 1 - k) * share <= chunk and _vectorised(graphs[end]):
+            end += 1
+        by_epoch = [epoch_indices(loaders[k:end], epoch, graphs[k:end]) for epoch in epochs]
+        for position in range(end - k):
+            yield iter([indices[position] for indices in by_epoch])
+        k = end
+
+
+def _iterated_chunks(loader: DataLoader, graph: GraphSnapshot, epochs: Sequence[int],
+                     chunk: int) -> Iterator[np.ndarray]:
+    for epoch in epochs:
+        graph.set_epoch(epoch)
+        items = _root_items(loader, graph)
+        while (indices := np.fromiter(islice(items, chunk), dtype=np.int64)).size:
+            yield indices
 
 
 def _batched(indices: np.ndarray, batch_sampler: BatchSampler) -> np.ndarray:
@@ -197,9 +248,8 @@ def check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader
 
     for data_epoch in range(-(-epochs // sub_epochs)):
         trainer_epochs = range(data_epoch * sub_epochs, min((data_epoch + 1) * sub_epochs, epochs))
-        by_epoch = [epoch_indices(loaders, e, graphs) for e in trainer_epochs]
-        per_rank = [np.concatenate([indices[k] for indices in by_epoch]) for k in range(len(loaders))]
-        coverage = epoch_coverage(data_epoch, per_rank, report.accounting, len(trainer_epochs) == sub_epochs)
+        coverage = stream_coverage(data_epoch, rank_chunks(loaders, trainer_epochs, graphs), report.accounting,
+                                   len(trainer_epochs) == sub_epochs)
         report.epochs.append(coverage)
         if coverage.problem:
             report.problems.append(coverage.problem)

@@ -1,0 +1,179 @@
+"""The counted proof and ``audit`` at scale: whole-process wall time and peak memory of ``plan`` and ``audit``.
+
+    .venv/bin/python scripts/bench_proofs.py [--repeats 3] [--plan-1e8] [--plan-1e9] [--audit-samples 1e9]
+
+``plan`` runs on a recipe whose sampler graph forces the counted proof: our
+``ResumableDistributedSampler`` under a batch-shuffling custom batch sampler (the
+demo's ``BatchShuffleSampler``, presented by ``DistributedBatchAdapter``), so every
+rank's order is iterated and counted. ``audit`` reads ledger files this script writes
+with ``LedgerWriter`` (64 ranks, one epoch of a shuffled order, 1,024 indices a
+record) into a temporary folder and deletes afterwards; ``cat FILES > /dev/null`` of
+the same bytes is its floor. Every command is a whole process, timed by
+``/usr/bin/time -f '%e %M'`` (wall seconds, peak resident memory). The default run is
+quick; the big sizes are opt-in flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench_report import write_section
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+CLI = str(Path(PYTHON).parent / 'composer-sampling')
+DEVICE_BATCH = 64
+AUDIT_RANKS = 64
+RECORD = 1024
+
+
+def ours_under_custom_batch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int) -> Any:
+    """The recipe's sampler: ``BatchShuffleSampler(BatchSampler(ResumableDistributedSampler))``, adapted."""
+    from torch.utils.data import BatchSampler
+
+    from composer_sampling import ResumableDistributedSampler
+    from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
+    from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+
+    inner = ResumableDistributedSampler(dataset, num_replicas, rank, seed=seed)
+    return DistributedBatchAdapter(BatchShuffleSampler(BatchSampler(inner, device_batch_size, False), seed=seed))
+
+
+def _env() -> dict[str, str]:
+    paths = [str(ROOT), str(ROOT / 'scripts'), *filter(None, [os.environ.get('PYTHONPATH')])]
+    return {**os.environ, 'PYTHONPATH': os.pathsep.join(paths)}
+
+
+def run_once(command: list[str] | str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one run, as ``/usr/bin/time`` reports them; raises if the command fails.
+
+    ``/usr/bin/time`` forks a small process to run the command, so the peak is the
+    command's own (a child forked from this Python would start at this process's size).
+    """
+    with tempfile.NamedTemporaryFile('r', suffix='.time') as report:
+        shell = command if isinstance(command, str) else ' '.join(shlex.quote(part) for part in command)
+        timed = ['/usr/bin/time', '-f', '%e %M', '-o', report.name, 'sh', '-c', shell]
+        process = subprocess.run(timed, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 check=False)
+        if process.returncode:
+            raise RuntimeError(f'{shell} failed ({process.returncode}): {process.stderr.decode()[-2000:]}')
+        wall, peak = report.read().split()[-2:]
+    return float(wall), int(peak) / 1024
+
+
+def plan_command(samples: int, ranks: int, epochs: int) -> list[str]:
+    """``plan`` of ``samples`` train samples (the recipe holds out 20% for eval) on ``ranks`` ranks."""
+    return [CLI, 'plan', 'yamls/custom-batch-sampler.yaml', '--world-size', str(ranks), '--epochs', str(epochs),
+            f'train_loader.dataset={{name: synthetic, size: {samples * 5 // 4}}}',
+            'train_loader.sampler={target: bench_proofs:ours_under_custom_batch}',
+            f'global_train_batch_size={ranks * DEVICE_BATCH}', 'device_train_microbatch_size=16']
+
+
+def write_ledgers(folder: Path, samples: int) -> int:
+    """One epoch of ``samples`` shuffled indices over ``AUDIT_RANKS`` ledgers; returns the bytes written."""
+    from composer_sampling.ledger_format import LedgerWriter
+    from composer_sampling.positions import global_indices
+
+    share = samples // AUDIT_RANKS
+    for rank in range(AUDIT_RANKS):
+        header = dict(lineage='bench', attempt='a0', resumed_from=None, started=0.0, rank=rank,
+                      world_size=AUDIT_RANKS, start_batch=0, start_epoch=0, dataset_len=share * AUDIT_RANKS,
+                      padded=0, dropped=0, sub_epochs_per_epoch=1, run_name='bench')
+        writer = LedgerWriter(folder / f'a0-rank{rank}.bin', header)
+        for lo in range(0, share, 1 << 20):
+            positions = np.arange(lo, min(lo + (1 << 20), share), dtype=np.int64) * AUDIT_RANKS + rank
+            indices = global_indices(positions, share * AUDIT_RANKS, True, 0, 0)
+            for at in range(0, indices.size, RECORD):
+                writer.append(0, (lo + at) // RECORD + 1, indices[at:at + RECORD])
+        writer.close()
+    return sum(path.stat().st_size for path in folder.glob('*.bin'))
+
+
+def _median(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def bench_plan(cases: list[tuple[int, int, int, int]]) -> list[str]:
+    rows = ['| samples | ranks | epochs | runs | first run | median wall | peak RSS | samples counted / s |',
+            '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |']
+    for samples, ranks, epochs, repeats in cases:
+        runs = [run_once(plan_command(samples, ranks, epochs)) for _ in range(repeats)]
+        wall, rss = _median(runs)
+        rows.append(f'| {samples:.0e} | {ranks:,} | {epochs} | {repeats} | {runs[0][0]:.1f} s | {wall:.1f} s | '
+                    f'{rss:,.0f} MiB | {samples * epochs / wall:,.0f} |')
+        print(rows[-1], flush=True)
+    return rows
+
+
+def bench_audit(samples: int, repeats: int) -> list[str]:
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    needed = samples * 4 * 1.1 + 2**30
+    note = ''
+    if needed > free:
+        scaled = int((free - 2**30) / 4.4) // AUDIT_RANKS * AUDIT_RANKS
+        note = f' (scaled down from {samples:.0e}: {free / 2**30:.0f} GiB free in {tempfile.gettempdir()})'
+        samples = scaled
+    rows = ['| recorded samples | ledger bytes | command | runs | median wall | peak RSS | throughput |',
+            '| ---: | ---: | --- | ---: | ---: | ---: | ---: |']
+    with tempfile.TemporaryDirectory(prefix='bench-proofs-') as folder:
+        size = write_ledgers(Path(folder), samples)
+        files = ' '.join(str(path) for path in sorted(Path(folder).glob('*.bin')))
+        commands = {'`cat FILES > /dev/null` (floor)': f'cat {files} > /dev/null',
+                    '`composer-sampling audit FOLDER`': [CLI, 'audit', folder]}
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for _ in range(repeats):  # interleaved, so that a drift of the machine falls on both
+            for name, command in commands.items():
+                results[name].append(run_once(command))
+        for name, runs in results.items():
+            wall, rss = _median(runs)
+            rows.append(f'| {samples:.2e}{note} | {size / 2**30:.2f} GiB | {name} | {repeats} | {wall:.1f} s | '
+                        f'{rss:,.0f} MiB | {size / 2**20 / wall:,.0f} MiB/s |')
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--plan-1e8', action='store_true', help='plan 1e8 samples on 1,024 ranks, 2 epochs (once)')
+    parser.add_argument('--plan-1e9', action='store_true', help='plan 1e9 samples on 16,384 ranks, 1 epoch (once)')
+    parser.add_argument('--audit-samples', type=float, default=1e7, help='recorded samples to audit (1e9: 4 GB)')
+    args = parser.parse_args()
+    cases = [(10**6, 1024, 2, args.repeats), (10**7, 1024, 2, args.repeats)]
+    if args.plan_1e8:
+        cases.append((10**8, 1024, 2, 1))
+    if args.plan_1e9:
+        cases.append((10**9, 16384, 1, 1))
+    plan_rows = bench_plan(cases)
+    audit_repeats = args.repeats if args.audit_samples < 1e9 else 1
+    audit_rows = bench_audit(int(args.audit_samples), audit_repeats)
+    flags = ''.join(f' --{flag}' for flag in ('plan-1e8', 'plan-1e9') if getattr(args, flag.replace('-', '_')))
+    command = (f'.venv/bin/python scripts/bench_proofs.py --repeats {args.repeats}{flags} '
+               f'--audit-samples {args.audit_samples:.0e}')
+    body = '\n'.join([
+        '### plan: the counted proof (our sampler under a batch-shuffling custom batch sampler)', '',
+        *plan_rows, '',
+        'Each run is the whole `composer-sampling plan` process: Python and torch start-up (about 2 s and 450 MiB, '
+        'see bench_startup.py), building every rank\'s loader, iterating each rank\'s batches in Python and counting '
+        'them. "first run" is the first of the runs (the coldest file cache).', '',
+        '### audit: ledger files of one epoch, 64 ranks, 1,024 indices a record', '',
+        *audit_rows, '',
+        'The ledger files are written by this script just before, so they are in the page cache (warm); the floor '
+        'reads the same bytes with `cat`.',
+    ])
+    write_section('bench_proofs.py', command, body)
+
+
+if __name__ == '__main__':
+    main()
