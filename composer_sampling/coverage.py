@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader
 from composer_sampling.counting import RankOverlap, SaturatingCounts
 from composer_sampling.graph import active_root, sharding_nodes
 from composer_sampling.protocols import EpochUsage, supports
+from composer_sampling.validate import first_outside
 
 __all__ = [
     'Coverage',
@@ -72,8 +73,8 @@ def count_coverage(indices: np.ndarray, dataset_len: int) -> Coverage:
         >>> count_coverage(np.array([0, 1, 1]), 3)
         Coverage(trained=3, exactly_once=1, repeated=1, missing=1)
     """
-    if indices.size and (indices.min() < 0 or indices.max() >= dataset_len):
-        bad = int(indices[(indices < 0) | (indices >= dataset_len)][0])
+    if (where := first_outside(indices, dataset_len)) is not None:
+        bad = int(indices[where])
         raise ValueError(f'sample index {bad} is outside [0, {dataset_len}), the range of dataset_len={dataset_len}')
     counts = SaturatingCounts(dataset_len)
     for lo in range(0, indices.size, _CHUNK):
@@ -188,9 +189,8 @@ def epoch_coverage(epoch: int, per_rank: list[np.ndarray], accounting: EpochAcco
 
 def _outside(indices: np.ndarray, dataset_len: int) -> int | None:
     """The first index of the chunk outside ``[0, dataset_len)``, or None."""
-    if not indices.size or (indices.min() >= 0 and indices.max() < dataset_len):
-        return None
-    return int(indices[(indices < 0) | (indices >= dataset_len)][0])
+    where = first_outside(indices, dataset_len)
+    return None if where is None else int(indices[where])
 
 
 def stream_coverage(epoch: int, ranks: Iterable[Iterable[np.ndarray]], accounting: EpochAccounting,

@@ -46,6 +46,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from composer_sampling.checkpoint_envelope import check_version
+from composer_sampling.validate import first_outside
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
            'LedgerWriter', 'index_bytes', 'read_ledger', 'read_records', 'scan_ledger', 'verify_ledger']
@@ -306,12 +307,11 @@ def verify_ledger(scan: LedgerScan) -> None:
 def _first_outside(scan: LedgerScan, numbers: np.ndarray, indices: np.ndarray) -> LedgerError | None:
     """The error naming the first index outside ``[0, dataset_len)`` of the records ``numbers``, or None."""
     limit = scan.header.get('dataset_len')
-    if limit is None or not indices.size or (indices.max() < limit and indices.min() >= 0):
+    if limit is None or (first := first_outside(indices, limit)) is None:
         return None
     ends = np.cumsum(scan.counts[numbers])
-    first = int(np.flatnonzero((indices < 0) | (indices >= limit))[0])
     k = int(numbers[np.searchsorted(ends, first, side='right')])
-    return _outside(scan.path, int(scan.batches[k]), int(scan.offsets[k]), int(indices[first]), limit)
+    return _outside(scan.path, int(scan.batches[k]), int(scan.offsets[k]), int(indices[first]), int(limit))
 
 
 def _checked_runs(file: BinaryIO, scan: LedgerScan, records: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -396,10 +396,8 @@ def _check_range(path: Path, dataset_len: Any, records: list[LedgerRecord], star
     _check_dataset_len(path, dataset_len)
     if not records:
         return
-    everything = np.concatenate([record.indices for record in records])
-    if everything.size == 0 or (everything.min() >= 0 and everything.max() < dataset_len):
+    if first_outside(np.concatenate([record.indices for record in records]), dataset_len) is None:
         return
     for record, start in zip(records, starts, strict=True):
-        bad = record.indices[(record.indices < 0) | (record.indices >= dataset_len)]
-        if bad.size:
-            raise _outside(path, record.batch, start, int(bad[0]), dataset_len)
+        if (where := first_outside(record.indices, dataset_len)) is not None:
+            raise _outside(path, record.batch, start, int(record.indices[where]), dataset_len)

@@ -11,7 +11,8 @@ import numpy as np
 
 from composer_sampling.permutation import MAX_DATASET_LEN
 
-__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'replication_problem', 'resolve_replicas']
+__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'first_outside', 'replication_problem',
+           'resolve_replicas']
 
 #: The largest epoch a sampler takes (as ``PerSampleRNG``): the order mixes the epoch in as 64 bits, so a larger
 #: one would silently repeat an earlier epoch's order.
@@ -124,3 +125,19 @@ def replication_problem(replication: int, world_size: int, name: str = 'replicat
         return None
     valid = ', '.join(str(r) for r in range(1, world_size + 1) if world_size % r == 0)
     return f'{name}={replication} does not divide the world size {world_size}; valid: {valid}'
+
+
+def first_outside(indices: np.ndarray, length: int) -> int | None:
+    """Where in ``indices`` the first value outside ``[0, length)`` sits, or None when all are inside.
+
+    One pass of ``min``/``max`` when every index is valid (the common case).
+
+    Example:
+        >>> first_outside(np.array([3, 0, 7, -1]), 5)
+        2
+        >>> first_outside(np.array([3, 0]), 5) is None
+        True
+    """
+    if not indices.size or (indices.min() >= 0 and indices.max() < length):
+        return None
+    return int(np.flatnonzero((indices < 0) | (indices >= length))[0])

@@ -25,6 +25,7 @@ from composer_sampling.index_tap import IndexTap
 from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter
 from composer_sampling.seeding import is_streaming_dataset
 from composer_sampling.snapshot import GraphSnapshot
+from composer_sampling.validate import first_outside
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -173,12 +174,11 @@ class SampleLedger(Callback):
     def batch_end(self, state: State, logger: Logger) -> None:
         batch = int(state.timestamp.batch)
         indices = self._trained(state)
-        if self._dataset_len is not None and indices.size:
-            bad = indices[(indices < 0) | (indices >= self._dataset_len)]
-            if bad.size:
-                raise ValueError(f'{self._where()} read sample index {int(bad[0])} in batch {batch}, outside [0, '
-                                 f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
-                                 'select the dataset indices')
+        where = None if self._dataset_len is None else first_outside(indices, self._dataset_len)
+        if where is not None:
+            raise ValueError(f'{self._where()} read sample index {int(indices[where])} in batch {batch}, outside [0, '
+                             f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
+                             'select the dataset indices')
         if self._writer is None:  # the first trained batch: only now does the run leave a file behind
             assert self._path is not None, 'fit_start names the file'
             self._writer = LedgerWriter(self._path, self._header)
