@@ -36,6 +36,7 @@ import numpy as np
 from composer_sampling.counting import SaturatingCounts
 from composer_sampling.coverage import exactly_once_problem, saturated_coverage
 from composer_sampling.ledger_format import MAGIC, LedgerError, LedgerScan, read_records, scan_ledger, verify_ledger
+from composer_sampling.validate import is_integer, is_real
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
@@ -124,9 +125,9 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
         raise LedgerError(f'{path} has no {sorted(set(missing))} in its header')
     for key, least in _INTS.items():
         value = header[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if not is_integer(value) or value < least:
             raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
-    if isinstance(header['started'], bool) or not isinstance(header['started'], (int, float)):
+    if not is_real(header['started']):
         raise LedgerError(f'{path} has started={header["started"]!r} in its header; it must be a time in seconds')
     if header['rank'] >= header['world_size']:
         raise LedgerError(f'{path} has rank={header["rank"]} in its header, outside [0, {header["world_size"]}) '

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from composer_sampling.validate import is_integer
+
 __all__ = ['VERSION', 'VersionPolicy', 'check_version', 'payload_of', 'read_state', 'write_state']
 
 VERSION = 'version'
@@ -57,7 +59,7 @@ def check_version(subject: str, version: Any, oldest: int, newest: int, *, noun:
         ...
         ValueError: Mine state has version True; this version of composer-sampling reads versions 1 to 3
     """
-    is_int = isinstance(version, int) and not isinstance(version, bool)
+    is_int = is_integer(version)
     if isinstance(version, int) and is_int and oldest <= version <= newest:
         return version
     hint = f'. {newer_hint}' if newer_hint and is_int and version > newest else ''

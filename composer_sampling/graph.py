@@ -23,7 +23,7 @@ from typing import Any
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
 
 from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded, is_torch_own
-from composer_sampling.validate import replication_problem
+from composer_sampling.validate import is_integer, replication_problem
 
 __all__ = [
     'Visit',
@@ -208,11 +208,11 @@ def device_batch(loader: DataLoader, nodes: Sequence[Any] | None = None) -> int 
     factor = 1
     for node in iter_samplers(active_root(loader)) if nodes is None else nodes:
         size = getattr(node, 'batch_size', None)
-        if isinstance(size, int) and not isinstance(size, bool):
-            return size * factor
+        if is_integer(size):
+            return int(size) * factor
         joined = getattr(node, 'num_batches', None)
-        if isinstance(joined, int) and not isinstance(joined, bool):
-            factor *= joined
+        if is_integer(joined):
+            factor *= int(joined)
     return None
 
 

@@ -46,7 +46,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from composer_sampling.checkpoint_envelope import check_version
-from composer_sampling.validate import first_outside
+from composer_sampling.validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
            'LedgerWriter', 'index_bytes', 'read_ledger', 'read_records', 'scan_ledger', 'verify_ledger']
@@ -388,7 +388,7 @@ def _header(path: Path, data: bytes, offset: int) -> tuple[dict[str, Any], int]:
 
 
 def _check_dataset_len(path: Path, dataset_len: Any) -> None:
-    if isinstance(dataset_len, bool) or not isinstance(dataset_len, int) or dataset_len < 0:
+    if not is_integer(dataset_len) or dataset_len < 0:
         raise LedgerError(f'{path} has dataset_len={dataset_len!r} in its header; it must be an int >= 0')
 
 

@@ -39,6 +39,8 @@ import functools
 import inspect
 from typing import Any, Literal, Protocol, TypeGuard, get_args, get_origin, get_type_hints, runtime_checkable
 
+from composer_sampling.validate import is_integer
+
 __all__ = [
     'CAPABILITIES',
     'EpochAware',
@@ -241,7 +243,7 @@ def _has(node: Any, name: str, rule: str) -> bool:
         return callable(value)
     if rule == 'True':
         return value is True
-    return isinstance(value, int) and not isinstance(value, bool)
+    return is_integer(value)
 
 
 def supports(node: Any, protocol: type) -> bool:

@@ -5,18 +5,38 @@ from __future__ import annotations
 import numbers
 import operator
 from collections.abc import Sized
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from composer_sampling.permutation import MAX_DATASET_LEN
 
-__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'first_outside', 'replication_problem',
-           'resolve_replicas']
+__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'first_outside', 'is_integer', 'is_real',
+           'replication_problem', 'resolve_replicas']
 
 #: The largest epoch a sampler takes (as ``PerSampleRNG``): the order mixes the epoch in as 64 bits, so a larger
 #: one would silently repeat an earlier epoch's order.
 MAX_EPOCH = 2**63 - 1
+
+
+def is_integer(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is an integer, Python's or numpy's, and not a bool (which Python counts as one).
+
+    Example:
+        >>> is_integer(3), is_integer(np.int64(3)), is_integer(True), is_integer(3.0)
+        (True, True, False, False)
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def is_real(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is an int or a float (numpy's too), and not a bool.
+
+    Example:
+        >>> is_real(0.5), is_real(2), is_real(False), is_real('1')
+        (True, True, False, False)
+    """
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def _as_int(name: str, value: Any) -> int:

@@ -34,6 +34,7 @@ from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
+from composer_sampling.validate import is_integer
 
 __all__ = ['Data', 'Placement', 'Split', 'build_data', 'build_eval_loader', 'build_train_loader', 'cut_held_out',
            'is_batch_sampler', 'split_into_sources']
@@ -179,7 +180,7 @@ def is_batch_sampler(sampler: Any) -> bool:
     if isinstance(sampler, DistributedSampler):  # an index sampler, even with a batch_size (the mixture's)
         return False
     size = getattr(sampler, 'batch_size', None)
-    return isinstance(size, int) and not isinstance(size, bool)
+    return is_integer(size)
 
 
 def _collate(spec: RunSpec, field_name: str) -> Callable[..., Any] | None:

@@ -46,6 +46,7 @@ from composer_sampling.recipes.registry import (
 )
 from composer_sampling.recipes.registry import import_target as _import_target
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
+from composer_sampling.validate import is_integer
 
 __all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'builder_of', 'check_data', 'check_folders', 'check_spec',
            'counts_tokens', 'run_builder']
@@ -184,7 +185,7 @@ def _check_load_path(spec: RunSpec) -> int | None:
         raise RecipeError(f'{field}: {error}{hint}') from None
     sync_state = payload_of((loaded['state'].get('callbacks') or {}).get('SamplerSync')) or {}
     seed = sync_state.get('data_seed')
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+    return int(seed) if is_integer(seed) else None
 
 
 def check_folders(spec: RunSpec) -> None:

@@ -24,6 +24,7 @@ import torch
 from composer.models import ComposerClassifier, ComposerModel
 
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.validate import is_integer
 
 __all__ = ['IndexedClassifier', 'as_composer_model']
 
@@ -47,7 +48,7 @@ def as_composer_model(built: Any, label: str) -> ComposerModel:
         return built
     if isinstance(built, torch.nn.Module):
         classes = getattr(built, 'num_classes', None)
-        if not isinstance(classes, int) or isinstance(classes, bool) or classes < 1:
+        if not is_integer(classes) or classes < 1:
             raise RecipeError(f'model: {label} returned a plain {type(built).__name__} without an integer '
                               'num_classes attribute; set module.num_classes (it is wrapped in a ComposerClassifier, '
                               'which needs it for its metrics) or return a composer.models.ComposerModel')

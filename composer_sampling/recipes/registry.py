@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from composer_sampling.import_names import MissingAttributeError, import_name, split_import_name
+from composer_sampling.validate import is_real
 
 __all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
            'REGISTRIES', 'SAMPLERS', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
@@ -111,8 +112,7 @@ class Option:
             wrong = ((self.minimum is not None and (value <= self.minimum if self.exclusive else value < self.minimum))
                      or (self.maximum is not None and value > self.maximum))
         if self.kind == 'fractions' and not wrong:
-            wrong = (not value or any(isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0
-                                      for f in value) or abs(sum(value) - 1) > 1e-6)
+            wrong = (not value or any(not is_real(f) or not f > 0 for f in value) or abs(sum(value) - 1) > 1e-6)
         if wrong:
             raise RegistryError(f'{where} must be {self.rule()}, got {value!r}')
         return value

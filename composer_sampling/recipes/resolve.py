@@ -32,6 +32,7 @@ from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, RegistryError
 from composer_sampling.recipes.schema import Recipe
+from composer_sampling.validate import is_real
 
 __all__ = ['DATA_FIELDS', 'DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
 
@@ -208,7 +209,7 @@ def _held_out(recipe: Recipe, legacy: float | None) -> tuple[str, float | None]:
                               'gives one of its own; remove one of them')
         return field_name, None
     fraction = 0.2 if given is None else given
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+    if not is_real(fraction) or not 0 < fraction < 1:
         raise RecipeError(f'{field_name} must be in (0, 1), got {fraction!r}')
     return field_name, float(fraction)
 
