@@ -52,6 +52,17 @@ def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
 _STATE = VersionPolicy(current=3, missing_version=1, upgrade=_upgrade)
 
 
+def _saved_layout(saved: Layout | None, position: Position) -> Layout | None:
+    """The checkpoint's layout; a state before version 2 did not record its global batch, but the timestamp does.
+
+    Mid-epoch every trained batch is whole, so the distinct samples trained over the
+    batches trained is the global batch the checkpoint ran with.
+    """
+    if saved is None or saved.global_batch is not None or position.batches == 0 or position.samples % position.batches:
+        return saved
+    return Layout(position.samples // position.batches, saved.data_parallel_ranks)
+
+
 class DataOrderError(ValueError):
     """A train dataloader or checkpoint ``SamplerSync`` refuses at fit start: the message says what would work."""
 
@@ -458,7 +469,8 @@ class SamplerSync(Callback):
         position = Position(int(state.timestamp.batch_in_epoch), int(state.timestamp.sample_in_epoch) // replication,
                             int(state.dataloader_len) if _is_subset(state, loader) else None)
         try:
-            plan = plan_resume(loader, position, self._checkpoint_layout, self._layout, graph=graph)
+            plan = plan_resume(loader, position, _saved_layout(self._checkpoint_layout, position), self._layout,
+                               graph=graph)
         except ResumeRefusedError as error:
             raise DataOrderError(f'SamplerSync: {error}') from None
         if plan.kind in ('window', 'offset') and plan.edge is None and (plan.skip or plan.limit is not None):
