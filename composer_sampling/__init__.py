@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from composer_sampling.graph import iter_samplers
     from composer_sampling.per_sample_rng import PerSampleRNG
     from composer_sampling.plan import check_plan
+    from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
     from composer_sampling.samplers.mixture import MixtureDistributedSampler
     from composer_sampling.samplers.nested import NestedBatchSampler
     from composer_sampling.samplers.resumable import ResumableDistributedSampler
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 #: Each public name and the module that defines it.
 _MODULES = {
     'CheckpointError': 'composer_sampling.checkpoint_check',
+    'DistributedBatchAdapter': 'composer_sampling.samplers.batch_adapter',
     'MixtureDistributedSampler': 'composer_sampling.samplers.mixture',
     'NestedBatchSampler': 'composer_sampling.samplers.nested',
     'PerSampleRNG': 'composer_sampling.per_sample_rng',
@@ -50,6 +52,7 @@ _MODULES = {
 
 __all__ = [
     'CheckpointError',
+    'DistributedBatchAdapter',
     'MixtureDistributedSampler',
     'NestedBatchSampler',
     'PerSampleRNG',

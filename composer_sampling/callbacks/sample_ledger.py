@@ -157,7 +157,7 @@ class SampleLedger(Callback):
         self._graph = fit_graph(state) if isinstance(loader, DataLoader) else None
         self._source = self._choose_source(state, loader)
         header['source'] = self._source
-        header.update(self._describe_data(self._graph))
+        header.update(self._data_header(self._graph))
         self._dataset_len = header.get('dataset_len')
         self._header = header
         self._path = folder / f'{attempt}-rank{rank}.bin'
@@ -322,7 +322,7 @@ class SampleLedger(Callback):
 
     # header -------------------------------------------------------------------------------------------
 
-    def _describe_data(self, graph: GraphSnapshot | None) -> dict[str, Any]:
+    def _data_header(self, graph: GraphSnapshot | None) -> dict[str, Any]:
         """Dataset length (the global one), padding and drops, sub-epochs and replication, for the header."""
         if graph is None:
             return {}
@@ -390,20 +390,20 @@ def read_indices(batch: Any, index_key: IndexKey) -> np.ndarray:
         found = index_key(batch)
     elif isinstance(index_key, str):
         if not isinstance(batch, Mapping) or index_key not in batch:
-            raise ValueError(f'{where} found no sample indices: the batch is {_describe(batch)}. {_fix(batch)}')
+            raise ValueError(f'{where} found no sample indices: the batch is {_batch_shape(batch)}. {_fix(batch)}')
         found = batch[index_key]
     else:
         if not isinstance(batch, (tuple, list)):
             raise ValueError(f'{where} found no sample indices: an int index_key is a position in a tuple or list '
-                             f'batch, and the batch is {_describe(batch)}. {_fix(batch)}')
+                             f'batch, and the batch is {_batch_shape(batch)}. {_fix(batch)}')
         if not -len(batch) <= index_key < len(batch):
             raise ValueError(f'{where} found no sample indices: the position {index_key} is outside [0, '
-                             f'{len(batch)}) for a batch that is {_describe(batch)}')
+                             f'{len(batch)}) for a batch that is {_batch_shape(batch)}')
         found = batch[index_key]
     values = found.detach().cpu().numpy() if isinstance(found, torch.Tensor) else np.asarray(found)
     if not np.issubdtype(values.dtype, np.integer):
-        raise ValueError(f'{where} read {_describe(found)} from a batch that is {_describe(batch)}: sample indices '
-                         f'must be integers (the dataset index of each sample). {_fix(batch)}')
+        raise ValueError(f'{where} read {_batch_shape(found)} from a batch that is {_batch_shape(batch)}: sample '
+                         f'indices must be integers (the dataset index of each sample). {_fix(batch)}')
     return values.astype(np.int64, copy=False).reshape(-1)
 
 
@@ -413,7 +413,7 @@ def _name(index_key: IndexKey | None) -> str:
     return getattr(index_key, '__qualname__', repr(index_key))
 
 
-def _describe(value: Any, depth: int = 0) -> str:
+def _batch_shape(value: Any, depth: int = 0) -> str:
     """A short description of a batch or part of one: its type, keys, shapes and dtypes."""
     if isinstance(value, torch.Tensor):
         return f'Tensor{list(value.shape)} {str(value.dtype).removeprefix("torch.")}'
@@ -422,7 +422,7 @@ def _describe(value: Any, depth: int = 0) -> str:
     if isinstance(value, Mapping):
         return f'a {type(value).__name__} with keys {sorted(map(str, value))}'
     if isinstance(value, (tuple, list)) and depth == 0:
-        parts = ', '.join(_describe(item, 1) for item in value[:6]) + (', ...' if len(value) > 6 else '')
+        parts = ', '.join(_batch_shape(item, 1) for item in value[:6]) + (', ...' if len(value) > 6 else '')
         return f'a {type(value).__name__} of {len(value)} ({parts})'
     return f'a {type(value).__name__}'
 

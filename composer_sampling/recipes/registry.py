@@ -274,9 +274,6 @@ class Registry:
             self._declarations_read.add(name)
         return entry
 
-    def describe(self, name: str) -> str:
-        return self.entry(name, declared=False).description
-
     def get(self, name: str) -> Callable[..., Any]:
         """The callable registered as ``name`` (imported now; entry points and ours are trusted)."""
         return import_target(self.entry(name, declared=False).target, f'the {self.kind[:-1]} {name!r}', trusted=True)

@@ -161,7 +161,7 @@ def _merge(merged: DictConfig, layer: Any, what: str, replaced: list[str]) -> Di
             OmegaConf.update(merged, name, PART_SECTIONS[name], merge=False)
         result = OmegaConf.merge(merged, layer)
     except OmegaConfBaseException as error:
-        raise RecipeError(_describe(error, what)) from None
+        raise RecipeError(_config_error_text(error, what)) from None
     assert isinstance(result, DictConfig)
     return result
 
@@ -173,7 +173,7 @@ def _to_recipe(merged: DictConfig, where: str) -> Recipe:
         key = getattr(error, 'full_key', None) or '?'
         raise RecipeError(f'{key}: {_first_line(error)} (in {where}); set the variable or write the value') from None
     except OmegaConfBaseException as error:
-        raise RecipeError(_describe(error, where)) from None
+        raise RecipeError(_config_error_text(error, where)) from None
     assert isinstance(recipe, Recipe)
     return recipe
 
@@ -239,7 +239,7 @@ def _nullable(hint: Any) -> bool:
     return type(None) in typing.get_args(hint)
 
 
-def _describe(error: OmegaConfBaseException, what: str) -> str:
+def _config_error_text(error: OmegaConfBaseException, what: str) -> str:
     key = getattr(error, 'full_key', None) or getattr(error, 'key', None) or '?'
     return f'invalid value for field {key!r} in {what}: {_first_line(error)}'
 
