@@ -11,7 +11,7 @@ import numpy as np
 from torch.utils.data import DistributedSampler
 
 from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.positions import IndexArray, PassCursor
+from composer_sampling.positions import IndexArray, PassCursor, iter_rank_indices
 from composer_sampling.samplers.state import check_state, sampler_state
 from composer_sampling.validate import MAX_EPOCH, check_bool, check_int, resolve_replicas
 
@@ -165,6 +165,13 @@ class OrderedSampler(DistributedSampler[int]):
     def _iter_pass(self, start: int) -> Iterator[int]:
         """This rank's indices of the current epoch from global position ``start``; calls :meth:`_cursor_for`."""
         raise NotImplementedError
+
+    def _iter_rank(self, first: int, count: int, epoch: int, offset: int) -> Iterator[int]:
+        """``count`` indices of this rank from global position ``first`` of ``epoch``'s order; the pass's cursor
+        counts from ``offset``."""
+        return iter_rank_indices(self.dataset_len, rank=self.rank, num_replicas=self.num_replicas, count=count,
+                                 start=first, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
+                                 cursor=self._cursor_for(offset, count))
 
     def _pass_end(self) -> int:
         """The global position at which the current epoch's pass ends."""

@@ -8,7 +8,6 @@ from typing import Any
 from composer_sampling.positions import (
     IndexArray,
     global_indices,
-    iter_rank_indices,
     rank_positions,
     samples_per_rank,
 )
@@ -87,17 +86,7 @@ class ResumableDistributedSampler(OrderedSampler):
 
     def _iter_pass(self, start: int) -> Iterator[int]:
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)
-        return iter_rank_indices(
-            self.dataset_len,
-            rank=self.rank,
-            num_replicas=self.num_replicas,
-            count=count,
-            start=start,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=self.epoch,
-            cursor=self._cursor_for(start, count),
-        )
+        return self._iter_rank(start, count, self.epoch, start)
 
     def pass_positions(self) -> IndexArray:
         """The global positions the next pass reads, from this sampler's own rank, replicas and pending offset."""

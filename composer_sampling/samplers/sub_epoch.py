@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from composer_sampling.positions import iter_rank_indices, rank_count, samples_per_rank, split_window
+from composer_sampling.positions import rank_count, samples_per_rank, split_window
 from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.validate import check_int, dataset_length
 
@@ -99,17 +99,7 @@ class SubEpochDistributedSampler(OrderedSampler):
         start, stop = self._window()
         first = start * self.num_replicas + offset
         count = rank_count(first, stop * self.num_replicas, self.rank, self.num_replicas)
-        return iter_rank_indices(
-            self.dataset_len,
-            rank=self.rank,
-            num_replicas=self.num_replicas,
-            count=count,
-            start=first,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=self.data_epoch,
-            cursor=self._cursor_for(offset, count),
-        )
+        return self._iter_rank(first, count, self.data_epoch, offset)
 
     def order_signature(self) -> dict[str, Any]:
         return {
