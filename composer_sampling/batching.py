@@ -8,8 +8,8 @@ sequence parallelism) the global batch counts distinct samples:
 ``device batch x world size / R``.
 
 Example:
-    >>> plan_batches(256, world_size=2, accumulation_steps=4)
-    BatchPlan(world_size=2, global_batch=256, device_batch=128, microbatch=32, accumulation_steps=4, replication=1)
+    >>> batch_sizes(256, world_size=2, accumulation_steps=4)
+    BatchSizes(world_size=2, global_batch=256, device_batch=128, microbatch=32, accumulation_steps=4, replication=1)
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from dataclasses import dataclass
 
 from composer_sampling.validate import replication_problem
 
-__all__ = ['ARGUMENT_NAMES', 'BatchPlan', 'BatchPlanError', 'plan_batches']
+__all__ = ['ARGUMENT_NAMES', 'BatchSizeError', 'BatchSizes', 'batch_sizes']
 
 
-#: How :class:`BatchPlanError` names each quantity by default: the arguments of :func:`plan_batches`.
+#: How :class:`BatchSizeError` names each quantity by default: the arguments of :func:`batch_sizes`.
 ARGUMENT_NAMES = {name: name for name in
                   ('global_batch', 'world_size', 'microbatch', 'accumulation_steps', 'replication')}
 
 
-class BatchPlanError(ValueError):
+class BatchSizeError(ValueError):
     """A batch setting that does not divide, naming the argument; :meth:`render` names it otherwise.
 
     Example:
-        >>> error = BatchPlanError('{global_batch} must be at least 1, got 0')
+        >>> error = BatchSizeError('{global_batch} must be at least 1, got 0')
         >>> str(error)
         'global_batch must be at least 1, got 0'
         >>> error.render({'global_batch': 'global_train_batch_size'})
@@ -47,7 +47,7 @@ class BatchPlanError(ValueError):
 
 
 @dataclass(frozen=True)
-class BatchPlan:
+class BatchSizes:
     """Every batch size of a run, each an exact division of the one above."""
 
     world_size: int
@@ -69,21 +69,21 @@ def _nearby_multiples(value: int, factor: int) -> str:
     return f'{below} or {above}' if below > 0 else f'{above}'
 
 
-def plan_batches(
+def batch_sizes(
     global_batch: int,
     world_size: int,
     microbatch: int | None = None,
     accumulation_steps: int | None = None,
     replication: int = 1,
-) -> BatchPlan:
+) -> BatchSizes:
     """Derive device batch, microbatch and accumulation steps; every division must be exact.
 
     Give ``microbatch``, ``accumulation_steps``, both (they must agree) or neither
-    (no accumulation). A :class:`BatchPlanError` names the argument that does not
+    (no accumulation). A :class:`BatchSizeError` names the argument that does not
     divide.
 
     Example:
-        >>> plan_batches(64, world_size=1, microbatch=16).accumulation_steps
+        >>> batch_sizes(64, world_size=1, microbatch=16).accumulation_steps
         4
     """
     for field, value in (
@@ -94,39 +94,39 @@ def plan_batches(
         ('replication', replication),
     ):
         if value is not None and value < 1:
-            raise BatchPlanError(f'{{{field}}} must be at least 1, got {value}')
+            raise BatchSizeError(f'{{{field}}} must be at least 1, got {value}')
     problem = replication_problem(replication, world_size, name='{replication}')
     if problem is not None:
-        raise BatchPlanError(problem)
+        raise BatchSizeError(problem)
     ranks = world_size // replication
     ranks_text = f'the world size {world_size}' if replication == 1 else (
         f'the {ranks} data-parallel ranks (world size {world_size} / replication {replication})')
     if global_batch % ranks:
-        raise BatchPlanError(
+        raise BatchSizeError(
             f'{{global_batch}}={global_batch} is not divisible by {ranks_text}; '
             f'use a multiple of {ranks}, such as {_nearby_multiples(global_batch, ranks)}',
         )
     device_batch = global_batch // ranks
     per = f'world size {world_size}' if replication == 1 else f'{ranks} data-parallel ranks'
     if microbatch is not None and device_batch % microbatch:
-        raise BatchPlanError(
+        raise BatchSizeError(
             f'{{microbatch}}={microbatch} does not divide the device batch {device_batch} '
             f'({{global_batch}}={global_batch} / {per}); use a divisor of {device_batch}',
         )
     if accumulation_steps is not None and device_batch % accumulation_steps:
-        raise BatchPlanError(
+        raise BatchSizeError(
             f'{{accumulation_steps}}={accumulation_steps} does not divide the device batch {device_batch} '
             f'({{global_batch}}={global_batch} / {per}); use a divisor of {device_batch}',
         )
     if microbatch is not None and accumulation_steps is not None and device_batch // microbatch != accumulation_steps:
-        raise BatchPlanError(
+        raise BatchSizeError(
             f'{{accumulation_steps}}={accumulation_steps} disagrees with {{microbatch}}='
             f'{microbatch}: the device batch {device_batch} / {microbatch} gives {device_batch // microbatch} '
             'steps; give only one of the two',
         )
     if microbatch is None:
         microbatch = device_batch // (accumulation_steps or 1)
-    return BatchPlan(
+    return BatchSizes(
         world_size=world_size,
         global_batch=global_batch,
         device_batch=device_batch,

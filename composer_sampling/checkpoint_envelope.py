@@ -34,7 +34,7 @@ from typing import Any
 
 from composer_sampling.validate import is_integer
 
-__all__ = ['VERSION', 'VersionPolicy', 'check_version', 'payload_of', 'read_state', 'write_state']
+__all__ = ['VERSION', 'VersionPolicy', 'payload_of', 'read_state', 'valid_version', 'write_state']
 
 VERSION = 'version'
 _UPGRADE_HINT = 'Upgrade composer-sampling to resume this checkpoint'
@@ -44,7 +44,7 @@ def _readable(oldest: int, newest: int) -> str:
     return f'version {oldest}' if oldest == newest else f'versions {oldest} to {newest}'
 
 
-def check_version(subject: str, version: Any, oldest: int, newest: int, *, noun: str = 'version', detail: str = '',
+def valid_version(subject: str, version: Any, oldest: int, newest: int, *, noun: str = 'version', detail: str = '',
                   newer_hint: str = _UPGRADE_HINT, error: type[Exception] = ValueError) -> int:
     """Return ``version`` if it is an int (not a bool) in ``[oldest, newest]``; else raise ``error`` in one format.
 
@@ -52,9 +52,9 @@ def check_version(subject: str, version: Any, oldest: int, newest: int, *, noun:
     version newer than ``newest`` adds ``newer_hint``.
 
     Example:
-        >>> check_version('Mine state', 2, 1, 3)
+        >>> valid_version('Mine state', 2, 1, 3)
         2
-        >>> check_version('Mine state', True, 1, 3)
+        >>> valid_version('Mine state', True, 1, 3)
         Traceback (most recent call last):
         ...
         ValueError: Mine state has version True; this version of composer-sampling reads versions 1 to 3
@@ -90,7 +90,7 @@ class VersionPolicy:
 
     def check(self, kind: str, version: Any, *, error: type[Exception] = ValueError) -> int:
         """``version`` if this policy reads it, else ``error`` naming the readable range."""
-        return check_version(f'{kind} state', version, self.oldest, self.current, error=error)
+        return valid_version(f'{kind} state', version, self.oldest, self.current, error=error)
 
 
 def write_state(version: int, payload: dict[str, Any]) -> dict[str, Any]:

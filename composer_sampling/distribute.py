@@ -22,7 +22,7 @@ from composer_sampling.samplers.base import OrderedSampler
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
-from composer_sampling.validate import check_int, resolve_replicas
+from composer_sampling.validate import resolve_replicas, valid_int
 
 __all__ = ['distribute', 'rebuild_loader']
 
@@ -75,7 +75,7 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
     if isinstance(dataloader.dataset, IterableDataset):
         raise ValueError('distribute applies to map-style datasets; an IterableDataset must shard itself')
     num_replicas, rank = resolve_replicas(num_replicas, rank)
-    check_int('seed', seed, 0, MAX_DATA_SEED)
+    valid_int('seed', seed, 0, MAX_DATA_SEED)
 
     def replace(node: Any, depth: int) -> Any:
         if isinstance(node, DistributedBatchAdapter):

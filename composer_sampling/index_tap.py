@@ -39,7 +39,7 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from composer_sampling.validate import check_bool, check_int
+from composer_sampling.validate import valid_bool, valid_int
 
 __all__ = ['IndexTap', 'Listener', 'install_tap']
 
@@ -66,8 +66,8 @@ class IndexTap(Sampler):
 
     def __init__(self, sampler: Any, group: int = 1, keep_partial: bool = True) -> None:
         self.sampler = sampler
-        self.group = check_int('group', group, minimum=1)
-        self.keep_partial = check_bool('keep_partial', keep_partial)
+        self.group = valid_int('group', group, minimum=1)
+        self.keep_partial = valid_bool('keep_partial', keep_partial)
         self.passes = 0  # passes started
         self._skip = 0
         self._limit: int | None = None
@@ -80,8 +80,8 @@ class IndexTap(Sampler):
 
     def set_window(self, skip: int, limit: int | None = None) -> None:
         """Drop the first ``skip`` items of the next pass and yield at most ``limit`` after them."""
-        self._skip = check_int('skip', skip)
-        self._limit = None if limit is None else check_int('limit', limit)
+        self._skip = valid_int('skip', skip)
+        self._limit = None if limit is None else valid_int('limit', limit)
 
     def listen(self, listener: Listener) -> None:
         """Tell ``listener`` every batch of indices from the next pass on (once, however often it is given)."""
@@ -153,7 +153,7 @@ def install_tap(parent: Any, attribute: str, group: int | None = None, keep_part
         tap = IndexTap(tap)
         setattr(parent, attribute, tap)
     if group is not None:
-        tap.group = check_int('group', group, minimum=1)
+        tap.group = valid_int('group', group, minimum=1)
     if keep_partial is not None:
-        tap.keep_partial = check_bool('keep_partial', keep_partial)
+        tap.keep_partial = valid_bool('keep_partial', keep_partial)
     return tap

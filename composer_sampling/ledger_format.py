@@ -45,7 +45,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from composer_sampling.checkpoint_envelope import check_version
+from composer_sampling.checkpoint_envelope import valid_version
 from composer_sampling.validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
@@ -374,7 +374,7 @@ def _header(path: Path, data: bytes, offset: int) -> tuple[dict[str, Any], int]:
         header = None
     version = header.get('version') if isinstance(header, dict) else None
     if isinstance(version, int):  # before the checksum: a version 1 file has none
-        check_version(str(path), version, _OLDEST, LEDGER_VERSION, noun='ledger format version', newer_hint='',
+        valid_version(str(path), version, _OLDEST, LEDGER_VERSION, noun='ledger format version', newer_hint='',
                       detail=' (version 1 has no header checksum): audit it with the composer-sampling that wrote it',
                       error=LedgerError)
     if end + _CRC.size > len(data):

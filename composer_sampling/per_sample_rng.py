@@ -32,7 +32,7 @@ import torch
 from torch.utils.data import Dataset
 
 from composer_sampling.permutation import MAX_DATA_SEED, derive_seed
-from composer_sampling.validate import check_int
+from composer_sampling.validate import valid_int
 
 __all__ = ['PerSampleRNG', 'iter_datasets', 'sample_seed']
 
@@ -96,7 +96,7 @@ class PerSampleRNG(Dataset):
 
     @seed.setter
     def seed(self, value: int) -> None:
-        self._seed = check_int('seed', value, 0, MAX_DATA_SEED)
+        self._seed = valid_int('seed', value, 0, MAX_DATA_SEED)
         key = derive_seed(self._seed, _STREAM)
         self._shared[0] = key - (1 << 64) if key >= 1 << 63 else key
 
@@ -106,7 +106,7 @@ class PerSampleRNG(Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Draw the samples' randomness for ``epoch`` (seen by workers already running, too)."""
-        self._shared[1] = check_int('epoch', epoch, 0, 2**63 - 1)
+        self._shared[1] = valid_int('epoch', epoch, 0, 2**63 - 1)
 
     def __len__(self) -> int:
         return len(self.dataset)

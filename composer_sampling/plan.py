@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 from torch.utils.data import BatchSampler, DataLoader
 
-from composer_sampling.batching import BatchPlan
+from composer_sampling.batching import BatchSizes
 from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, stream_coverage, verdict
 from composer_sampling.graph import is_map_style, render_tree, sharding_problem
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import Seeded, has_pass_indices, has_pass_positions, is_torch_own
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
-from composer_sampling.validate import check_int, replication_problem
+from composer_sampling.validate import replication_problem, valid_int
 
-__all__ = ['CHUNK', 'PlanReport', 'check_loaders', 'check_plan', 'epoch_indices', 'rank_chunks']
+__all__ = ['CHUNK', 'PlanReport', 'check_plan', 'epoch_indices', 'plan_loaders', 'rank_chunks']
 
 #: Indices computed and counted at a time by the plan (a rank read in one call may exceed it).
 CHUNK = 1 << 20
@@ -43,7 +43,7 @@ CHUNK = 1 << 20
 class PlanReport:
     """Everything ``composer-sampling plan`` prints; ``problems`` empty means every guarantee holds."""
 
-    plan: BatchPlan
+    plan: BatchSizes
     accounting: EpochAccounting
     data_seed: int
     tree: str
@@ -194,10 +194,10 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
         >>> report.ok, [epoch.exactly_once for epoch in report.epochs]
         (True, [100, 100])
     """
-    world_size = check_int('world_size', world_size, minimum=1)
-    epochs = check_int('epochs', epochs, minimum=1)
-    seed = check_int('seed', seed, 0, MAX_DATA_SEED)
-    replication = check_int('replication', replication, minimum=1)
+    world_size = valid_int('world_size', world_size, minimum=1)
+    epochs = valid_int('epochs', epochs, minimum=1)
+    seed = valid_int('seed', seed, 0, MAX_DATA_SEED)
+    replication = valid_int('replication', replication, minimum=1)
     problem = replication_problem(replication, world_size)
     if problem is not None:
         raise ValueError(problem)
@@ -214,11 +214,11 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
         graphs.append(graph)
     size = graphs[0].device_batch() or 1
     ranks = world_size // replication
-    plan = BatchPlan(world_size, size * ranks, size, size, 1, replication)
-    return check_loaders(plan, seed, loaders, epochs, graphs)
+    plan = BatchSizes(world_size, size * ranks, size, size, 1, replication)
+    return plan_loaders(plan, seed, loaders, epochs, graphs)
 
 
-def check_loaders(plan: BatchPlan, data_seed: int, rank_loaders: list[DataLoader], epochs: int,
+def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader], epochs: int,
                   rank_graphs: list[GraphSnapshot] | None = None) -> PlanReport:
     """Check the guarantees on every rank's loader (``rank_loaders[r]`` is rank r's).
 

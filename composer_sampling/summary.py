@@ -10,7 +10,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from composer_sampling.batching import BatchPlan
+from composer_sampling.batching import BatchSizes
 from composer_sampling.coverage import EpochAccounting, epoch_accounting
 from composer_sampling.graph import render_tree
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
@@ -18,9 +18,9 @@ from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 __all__ = ['render_rows', 'summarize', 'summary_rows']
 
 
-def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_seed: int | None = None,
+def summarize(dataloader: DataLoader, batch_sizes: BatchSizes | None = None, data_seed: int | None = None,
               seed_source: str | None = None, graph: GraphSnapshot | None = None) -> str:
-    """The run summary for any DataLoader: batch math (when ``batch_plan`` is given), epoch accounting, seed, graph.
+    """The run summary for any DataLoader: batch math (when ``batch_sizes`` is given), epoch accounting, seed, graph.
 
     ``data_seed`` defaults to the seed the graph's samplers hold now (what
     :class:`~composer_sampling.SamplerSync` set at fit start, or their own). ``graph``
@@ -43,14 +43,14 @@ def summarize(dataloader: DataLoader, batch_plan: BatchPlan | None = None, data_
     if not graph.map_style:
         return _iterable_summary(dataloader, data_seed, seed_source)
     shards = graph.sharding()
-    ranks = batch_plan.data_parallel if batch_plan else (shards[0].num_replicas if shards else 1)
+    ranks = batch_sizes.data_parallel if batch_sizes else (shards[0].num_replicas if shards else 1)
     if data_seed is None:
         seeds = sorted({node.seed for node in graph.active if isinstance(getattr(node, 'seed', None), int)})
         seed_text = ', '.join(map(str, seeds)) + ' (held by the samplers)' if seeds else 'none'
     else:
         seed_text = f'{data_seed}' + (f' ({seed_source})' if seed_source else '')
     accounting = epoch_accounting(dataloader, ranks, sharding=shards)
-    rows = summary_rows(batch_plan, accounting, seed_text, graph.sub_epochs(), graph.sources())
+    rows = summary_rows(batch_sizes, accounting, seed_text, graph.sub_epochs(), graph.sources())
     lines = ['composer-sampling run summary', *render_rows(rows), '  sampler graph (rank 0):']
     lines += ['    ' + line for line in render_tree(dataloader, graph.active).splitlines()]
     return '\n'.join(lines)
@@ -72,7 +72,7 @@ def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source
     return '\n'.join(['composer-sampling run summary', *render_rows(rows)])
 
 
-def summary_rows(plan: BatchPlan | None, epoch: EpochAccounting, data_seed: str, sub_epochs: int = 1,
+def summary_rows(plan: BatchSizes | None, epoch: EpochAccounting, data_seed: str, sub_epochs: int = 1,
                  sources: list[dict[str, int]] | None = None) -> list[tuple[str, Any]]:
     """The summary's rows, the same for a training run (:func:`summarize`) and ``composer-sampling plan``.
 

@@ -11,8 +11,17 @@ import numpy as np
 
 from composer_sampling.permutation import MAX_DATASET_LEN
 
-__all__ = ['MAX_EPOCH', 'check_bool', 'check_int', 'dataset_length', 'first_outside', 'is_integer', 'is_real',
-           'replication_problem', 'resolve_replicas']
+__all__ = [
+    'MAX_EPOCH',
+    'dataset_length',
+    'first_outside',
+    'is_integer',
+    'is_real',
+    'replication_problem',
+    'resolve_replicas',
+    'valid_bool',
+    'valid_int',
+]
 
 #: The largest epoch a sampler takes (as ``PerSampleRNG``): the order mixes the epoch in as 64 bits, so a larger
 #: one would silently repeat an earlier epoch's order.
@@ -49,14 +58,14 @@ def _as_int(name: str, value: Any) -> int:
         raise TypeError(f'{name} must be an int, got {value!r} ({type(value).__name__})') from None
 
 
-def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:
+def valid_int(name: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:
     """Return ``value`` as an int if it is an integer (not a bool) in ``[minimum, maximum]``, else raise.
 
     numpy integers are accepted and returned as Python ints, as torch accepts them.
 
     Example:
         >>> import numpy as np
-        >>> check_int('seed', 3), check_int('seed', np.int64(3))
+        >>> valid_int('seed', 3), valid_int('seed', np.int64(3))
         (3, 3)
     """
     number = _as_int(name, value)
@@ -66,11 +75,11 @@ def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = Non
     return number
 
 
-def check_bool(name: str, value: Any) -> bool:
+def valid_bool(name: str, value: Any) -> bool:
     """Return ``value`` if it is a bool (numpy's too), else raise ``TypeError``.
 
     Example:
-        >>> check_bool('shuffle', True)
+        >>> valid_bool('shuffle', True)
         True
     """
     if isinstance(value, np.bool_):
@@ -125,7 +134,7 @@ def resolve_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, i
 
         num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
         rank = dist.get_global_rank() if rank is None else rank
-    num_replicas = check_int('num_replicas', num_replicas, minimum=1)
+    num_replicas = valid_int('num_replicas', num_replicas, minimum=1)
     rank = _as_int('rank', rank)
     if not 0 <= rank < num_replicas:
         raise ValueError(f'Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]')

@@ -16,7 +16,7 @@ import torch
 
 from composer_sampling import CheckpointError, check_checkpoint
 from composer_sampling.checkpoint_check import composer_load_path, composer_safe_globals, resolve_safe_global
-from composer_sampling.recipes.checks import check_spec
+from composer_sampling.recipes.checks import checked_spec
 from composer_sampling.recipes.cli import main as cli_main
 from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import RecipeError, load_recipe
@@ -71,7 +71,7 @@ def test_a_checkpoint_our_recipe_wrote_passes(written: Path) -> None:
     for name in ('ep0-ba1-rank0.pt', 'ep0-ba2-rank0.pt', 'latest-rank0.pt'):
         assert check_checkpoint(written / name) == str(written / name)
     recipe = load_recipe(DIGITS, [f'load_path={written}/ep0-ba2-rank{{rank}}.pt', 'max_duration=3ba'])
-    check_spec(resolve(recipe), world_size=2)  # every rank reads rank 0's file, as Composer does
+    checked_spec(resolve(recipe), world_size=2)  # every rank reads rank 0's file, as Composer does
 
 
 def test_the_allow_list_is_exactly_what_composer_needs(written: Path) -> None:
@@ -147,10 +147,10 @@ def test_a_recipe_extends_the_allow_list_or_trusts_the_file(with_decimal: Path, 
     load = f'load_path={with_decimal}'
     assert train_main([DIGITS, load]) == 2
     assert f'error: load_path: {with_decimal} needs decimal.Decimal' in capsys.readouterr().err
-    check_spec(resolve(load_recipe(DIGITS, [load, 'checkpoint_safe_globals=[decimal:Decimal]'])), world_size=1)
-    check_spec(resolve(load_recipe(DIGITS, [load, 'trust_checkpoint=true'])), world_size=1)
+    checked_spec(resolve(load_recipe(DIGITS, [load, 'checkpoint_safe_globals=[decimal:Decimal]'])), world_size=1)
+    checked_spec(resolve(load_recipe(DIGITS, [load, 'trust_checkpoint=true'])), world_size=1)
     with pytest.raises(RecipeError, match=r"checkpoint_safe_globals\[0\]: safe global 'decimal:Dezimal' cannot be"):
-        check_spec(resolve(load_recipe(DIGITS, [load, 'checkpoint_safe_globals=[decimal:Dezimal]'])), world_size=1)
+        checked_spec(resolve(load_recipe(DIGITS, [load, 'checkpoint_safe_globals=[decimal:Dezimal]'])), world_size=1)
 
 
 def test_trust_checkpoint_lets_a_trusted_checkpoint_resume(with_decimal: Path, capsys) -> None:
@@ -212,9 +212,9 @@ def test_files_that_cannot_be_checked_are_named_errors(make, message, reason, wr
 
 def test_trust_checkpoint_passes_what_cannot_be_checked_but_not_a_missing_file(written, tmp_path) -> None:
     for path in ('s3://bucket/run/ep1-rank0.pt', str(written)):
-        check_spec(resolve(load_recipe(DIGITS, [f'load_path={path}', 'trust_checkpoint=true'])), world_size=1)
+        checked_spec(resolve(load_recipe(DIGITS, [f'load_path={path}', 'trust_checkpoint=true'])), world_size=1)
     with pytest.raises(RecipeError, match=r'missing\.pt does not exist'):
-        check_spec(resolve(load_recipe(DIGITS, [f'load_path={tmp_path}/missing.pt', 'trust_checkpoint=true'])),
+        checked_spec(resolve(load_recipe(DIGITS, [f'load_path={tmp_path}/missing.pt', 'trust_checkpoint=true'])),
                    world_size=1)
 
 
@@ -226,9 +226,9 @@ def test_load_path_is_formatted_as_composer_formats_it(written: Path) -> None:
         composer_load_path('a/ep{epoch}.pt')
     recipe = load_recipe(DIGITS, [f'load_path={written.parent}/{{run_name}}/ep0-ba2-rank{{rank}}.pt',
                                   'run_name=checkpoints'])
-    check_spec(resolve(recipe), world_size=2)
+    checked_spec(resolve(recipe), world_size=2)
     with pytest.raises(RecipeError, match=r"load_path '.*ep0-ba9-rank\{rank\}.pt': .*ep0-ba9-rank0.pt does not"):
-        check_spec(resolve(load_recipe(DIGITS, [f'load_path={written}/ep0-ba9-rank{{rank}}.pt'])), world_size=2)
+        checked_spec(resolve(load_recipe(DIGITS, [f'load_path={written}/ep0-ba9-rank{{rank}}.pt'])), world_size=2)
 
 
 def test_safe_globals_are_named_module_colon_name() -> None:

@@ -28,7 +28,7 @@ from composer_sampling import (
     SubEpochDistributedSampler,
 )
 from composer_sampling.callbacks.sampler_sync import DataOrderError
-from composer_sampling.checkpoint_envelope import VersionPolicy, check_version, payload_of, read_state, write_state
+from composer_sampling.checkpoint_envelope import VersionPolicy, payload_of, read_state, valid_version, write_state
 from composer_sampling.ledger_format import MAGIC, LedgerError, read_ledger
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 
@@ -100,9 +100,9 @@ def test_the_error_class_is_the_callers() -> None:
 
 
 def test_check_version_names_the_subject_and_range() -> None:
-    assert check_version('x', 3, 3, 3) == 3
+    assert valid_version('x', 3, 3, 3) == 3
     with pytest.raises(LedgerError, match=r'^f has format 1; this version of composer-sampling reads version 3!$'):
-        check_version('f', 1, 3, 3, noun='format', detail='!', error=LedgerError)
+        valid_version('f', 1, 3, 3, noun='format', detail='!', error=LedgerError)
 
 
 def test_payload_of_peeks_without_checks() -> None:

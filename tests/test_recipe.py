@@ -12,7 +12,7 @@ import pytest
 
 from composer_sampling import SamplerSync
 from composer_sampling.recipes.build_training import build_run
-from composer_sampling.recipes.checks import batch_plan, check_spec
+from composer_sampling.recipes.checks import checked_spec, recipe_batch_sizes
 from composer_sampling.recipes.cli import main as cli_main
 from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.resolve import resolve
@@ -33,7 +33,7 @@ def test_every_recipe_loads_and_builds(path: Path) -> None:
 def test_grad_accum_recipe_has_the_documented_batches() -> None:
     recipe = load_recipe(ROOT / 'yamls' / 'digits-grad-accum.yaml')
 
-    plan = batch_plan(resolve(recipe), world_size=2)
+    plan = recipe_batch_sizes(resolve(recipe), world_size=2)
     assert (plan.global_batch, plan.device_batch, plan.microbatch, plan.accumulation_steps) == (256, 128, 32, 4)
 
 
@@ -41,7 +41,7 @@ def test_global_batch_must_divide_by_the_world_size() -> None:
 
     recipe = load_recipe(ROOT / 'yamls' / 'digits.yaml', ['global_train_batch_size=63'])
     with pytest.raises(RecipeError, match='global_train_batch_size=63 is not divisible by the world size 2'):
-        batch_plan(resolve(recipe), world_size=2)
+        recipe_batch_sizes(resolve(recipe), world_size=2)
 
 
 def test_missing_recipe_file(capsys) -> None:
@@ -98,11 +98,11 @@ def test_the_seed_limit_follows_the_world_size(capsys) -> None:
     assert capsys.readouterr().err == ('error: seed=4294967293 is too large for 4 ranks: Composer seeds rank r with '
                                        'seed + r, which must stay below 2**32; use a seed in [0, 4294967292]\n')
     assert cli_main(['plan', digits, '--world-size', '4', 'seed=4294967292', '--epochs', '1']) == 0
-    check_spec(resolve(load_recipe(digits, ['seed=4294967295'])), world_size=1)
+    checked_spec(resolve(load_recipe(digits, ['seed=4294967295'])), world_size=1)
 
 
 def test_the_largest_global_batch_is_the_train_split(capsys) -> None:
-    check_spec(resolve(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['global_train_batch_size=1438'])), world_size=1)
+    checked_spec(resolve(load_recipe(ROOT / 'yamls' / 'digits.yaml', ['global_train_batch_size=1438'])), world_size=1)
     assert cli_main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), '--world-size', '4',
                      'global_train_batch_size=1440']) == 2
     assert 'use at most 1436 (a multiple of the 4 data-parallel ranks)' in capsys.readouterr().err
@@ -141,7 +141,7 @@ def test_callbacks_in_a_recipe_replace_the_default(tmp_path: Path) -> None:
     assert load_recipe(path).callbacks == {}
     assert load_recipe(path, ['callbacks.lr_monitor={}']).callbacks == {'lr_monitor': {}}
     replicated = load_recipe(digits, ['callbacks.sampler_sync.replication=2'])
-    assert batch_plan(resolve(replicated), world_size=4).data_parallel == 2
+    assert recipe_batch_sizes(resolve(replicated), world_size=4).data_parallel == 2
 
 
 def test_training_without_sampler_sync_warns_once() -> None:

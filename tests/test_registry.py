@@ -11,7 +11,7 @@ from torch.utils.data import ConcatDataset
 from composer_sampling.recipes import registry
 from composer_sampling.recipes.build_data import build_data
 from composer_sampling.recipes.build_training import build_model, build_optimizer, build_run
-from composer_sampling.recipes.checks import check_spec
+from composer_sampling.recipes.checks import checked_spec
 from composer_sampling.recipes.dry_run import plan_recipe
 from composer_sampling.recipes.models import IndexedClassifier
 from composer_sampling.recipes.registry import CALLBACKS, Registry, RegistryError
@@ -28,12 +28,12 @@ def _spec(path, overrides):
 
 def _datasets(recipe):
     spec = resolve(recipe)
-    data = build_data(spec, check_spec(spec, 1).plan)
+    data = build_data(spec, checked_spec(spec, 1).plan)
     return data.train, data.held_out
 
 
 def _check(*overrides: str, world_size: int = 1) -> None:
-    check_spec(resolve(load_recipe(None, list(overrides))), world_size)
+    checked_spec(resolve(load_recipe(None, list(overrides))), world_size)
 
 
 def test_a_list_of_datasets_becomes_the_sources_of_a_mixture() -> None:

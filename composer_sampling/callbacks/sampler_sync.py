@@ -29,7 +29,7 @@ from composer_sampling.seeding import (
 )
 from composer_sampling.signatures import signature_difference
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
-from composer_sampling.validate import check_bool, check_int
+from composer_sampling.validate import valid_bool, valid_int
 
 __all__ = ['DataOrderError', 'SamplerSync']
 
@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
     """A version 1 or 2 payload in version 3's meaning: before 3, 'global_batch' counted every rank's samples."""
     if version < 3 and payload.get('global_batch') is not None:
-        replication = check_int('SamplerSync state replication', payload.get('replication', 1), minimum=1)
-        payload['global_batch'] = check_int('SamplerSync state global_batch', payload['global_batch'], minimum=1) \
+        replication = valid_int('SamplerSync state replication', payload.get('replication', 1), minimum=1)
+        payload['global_batch'] = valid_int('SamplerSync state global_batch', payload['global_batch'], minimum=1) \
             // replication
     return payload
 
@@ -141,11 +141,11 @@ class SamplerSync(Callback):
     def __init__(self, data_seed: int | None = None, check_sharding: bool = True, replication: int = 1,
                  print_summary: bool = False) -> None:
         if data_seed is not None:
-            data_seed = check_int('data_seed', data_seed, 0, MAX_DATA_SEED)
+            data_seed = valid_int('data_seed', data_seed, 0, MAX_DATA_SEED)
         self.data_seed = data_seed
-        self.check_sharding = check_bool('check_sharding', check_sharding)
-        self.replication = check_int('replication', replication, minimum=1)
-        self.print_summary = check_bool('print_summary', print_summary)
+        self.check_sharding = valid_bool('check_sharding', check_sharding)
+        self.replication = valid_int('replication', replication, minimum=1)
+        self.print_summary = valid_bool('print_summary', print_summary)
         self.seed_in_use: int | None = None
         self._checkpoint_seed: int | None = None
         self._checkpoint_signatures: list[dict[str, Any]] | None = None
@@ -258,7 +258,7 @@ class SamplerSync(Callback):
         state = read_state(state, 'SamplerSync', _STATE, error=DataOrderError)
         seed = state.get('data_seed')
         if seed is not None:
-            seed = check_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
+            seed = valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
         signatures = state.get('order_signatures')
         if signatures is not None and (
             not isinstance(signatures, list) or not all(isinstance(item, dict) for item in signatures)
@@ -266,13 +266,13 @@ class SamplerSync(Callback):
             raise TypeError(
                 f'SamplerSync state order_signatures must be a list of dicts or None, got {signatures!r:.200}',
             )
-        replication = check_int('SamplerSync state replication', state.get('replication', 1), minimum=1)
+        replication = valid_int('SamplerSync state replication', state.get('replication', 1), minimum=1)
         global_batch = state.get('global_batch')
         if global_batch is not None:
-            global_batch = check_int('SamplerSync state global_batch', global_batch, minimum=1)
+            global_batch = valid_int('SamplerSync state global_batch', global_batch, minimum=1)
         ranks = state.get('data_parallel_ranks')
         if ranks is not None:
-            ranks = check_int('SamplerSync state data_parallel_ranks', ranks, minimum=1)
+            ranks = valid_int('SamplerSync state data_parallel_ranks', ranks, minimum=1)
         epoch_seeds = state.get('epoch_seeds')
         if epoch_seeds is not None and not (isinstance(epoch_seeds, dict) and 'epoch' in epoch_seeds):
             raise TypeError(f'SamplerSync state epoch_seeds must be a dict with an epoch or None, got '

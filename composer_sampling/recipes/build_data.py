@@ -8,11 +8,11 @@ builds one rank's train loader from the sampler part; :func:`build_eval_loader` 
 held-out loader.
 
 Example:
-    >>> from composer_sampling.recipes.checks import check_spec
+    >>> from composer_sampling.recipes.checks import checked_spec
     >>> from composer_sampling.recipes.resolve import resolve
     >>> from composer_sampling.recipes.schema import load_recipe
     >>> spec = resolve(load_recipe(None, ['train_loader.dataset={name: synthetic, size: 100}']))
-    >>> data = build_data(spec, check_spec(spec, world_size=1).plan)
+    >>> data = build_data(spec, checked_spec(spec, world_size=1).plan)
     >>> len(data.train), len(data.held_out)
     (80, 20)
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, DistributedSampler, Sampler, Subset
 
-from composer_sampling.batching import BatchPlan
+from composer_sampling.batching import BatchSizes
 from composer_sampling.distribute import rebuild_loader
 from composer_sampling.recipes.checks import builder_of, check_data, run_builder
 from composer_sampling.recipes.errors import RecipeError
@@ -74,7 +74,7 @@ def _one(field_name: str, built: Any) -> Dataset:
     return built  # type: ignore[return-value]
 
 
-def build_data(spec: RunSpec, plan: BatchPlan) -> Data:
+def build_data(spec: RunSpec, plan: BatchSizes) -> Data:
     """The train and held-out datasets: the builders' own, or the held-out split cut from the train dataset.
 
     A train dataset of several sources (a list from its builder, or one dataset cut
@@ -192,7 +192,7 @@ def _collate(spec: RunSpec, field_name: str) -> Callable[..., Any] | None:
     return functools.partial(function, **part.arguments) if part.arguments else function
 
 
-def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchPlan, where: Placement) -> DataLoader:
+def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchSizes, where: Placement) -> DataLoader:
     """The train DataLoader of one rank with the recipe's sampler; it yields device batches.
 
     The sampler builder gets the dataset, this rank's place, the data seed and the

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from composer_sampling.batching import BatchPlan
+from composer_sampling.batching import BatchSizes
 from composer_sampling.recipes.checks import run_builder
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
@@ -33,7 +33,7 @@ class Run:
     """Everything a recipe builds before training starts."""
 
     spec: RunSpec
-    plan: BatchPlan
+    plan: BatchSizes
     train_dataset: Dataset
     eval_dataset: Dataset
     train_loader: DataLoader
@@ -131,11 +131,11 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
 
     from composer_sampling.graph import active_root, sharding_problem
     from composer_sampling.recipes.build_data import Placement, build_data, build_eval_loader, build_train_loader
-    from composer_sampling.recipes.checks import check_folders, check_spec
+    from composer_sampling.recipes.checks import check_folders, checked_spec
 
     world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
-    checked = check_spec(spec, world_size)
+    checked = checked_spec(spec, world_size)
     check_folders(spec)
     plan = checked.plan
     data = build_data(spec, plan)

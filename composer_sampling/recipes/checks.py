@@ -1,6 +1,6 @@
 """Every refusal of a resolved recipe that needs no training: ``plan`` and ``train`` run the same ones.
 
-:func:`check_spec` runs what needs neither data nor Composer: the batch math and
+:func:`checked_spec` runs what needs neither data nor Composer: the batch math and
 the seed for this world size, each builder's import and arguments (``plan`` imports
 only the data parts), the checkpoint at ``load_path``. ``train`` adds
 :func:`check_folders`. Once the datasets are built (never indexed), :func:`check_data`
@@ -10,7 +10,7 @@ checks the splits, the mixture's sources and token units. Every failure is a
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
     >>> from composer_sampling.recipes.schema import load_recipe
-    >>> check_spec(resolve(load_recipe(None, ['seed=4294967295'])), world_size=2)
+    >>> checked_spec(resolve(load_recipe(None, ['seed=4294967295'])), world_size=2)
     Traceback (most recent call last):
     ...
     composer_sampling.recipes.errors.RecipeError: seed=4294967295 is too large for 2 ranks: ...
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from composer_sampling.batching import BatchPlan, BatchPlanError, plan_batches
+from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
 from composer_sampling.checkpoint_check import (
     CheckpointError,
     composer_load_path,
@@ -48,8 +48,8 @@ from composer_sampling.recipes.registry import import_target as _import_target
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
 from composer_sampling.validate import is_integer
 
-__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'builder_of', 'check_data', 'check_folders', 'check_spec',
-           'counts_tokens', 'run_builder']
+__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'builder_of', 'check_data', 'check_folders',
+           'checked_spec', 'counts_tokens', 'recipe_batch_sizes', 'run_builder']
 
 #: Set it (or pass ``--verbose``) to see the traceback of a user's builder that failed.
 VERBOSE_VARIABLE = 'COMPOSER_SAMPLING_VERBOSE'
@@ -62,13 +62,13 @@ RUNNER_KEYWORDS = {'train_loader.sampler': ('dataset', 'num_replicas', 'rank', '
 class Checked:
     """What the checks found: the batch math and, after a checkpoint check, the checkpoint's data seed."""
 
-    plan: BatchPlan
+    plan: BatchSizes
     checkpoint_seed: int | None
 
 
-def check_spec(spec: RunSpec, world_size: int, training: bool = True) -> Checked:
+def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Checked:
     """Batch math, seed, builders (the data parts only when not ``training``) and the checkpoint."""
-    plan = batch_plan(spec, world_size)
+    plan = recipe_batch_sizes(spec, world_size)
     limit = 2**32 - world_size
     if spec.recipe.seed > limit:
         raise RecipeError(f'seed={spec.recipe.seed} is too large for {world_size} ranks: Composer seeds rank r with '
@@ -84,13 +84,13 @@ BATCH_FIELDS = {'global_batch': 'global_train_batch_size', 'world_size': 'world 
                 'replication': 'callbacks.sampler_sync.replication'}
 
 
-def batch_plan(spec: RunSpec, world_size: int) -> BatchPlan:
+def recipe_batch_sizes(spec: RunSpec, world_size: int) -> BatchSizes:
     """The recipe's batch math for ``world_size`` processes, as a :class:`RecipeError` if it does not divide."""
     recipe = spec.recipe
     try:
-        return plan_batches(recipe.global_train_batch_size, world_size, microbatch=recipe.device_train_microbatch_size,
+        return batch_sizes(recipe.global_train_batch_size, world_size, microbatch=recipe.device_train_microbatch_size,
                             accumulation_steps=recipe.gradient_accumulation_steps, replication=spec.sync.replication)
-    except BatchPlanError as error:
+    except BatchSizeError as error:
         raise RecipeError(error.render(BATCH_FIELDS)) from None
 
 
@@ -223,7 +223,7 @@ def _writable(folder: Path) -> bool:
     return True
 
 
-def check_data(spec: RunSpec, plan: BatchPlan, train: Any, held_out: Any, sources: list[Any] | None) -> None:
+def check_data(spec: RunSpec, plan: BatchSizes, train: Any, held_out: Any, sources: list[Any] | None) -> None:
     """The splits hold samples, the train split a global batch, every source a step; ``tok`` only where counted."""
     _check_splits(spec, plan, train, held_out)
     _check_token_units(spec, train)
@@ -231,7 +231,7 @@ def check_data(spec: RunSpec, plan: BatchPlan, train: Any, held_out: Any, source
         _check_sources(spec, plan, sources)
 
 
-def _check_splits(spec: RunSpec, plan: BatchPlan, train: Any, held_out: Any) -> None:
+def _check_splits(spec: RunSpec, plan: BatchSizes, train: Any, held_out: Any) -> None:
     label = spec.parts['train_loader.dataset'].label
     train_len, held_out_len = len(train), len(held_out)
     own = spec.parts.get('eval_loader.dataset')
@@ -279,7 +279,7 @@ def _check_token_units(spec: RunSpec, train: Any) -> None:
                           f'max_seq_len), so the run would {effect}; use ep, ba or sp')
 
 
-def _check_sources(spec: RunSpec, plan: BatchPlan, sources: list[Any]) -> None:
+def _check_sources(spec: RunSpec, plan: BatchSizes, sources: list[Any]) -> None:
     """Every mixture source holds at least one global step, or it would never be trained."""
     fractions = spec.source_fractions
     sizes = [len(source) for source in sources]

@@ -3,7 +3,7 @@
 The recipe is resolved and checked as ``train`` checks it (except what needs the
 model, the optimizer or the callbacks imported), every data-parallel rank's train
 loader is built (datasets are built, never indexed) and
-:func:`composer_sampling.plan.check_loaders` computes and counts their orders.
+:func:`composer_sampling.plan.plan_loaders` computes and counts their orders.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -14,9 +14,9 @@ Example:
 
 from __future__ import annotations
 
-from composer_sampling.plan import PlanReport, check_loaders
+from composer_sampling.plan import PlanReport, plan_loaders
 from composer_sampling.recipes.build_data import Placement, build_data, build_train_loader
-from composer_sampling.recipes.checks import check_spec
+from composer_sampling.recipes.checks import checked_spec
 from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import Recipe
 
@@ -32,11 +32,11 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
     the save folders.
     """
     spec = resolve(recipe, training=False)
-    checked = check_spec(spec, world_size, training=False)
+    checked = checked_spec(spec, world_size, training=False)
     plan = checked.plan
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     data = build_data(spec, plan)
     # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
     loaders = [build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank, seed))
                for rank in range(plan.data_parallel)]
-    return check_loaders(plan, seed, [loaders[rank // plan.replication] for rank in range(world_size)], epochs)
+    return plan_loaders(plan, seed, [loaders[rank // plan.replication] for rank in range(world_size)], epochs)

@@ -3,7 +3,7 @@
 Example:
     >>> parse_duration('3ep'), parse_duration('1e3BA'), parse_duration('0.5dur')
     ((3, 'ep'), (1000, 'ba'), (0.5, 'dur'))
-    >>> check_duration('max_duration', '0ep')
+    >>> valid_duration('max_duration', '0ep')
     Traceback (most recent call last):
     ...
     composer_sampling.recipes.errors.RecipeError: max_duration='0ep' must be positive (0 would train nothing); ...
@@ -16,7 +16,7 @@ import re
 
 from composer_sampling.recipes.errors import RecipeError
 
-__all__ = ['DURATION_UNITS', 'check_duration', 'parse_duration']
+__all__ = ['DURATION_UNITS', 'parse_duration', 'valid_duration']
 
 #: The units each duration field may use. Composer also reads ``iter`` and wall-clock
 #: ``sec``; a recipe's run counts neither. ``tok`` needs batches Composer counts tokens
@@ -68,7 +68,7 @@ def _rule(units: tuple[str, ...]) -> str:
     return rule + (', or a fraction in (0, 1] of max_duration followed by dur' if 'dur' in units else '')
 
 
-def check_duration(name: str, text: str) -> tuple[int | float, str]:
+def valid_duration(name: str, text: str) -> tuple[int | float, str]:
     """The duration field ``name`` read and checked: a unit this run counts and a positive amount."""
     units = DURATION_UNITS[name]
     rule = _rule(units)

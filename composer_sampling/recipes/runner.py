@@ -81,7 +81,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
-    _print_rank_zero(summarize(run.train_loader, batch_plan=run.plan, data_seed=run.data_seed,
+    _print_rank_zero(summarize(run.train_loader, batch_sizes=run.plan, data_seed=run.data_seed,
                                seed_source=run.seed_source))
     try:
         trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state

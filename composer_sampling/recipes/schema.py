@@ -30,7 +30,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 from composer_sampling.import_names import split_import_name
-from composer_sampling.recipes.durations import DURATION_UNITS, check_duration
+from composer_sampling.recipes.durations import DURATION_UNITS, valid_duration
 from composer_sampling.recipes.errors import RecipeError
 
 __all__ = ['PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoaderConfig', 'Recipe', 'RecipeError', 'TrainLoaderConfig',
@@ -278,7 +278,7 @@ def check_recipe(recipe: Recipe) -> None:
     _at_least('train_loader.num_workers', recipe.train_loader.num_workers, 0)
     _at_least('dist_timeout', recipe.dist_timeout, 1)
     for name in DURATION_UNITS:
-        check_duration(name, getattr(recipe, name))
+        valid_duration(name, getattr(recipe, name))
     for name, arguments in recipe.callbacks.items():
         if arguments is not None and not isinstance(arguments, dict):
             raise RecipeError(f'callbacks.{name} must be a mapping of arguments (or empty), got {arguments!r}')

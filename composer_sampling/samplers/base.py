@@ -12,8 +12,8 @@ from torch.utils.data import DistributedSampler
 
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.positions import IndexArray, PassCursor, iter_rank_indices
-from composer_sampling.samplers.state import check_state, sampler_state
-from composer_sampling.validate import MAX_EPOCH, check_bool, check_int, resolve_replicas
+from composer_sampling.samplers.state import sampler_payload, sampler_state
+from composer_sampling.validate import MAX_EPOCH, resolve_replicas, valid_bool, valid_int
 
 __all__ = ['OrderedSampler', 'PassIterator']
 
@@ -68,9 +68,9 @@ class OrderedSampler(DistributedSampler[int]):
         drop_last: bool = False,
     ) -> None:
         self.num_replicas, self.rank = resolve_replicas(num_replicas, rank)
-        self.shuffle = check_bool('shuffle', shuffle)
-        self.drop_last = check_bool('drop_last', drop_last)
-        self._seed = check_int('seed', seed, 0, MAX_DATA_SEED)
+        self.shuffle = valid_bool('shuffle', shuffle)
+        self.drop_last = valid_bool('drop_last', drop_last)
+        self._seed = valid_int('seed', seed, 0, MAX_DATA_SEED)
         self.epoch = 0
         self._next_start = 0
         self._cursor: PassCursor | None = None
@@ -82,7 +82,7 @@ class OrderedSampler(DistributedSampler[int]):
 
     @seed.setter
     def seed(self, value: int) -> None:
-        self._seed = check_int('seed', value, 0, MAX_DATA_SEED)
+        self._seed = valid_int('seed', value, 0, MAX_DATA_SEED)
 
     @property
     def num_samples(self) -> int:
@@ -121,7 +121,7 @@ class OrderedSampler(DistributedSampler[int]):
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch's order; a new epoch starts at its beginning, the same epoch keeps a pending offset."""
-        epoch = check_int('epoch', epoch, 0, MAX_EPOCH)
+        epoch = valid_int('epoch', epoch, 0, MAX_EPOCH)
         if epoch != self.epoch:
             self._next_start = 0
             self._cursor = None
@@ -133,7 +133,7 @@ class OrderedSampler(DistributedSampler[int]):
         An offset at or past the end of the pass leaves nothing to read, and is recorded as that end.
         An offset past :meth:`_offset_limit` is refused.
         """
-        start = check_int('sample_in_epoch', sample_in_epoch)
+        start = valid_int('sample_in_epoch', sample_in_epoch)
         limit = self._offset_limit()
         if limit is not None and start > limit:
             raise ValueError(f'sample_in_epoch must be in the interval [0, {limit}] (the dataset length, or the '
@@ -217,9 +217,9 @@ class OrderedSampler(DistributedSampler[int]):
         ``set_epoch``): then the state belongs to an epoch that is over, and the new epoch
         starts at its beginning.
         """
-        values = check_state(self, state, ('epoch', 'sample_in_epoch', 'seed'))
-        epoch = check_int('epoch', values['epoch'], 0, MAX_EPOCH)
-        position = check_int('sample_in_epoch', values['sample_in_epoch'])
+        values = sampler_payload(self, state, ('epoch', 'sample_in_epoch', 'seed'))
+        epoch = valid_int('epoch', values['epoch'], 0, MAX_EPOCH)
+        position = valid_int('sample_in_epoch', values['sample_in_epoch'])
         self.seed = values['seed']
         if epoch >= self.epoch:
             self.epoch = epoch

@@ -10,7 +10,7 @@ import numpy as np
 from composer_sampling.permutation import MAX_DATASET_LEN, Permutation, derive_seed
 from composer_sampling.positions import IndexArray, iter_mapped_positions, mixture_schedule, rank_count
 from composer_sampling.samplers.base import OrderedSampler
-from composer_sampling.validate import check_int
+from composer_sampling.validate import valid_int
 
 __all__ = ['MixtureDistributedSampler']
 
@@ -73,13 +73,13 @@ class MixtureDistributedSampler(OrderedSampler):
             source_sizes = source_sizes.tolist()
         if isinstance(source_sizes, (str, bytes)) or not isinstance(source_sizes, Sequence) or not source_sizes:
             raise TypeError(f'source_sizes must be a non-empty sequence of ints, got {source_sizes!r}')
-        self.source_sizes = [check_int(f'source_sizes[{k}]', size, minimum=0) for k, size in enumerate(source_sizes)]
+        self.source_sizes = [valid_int(f'source_sizes[{k}]', size, minimum=0) for k, size in enumerate(source_sizes)]
         if sum(self.source_sizes) > MAX_DATASET_LEN:
             raise ValueError(
                 f'dataset length (the sum of source_sizes) must be in the interval [1, 2**62], got '
                 f'{sum(self.source_sizes)}',
             )
-        self.batch_size = check_int('batch_size', batch_size, minimum=1)
+        self.batch_size = valid_int('batch_size', batch_size, minimum=1)
         super().__init__(num_replicas, rank, shuffle, seed, drop_last=True)  # it trims every source
         self.dataset_len = sum(self.source_sizes)
         self.dataset = range(self.dataset_len)  # the index space: len(sampler.dataset), as torch's users read it

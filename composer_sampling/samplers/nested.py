@@ -17,7 +17,7 @@ from torch.utils.data import (
 
 from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_epoch_aware, is_order_preserving
 from composer_sampling.samplers.delegation import DelegatedState, wrapper_class
-from composer_sampling.validate import check_bool, check_int
+from composer_sampling.validate import valid_bool, valid_int
 
 __all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler', 'yields_indices']
 
@@ -84,8 +84,8 @@ class NestedBatchSampler(Sampler[list[int]]):
                 'batch_size, drop_last=False), num_batches)',
             )
         self.batch_sampler = batch_sampler
-        self.num_batches = check_int('num_batches', num_batches, minimum=1)
-        self.drop_last = check_bool('drop_last', drop_last)
+        self.num_batches = valid_int('num_batches', num_batches, minimum=1)
+        self.drop_last = valid_bool('drop_last', drop_last)
 
     def set_epoch(self, epoch: int) -> None:
         """Forward to the inner batch sampler (harmless when SamplerSync reaches it too)."""

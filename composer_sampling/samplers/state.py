@@ -13,7 +13,7 @@ from composer_sampling.checkpoint_envelope import VersionPolicy, read_state, wri
 from composer_sampling.protocols import HasOrderSignature
 from composer_sampling.signatures import signature_difference
 
-__all__ = ['SAMPLER_STATE', 'check_state', 'sampler_state']
+__all__ = ['SAMPLER_STATE', 'sampler_payload', 'sampler_state']
 
 _SIGNATURE = 'order_signature'
 
@@ -41,7 +41,7 @@ def sampler_state(sampler: HasOrderSignature, **values: Any) -> dict[str, Any]:
     return write_state(SAMPLER_STATE.current, payload)
 
 
-def check_state(sampler: HasOrderSignature, state: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+def sampler_payload(sampler: HasOrderSignature, state: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     """The payload of a checkpoint of ``sampler``'s class and order, with ``keys``; else raise.
 
     Raises ``TypeError``/``ValueError`` naming the first difference: not a dict,

@@ -7,7 +7,7 @@ from typing import Any
 
 from composer_sampling.positions import rank_count, samples_per_rank, split_window
 from composer_sampling.samplers.base import OrderedSampler
-from composer_sampling.validate import check_int, dataset_length
+from composer_sampling.validate import dataset_length, valid_int
 
 __all__ = ['SubEpochDistributedSampler']
 
@@ -55,7 +55,7 @@ class SubEpochDistributedSampler(OrderedSampler):
     ) -> None:
         self.dataset = dataset
         self.dataset_len = dataset_length(dataset)
-        self.sub_epochs_per_epoch = check_int('sub_epochs_per_epoch', sub_epochs_per_epoch, minimum=1)
+        self.sub_epochs_per_epoch = valid_int('sub_epochs_per_epoch', sub_epochs_per_epoch, minimum=1)
         super().__init__(num_replicas, rank, shuffle, seed, drop_last)
         if self.sub_epochs_per_epoch > self.rank_share:
             raise ValueError(
