@@ -36,14 +36,18 @@ from composer_sampling.rank_shape import RankShape, read_shape
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling.validate import check_int, replication_problem
 
-__all__ = ['CHUNK', 'PROOFS', 'PlanReport', 'check_loaders', 'check_plan', 'choose_proof', 'epoch_indices',
-           'rank_chunks']
+__all__ = ['CHUNK', 'PROOFS', 'ConstructionError', 'PlanReport', 'check_loaders', 'check_plan', 'choose_proof',
+           'epoch_indices', 'rank_chunks']
 
 #: Indices computed and counted at a time by the plan (a rank read in one call may exceed it).
 CHUNK = 1 << 20
 #: The proofs of coverage: ``'auto'`` (by construction where every rank's order is ours, else counted),
 #: ``'construction'`` (refused where it does not apply) and ``'counted'``.
 PROOFS = ('auto', 'construction', 'counted')
+
+
+class ConstructionError(ValueError):
+    """``proof='construction'`` was asked for a plan whose orders are not all ours; the message says why."""
 
 
 @dataclass
@@ -299,7 +303,7 @@ def choose_proof(rank_graphs: list[GraphSnapshot], replication: int, dataset_len
     one group of ``replication`` ranks), the dataset length is the accounting's and no
     pass starts at an offset. Each graph is set to epoch 0 here, as the plan's first
     pass sets it. ``proof='construction'`` raises :class:`ValueError` where it does
-    not apply; ``'counted'`` always counts.
+    not apply (:class:`ConstructionError`); ``'counted'`` always counts.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -313,7 +317,7 @@ def choose_proof(rank_graphs: list[GraphSnapshot], replication: int, dataset_len
     found = 'the counted proof was asked for' if proof == 'counted' else _shapes(rank_graphs, replication,
                                                                                  dataset_len)
     if isinstance(found, str) and proof == 'construction':
-        raise ValueError(f"proof='construction' needs every rank's order to be ours, but {found}")
+        raise ConstructionError(f"proof='construction' needs every rank's order to be ours, but {found}")
     return found
 
 
