@@ -1,9 +1,12 @@
 """Check any DataLoader's order at any world size: every rank's order computed, the guarantees checked.
 
 No training, no process group and no sample is read: each rank's loader is built
-with its own ``num_replicas``/``rank``, its sampler graph gets the epoch as
-:class:`~composer_sampling.SamplerSync` would set it, and the indices it would
-yield are collected and counted (:mod:`composer_sampling.coverage`).
+with its own ``num_replicas``/``rank`` and its sampler graph gets the epoch as
+:class:`~composer_sampling.SamplerSync` would set it. Where every rank's order is
+ours (:func:`choose_proof`), coverage follows from the samplers' parameters
+(:mod:`composer_sampling.construction`, guarded by
+:mod:`composer_sampling.construction_guard`); else the indices each rank would
+yield are computed and counted (:mod:`composer_sampling.coverage`).
 ``composer-sampling plan`` runs the same check on a recipe
 (:func:`composer_sampling.recipes.dry_run.plan_recipe`).
 
