@@ -132,7 +132,7 @@ def guard_first_indices(graph: GraphSnapshot, shape: RankShape, trainer_epoch: i
     positions = rank_positions(first, sampler.rank, sampler.num_replicas, count)
     expected = _indices_at(shape, positions, shape.data_epoch(trainer_epoch))
     items = iter(graph.root)
-    if graph.loader.batch_sampler is not None:
+    if getattr(graph.loader, 'batch_sampler', None) is not None:
         items = chain.from_iterable(items)
     got = np.fromiter(islice(items, count), dtype=np.int64)
     _expect(np.array_equal(got, expected), f'rank {sampler.rank} yields {got.tolist()} first in epoch '
