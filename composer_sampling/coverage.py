@@ -33,6 +33,7 @@ __all__ = [
     'epoch_accounting',
     'epoch_coverage',
     'exactly_once_problem',
+    'judged_coverage',
     'saturated_coverage',
     'stream_coverage',
     'verdict',
@@ -225,9 +226,23 @@ def stream_coverage(epoch: int, ranks: Iterable[Iterable[np.ndarray]], accountin
     if problem is not None:
         return EpochCoverage(epoch, trained, 0, 0, 0, 0, complete, problem)
     coverage = saturated_coverage(counts.at_least_once(), counts.at_least_twice(), trained, size)
-    overlap = counts.on_several_ranks()
-    return EpochCoverage(epoch, trained, coverage.exactly_once, coverage.repeated, coverage.missing, overlap,
-                         complete, _problem(epoch, coverage, overlap, accounting, ranks_seen, idle, complete))
+    return judged_coverage(epoch, coverage, counts.on_several_ranks(), accounting, ranks_seen, idle, complete)
+
+
+def judged_coverage(epoch: int, coverage: Coverage, overlap: int, accounting: EpochAccounting, ranks: int, idle: int,
+                    complete: bool) -> EpochCoverage:
+    """One pass's coverage with the first guarantee it breaks, however it was found (counted or constructed).
+
+    ``overlap`` samples were trained by several of the ``ranks`` data-parallel ranks, ``idle`` ranks trained nothing.
+
+    Example:
+        >>> accounting = EpochAccounting(dataset_len=4, trained=4, padded=0, dropped=0, steps=1)
+        >>> coverage = Coverage(trained=4, exactly_once=4, repeated=0, missing=0)
+        >>> judged_coverage(0, coverage, 0, accounting, ranks=2, idle=0, complete=True).problem is None
+        True
+    """
+    return EpochCoverage(epoch, coverage.trained, coverage.exactly_once, coverage.repeated, coverage.missing, overlap,
+                         complete, _problem(epoch, coverage, overlap, accounting, ranks, idle, complete))
 
 
 def _problem(epoch: int, coverage: Coverage, overlap: int, accounting: EpochAccounting, ranks: int, idle: int,

@@ -1,9 +1,12 @@
 """Check any DataLoader's order at any world size: every rank's order computed, the guarantees checked.
 
 No training, no process group and no sample is read: each rank's loader is built
-with its own ``num_replicas``/``rank``, its sampler graph gets the epoch as
-:class:`~composer_sampling.SamplerSync` would set it, and the indices it would
-yield are collected and counted (:mod:`composer_sampling.coverage`).
+with its own ``num_replicas``/``rank`` and its sampler graph gets the epoch as
+:class:`~composer_sampling.SamplerSync` would set it. Where every rank's order is
+ours (:func:`choose_proof`), coverage follows from the samplers' parameters
+(:mod:`composer_sampling.construction`, guarded by
+:mod:`composer_sampling.construction_guard`); else the indices each rank would
+yield are computed and counted (:mod:`composer_sampling.coverage`).
 ``composer-sampling plan`` runs the same check on a recipe
 (:func:`composer_sampling.recipes.dry_run.plan_recipe`).
 
@@ -26,17 +29,37 @@ import numpy as np
 from torch.utils.data import BatchSampler, DataLoader
 
 from composer_sampling.batching import BatchSizes
+from composer_sampling.construction import constructed_coverage
+from composer_sampling.construction_guard import GuardError, guard_first_indices, guard_positions
 from composer_sampling.coverage import EpochAccounting, EpochCoverage, epoch_accounting, stream_coverage, verdict
 from composer_sampling.graph import is_map_style, render_tree, sharding_problem
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import Seeded, has_pass_indices, has_pass_positions, is_torch_own
+from composer_sampling.rank_shape import RankShape, read_shape
 from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling.validate import replication_problem, valid_int
 
-__all__ = ['CHUNK', 'PlanReport', 'check_plan', 'epoch_indices', 'plan_loaders', 'rank_chunks']
+__all__ = [
+    'CHUNK',
+    'PROOFS',
+    'ConstructionError',
+    'PlanReport',
+    'check_plan',
+    'choose_proof',
+    'epoch_indices',
+    'plan_loaders',
+    'rank_chunks',
+]
 
 #: Indices computed and counted at a time by the plan (a rank read in one call may exceed it).
 CHUNK = 1 << 20
+#: The proofs of coverage: ``'auto'`` (by construction where every rank's order is ours, else counted),
+#: ``'construction'`` (refused where it does not apply) and ``'counted'``.
+PROOFS = ('auto', 'construction', 'counted')
+
+
+class ConstructionError(ValueError):
+    """``proof='construction'`` was asked for a plan whose orders are not all ours; the message says why."""
 
 
 @dataclass
@@ -51,6 +74,8 @@ class PlanReport:
     sub_epochs: int
     epochs: list[EpochCoverage] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: Which proof gave ``epochs`` and why: ``by construction (...)`` or ``counted (...)``; empty if none ran.
+    proof: str = ''
 
     @property
     def ok(self) -> bool:
@@ -168,7 +193,7 @@ def _batched(indices: np.ndarray, batch_sampler: BatchSampler) -> np.ndarray:
 
 
 def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, epochs: int = 2, seed: int = 0,
-               replication: int = 1) -> PlanReport:
+               replication: int = 1, proof: str = 'auto') -> PlanReport:
     """The coverage check of ``composer-sampling plan`` for any DataLoader: no recipe, no training, no sample read.
 
     ``make_loader(rank, world_size)`` builds one rank's train DataLoader, as your
@@ -184,6 +209,12 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
         seed (int): the data seed. Default: ``0``.
         replication (int): groups of that many ranks read the same data (as
             ``SamplerSync(replication=...)``); must divide ``world_size``. Default: ``1``.
+        proof (str): ``'auto'`` proves coverage by construction where every rank's
+            graph is our sampler under order-keeping wrappers with equal parameters
+            (computed from them, for any dataset length), else counts every rank's
+            indices; ``'construction'`` refuses a plan it does not apply to
+            (:class:`ValueError`), ``'counted'`` always counts. Both give the same
+            numbers; ``report.proof`` says which ran and why. Default: ``'auto'``.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -193,11 +224,15 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
         >>> report = check_plan(make_loader, world_size=4)
         >>> report.ok, [epoch.exactly_once for epoch in report.epochs]
         (True, [100, 100])
+        >>> report.proof
+        'by construction (every rank: ResumableDistributedSampler under BatchSampler)'
     """
     world_size = valid_int('world_size', world_size, minimum=1)
     epochs = valid_int('epochs', epochs, minimum=1)
     seed = valid_int('seed', seed, 0, MAX_DATA_SEED)
     replication = valid_int('replication', replication, minimum=1)
+    if proof not in PROOFS:
+        raise ValueError(f'proof must be one of {", ".join(map(repr, PROOFS))}, got {proof!r}')
     problem = replication_problem(replication, world_size)
     if problem is not None:
         raise ValueError(problem)
@@ -215,16 +250,20 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
     size = graphs[0].device_batch() or 1
     ranks = world_size // replication
     plan = BatchSizes(world_size, size * ranks, size, size, 1, replication)
-    return plan_loaders(plan, seed, loaders, epochs, graphs)
+    return plan_loaders(plan, seed, loaders, epochs, graphs, proof)
 
 
 def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader], epochs: int,
-                  rank_graphs: list[GraphSnapshot] | None = None) -> PlanReport:
+                  rank_graphs: list[GraphSnapshot] | None = None, proof: str = 'auto') -> PlanReport:
     """Check the guarantees on every rank's loader (``rank_loaders[r]`` is rank r's).
 
-    Coverage is counted on the first rank of each replication group. ``rank_graphs``
-    are the loaders' snapshots when the caller has them (else they are taken here).
+    Coverage is proved on the first rank of each replication group, by construction
+    where every rank's order is ours, else counted (``proof``: see :func:`check_plan`);
+    ``report.proof`` says which and why. ``rank_graphs`` are the loaders' snapshots
+    when the caller has them (else they are taken here).
     """
+    if proof not in PROOFS:
+        raise ValueError(f'proof must be one of {", ".join(map(repr, PROOFS))}, got {proof!r}')
     world_size = len(rank_loaders)
     if rank_graphs is None:
         rank_graphs = [take_snapshot(loader) for loader in rank_loaders]
@@ -246,12 +285,96 @@ def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader
     if len(seeds) > 1:
         report.problems.append(f'identical seeds: the ranks draw with different seeds {sorted(seeds)}')
 
+    shapes = choose_proof(rank_graphs, plan.replication, accounting.dataset_len, proof)
+    if isinstance(shapes, str):
+        report.proof = f'counted ({shapes})'
+    else:
+        report.proof = f'by construction (every rank: {shapes[0].describe()})'
     for data_epoch in range(-(-epochs // sub_epochs)):
         trainer_epochs = range(data_epoch * sub_epochs, min((data_epoch + 1) * sub_epochs, epochs))
-        coverage = stream_coverage(data_epoch, rank_chunks(loaders, trainer_epochs, graphs), report.accounting,
-                                   len(trainer_epochs) == sub_epochs)
+        complete = len(trainer_epochs) == sub_epochs
+        if isinstance(shapes, str):
+            coverage = stream_coverage(data_epoch, rank_chunks(loaders, trainer_epochs, graphs), accounting, complete)
+        else:
+            coverage = _constructed(data_epoch, trainer_epochs, rank_graphs, shapes, plan.replication, accounting,
+                                    complete)
         report.epochs.append(coverage)
         if coverage.problem:
             report.problems.append(coverage.problem)
     return report
 
+
+def choose_proof(rank_graphs: list[GraphSnapshot], replication: int, dataset_len: int,
+                 proof: str = 'auto') -> list[RankShape] | str:
+    """Every rank's :class:`~composer_sampling.rank_shape.RankShape` when the proof by construction applies, else
+    why the plan counts (``rank 0's graph has BatchShuffleSampler, which may reorder``).
+
+    It applies when every rank's graph is our sampler under order-keeping layers only
+    (:func:`~composer_sampling.rank_shape.read_shape`), the parameters that fix the
+    order are equal on every rank, the samplers' ranks are ``0 .. W/R - 1`` (each on
+    one group of ``replication`` ranks), the dataset length is the accounting's and no
+    pass starts at an offset. Each graph is set to epoch 0 here, as the plan's first
+    pass sets it. ``proof='construction'`` raises :class:`ValueError` where it does
+    not apply (:class:`ConstructionError`); ``'counted'`` always counts.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> loaders = [DataLoader(range(8), batch_size=2, sampler=ResumableDistributedSampler(8, 2, r))
+        ...            for r in range(2)]
+        >>> [shape.sampler.rank for shape in choose_proof([take_snapshot(loader) for loader in loaders], 1, 8)]
+        [0, 1]
+    """
+    if proof not in PROOFS:
+        raise ValueError(f'proof must be one of {", ".join(map(repr, PROOFS))}, got {proof!r}')
+    found = 'the counted proof was asked for' if proof == 'counted' else _shapes(rank_graphs, replication,
+                                                                                 dataset_len)
+    if isinstance(found, str) and proof == 'construction':
+        raise ConstructionError(f"proof='construction' needs every rank's order to be ours, but {found}")
+    return found
+
+
+def _shapes(rank_graphs: list[GraphSnapshot], replication: int, dataset_len: int) -> list[RankShape] | str:
+    shapes = []
+    for rank, graph in enumerate(rank_graphs):
+        shape = read_shape(graph)
+        if isinstance(shape, str):
+            return f"rank {rank}'s graph has {shape}"
+        shapes.append(shape)
+    reference = shapes[0].parameters()
+    for rank, shape in enumerate(shapes):
+        for name, value in shape.parameters().items():
+            if value != reference[name]:
+                return f"rank {rank}'s {name} is {value!r}, rank 0's is {reference[name]!r}"
+    groups = len(shapes) // replication
+    if reference['num_replicas'] != groups or [shape.sampler.rank for shape in shapes] != [
+            rank // replication for rank in range(len(shapes))]:
+        return f"the samplers' ranks are not 0 to {groups - 1}, each on one group of {replication} ranks"
+    if dataset_len != reference['dataset_len']:
+        return f"the sampler's dataset_len {reference['dataset_len']} is not the accounting's {dataset_len}"
+    for rank, (graph, shape) in enumerate(zip(rank_graphs, shapes, strict=True)):
+        graph.set_epoch(0)
+        if shape.sampler.sample_in_epoch:
+            return (f"rank {rank}'s {shape.names[0]} starts its next pass at sample {shape.sampler.sample_in_epoch} "
+                    'of the epoch')
+    return shapes
+
+
+def _constructed(data_epoch: int, trainer_epochs: range, rank_graphs: list[GraphSnapshot], shapes: list[RankShape],
+                 replication: int, accounting: EpochAccounting, complete: bool) -> EpochCoverage:
+    """One data epoch proved by construction, each trainer epoch set and checked on every rank, then guarded."""
+    intervals = []
+    for epoch in trainer_epochs:
+        for rank, (graph, shape) in enumerate(zip(rank_graphs, shapes, strict=True)):
+            graph.set_epoch(epoch)
+            sampler = shape.sampler
+            if sampler.epoch != epoch or sampler.sample_in_epoch or shape.data_epoch(epoch) != data_epoch:
+                raise GuardError(f'rank {rank}\'s {shape.names[0]} is at epoch {sampler.epoch}, sample '
+                                 f'{sampler.sample_in_epoch} after set_epoch({epoch}); the construction needs epoch '
+                                 f'{epoch} from its start')
+        first, _, end = shapes[0].interval(epoch)
+        intervals.append((first, end))
+        if epoch == trainer_epochs[0]:
+            guard_positions(shapes[0], data_epoch)
+        for rank in sorted({0, len(shapes) - replication}):
+            guard_first_indices(rank_graphs[rank], shapes[rank], epoch)
+    return constructed_coverage(data_epoch, intervals, accounting, len(shapes) // replication, complete)

@@ -1,6 +1,7 @@
-"""The counted proof and ``audit`` at scale: whole-process wall time and peak memory of ``plan`` and ``audit``.
+"""Both proofs and ``audit`` at scale: whole-process wall time and peak memory of ``plan`` and ``audit``.
 
     .venv/bin/python scripts/bench_proofs.py [--repeats 3] [--plan-1e8] [--plan-1e9] [--audit-samples 1e9]
+    .venv/bin/python scripts/bench_proofs.py --construction-only [--repeats 3]   (prints the rows, writes nothing)
 
 ``plan`` runs on a recipe whose sampler graph forces the counted proof: our
 ``ResumableDistributedSampler`` under a batch-shuffling custom batch sampler (the
@@ -10,7 +11,10 @@ with ``LedgerWriter`` (64 ranks, one epoch of a shuffled order, 1,024 indices a
 record) into a temporary folder and deletes afterwards; ``cat FILES > /dev/null`` of
 the same bytes is its floor. Every command is a whole process, timed by
 ``/usr/bin/time -f '%e %M'`` (wall seconds, peak resident memory). The default run is
-quick; the big sizes are opt-in flags.
+quick; the big sizes are opt-in flags. The proof by construction runs ``plan`` of the
+digits recipe (our sampler under torch's ``BatchSampler``) on synthetic datasets of
+1e9 and 2**62 train samples on 16,384 ranks; each run checks that its output names
+the proof it is meant to measure.
 """
 
 from __future__ import annotations
@@ -55,8 +59,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, 'PYTHONPATH': os.pathsep.join(paths)}
 
 
-def run_once(command: list[str] | str) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one run, as ``/usr/bin/time`` reports them; raises if the command fails.
+def run_once(command: list[str] | str, expect: str | None = None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one run, as ``/usr/bin/time`` reports them; raises if the command fails
+    (or if its output lacks ``expect``, when given).
 
     ``/usr/bin/time`` forks a small process to run the command, so the peak is the
     command's own (a child forked from this Python would start at this process's size).
@@ -64,10 +69,12 @@ def run_once(command: list[str] | str) -> tuple[float, float]:
     with tempfile.NamedTemporaryFile('r', suffix='.time') as report:
         shell = command if isinstance(command, str) else ' '.join(shlex.quote(part) for part in command)
         timed = ['/usr/bin/time', '-f', '%e %M', '-o', report.name, 'sh', '-c', shell]
-        process = subprocess.run(timed, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 check=False)
+        process = subprocess.run(timed, cwd=ROOT, env=_env(), stderr=subprocess.PIPE, check=False,
+                                 stdout=subprocess.DEVNULL if expect is None else subprocess.PIPE)
         if process.returncode:
             raise RuntimeError(f'{shell} failed ({process.returncode}): {process.stderr.decode()[-2000:]}')
+        if expect is not None and expect not in process.stdout.decode():
+            raise RuntimeError(f'{shell}: the output does not say {expect!r}:\n{process.stdout.decode()[-2000:]}')
         wall, peak = report.read().split()[-2:]
     return float(wall), int(peak) / 1024
 
@@ -78,6 +85,33 @@ def plan_command(samples: int, ranks: int, epochs: int) -> list[str]:
             f'train_loader.dataset={{name: synthetic, size: {samples * 5 // 4}}}',
             'train_loader.sampler={target: bench_proofs:ours_under_custom_batch}',
             f'global_train_batch_size={ranks * DEVICE_BATCH}', 'device_train_microbatch_size=16']
+
+
+#: ``(train samples, ranks, epochs, proof, most runs)`` of the construction table: both sizes by construction, and
+#: the counted proof of the same recipe at 1e8, for scale (once: it takes a minute).
+CONSTRUCTION_CASES = [(10**9, 16384, 2, 'auto', 9), (2**62, 16384, 2, 'auto', 9), (10**8, 16384, 2, 'counted', 1)]
+
+
+def construction_command(samples: int, ranks: int, epochs: int, proof: str) -> list[str]:
+    """``plan`` of the digits recipe on ``samples`` synthetic train samples (the recipe holds out 20% for eval)."""
+    return [CLI, 'plan', 'yamls/digits.yaml', '--world-size', str(ranks), '--epochs', str(epochs), '--proof', proof,
+            f'train_loader.dataset={{name: synthetic, size: {samples * 5 // 4}}}',
+            f'global_train_batch_size={ranks * DEVICE_BATCH}']
+
+
+def bench_construction(repeats: int) -> list[str]:
+    rows = ['| train samples | ranks | epochs | proof | runs | first run | median wall | peak RSS |',
+            '| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |']
+    for samples, ranks, epochs, proof, most in CONSTRUCTION_CASES:
+        expect = 'proof: by construction' if proof == 'auto' else 'proof: counted'
+        command = construction_command(samples, ranks, epochs, proof)
+        runs = [run_once(command, expect) for _ in range(min(repeats, most))]
+        wall, rss = _median(runs)
+        label = '2**62' if samples == 2**62 else f'{samples:.0e}'
+        rows.append(f'| {label} | {ranks:,} | {epochs} | {expect.split(": ")[1]} | {len(runs)} | {runs[0][0]:.1f} s | '
+                    f'{wall:.1f} s | {rss:,.0f} MiB |')
+        print(rows[-1], flush=True)
+    return rows
 
 
 def write_ledgers(folder: Path, samples: int) -> int:
@@ -149,7 +183,12 @@ def main() -> None:
     parser.add_argument('--plan-1e8', action='store_true', help='plan 1e8 samples on 1,024 ranks, 2 epochs (once)')
     parser.add_argument('--plan-1e9', action='store_true', help='plan 1e9 samples on 16,384 ranks, 1 epoch (once)')
     parser.add_argument('--audit-samples', type=float, default=1e7, help='recorded samples to audit (1e9: 4 GB)')
+    parser.add_argument('--construction-only', action='store_true',
+                        help='only the proof by construction\'s cases: print their rows, write nothing')
     args = parser.parse_args()
+    construction_rows = bench_construction(args.repeats)
+    if args.construction_only:
+        return
     cases = [(10**6, 1024, 2, args.repeats), (10**7, 1024, 2, args.repeats)]
     if args.plan_1e8:
         cases.append((10**8, 1024, 2, 1))
@@ -167,6 +206,12 @@ def main() -> None:
         'Each run is the whole `composer-sampling plan` process: Python and torch start-up (about 2 s and 450 MiB, '
         'see bench_startup.py), building every rank\'s loader, iterating each rank\'s batches in Python and counting '
         'them. "first run" is the first of the runs (the coldest file cache).', '',
+        '### plan: the proof by construction (our sampler under torch\'s BatchSampler, digits recipe)', '',
+        *construction_rows, '',
+        'Whole `composer-sampling plan` processes again, 2 epochs: the time is start-up and building 16,384 loaders '
+        'and their graphs; the proof itself is arithmetic on the parameters plus the guard (4,096 positions through '
+        'the permutation and back per epoch, and the first indices of two ranks). The counted row is the same recipe '
+        'with `--proof counted`.', '',
         '### audit: ledger files of one epoch, 64 ranks, 1,024 indices a record', '',
         *audit_rows, '',
         'The ledger files are written by this script just before, so they are in the page cache (warm); the floor '

@@ -1,7 +1,7 @@
 """The ``composer-sampling`` command: ``train`` a recipe, ``plan`` it at any world size, ``audit`` a run's ledgers.
 
     composer-sampling train RECIPE [field=value ...]   (several ranks: composer -n N -m composer_sampling.train RECIPE)
-    composer-sampling plan RECIPE [--world-size N] [--epochs E] [field=value ...]
+    composer-sampling plan RECIPE [--world-size N] [--epochs E] [--proof P] [field=value ...]
     composer-sampling audit FOLDER [--plot coverage.png]
     composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
 
@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
     plan.add_argument('--world-size', type=int, default=1, help='number of ranks to plan for (default: 1)')
     plan.add_argument('--epochs', type=int, default=2, help='trainer epochs to check (default: 2)')
+    plan.add_argument('--proof', choices=('auto', 'construction', 'counted'), default='auto',
+                      help='auto (default): by construction where every rank\'s order is ours, else counted')
     plan.add_argument('overrides', nargs='*', help='field=value overrides, as for train')
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
     audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger')
@@ -118,16 +120,22 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
     groups = '' if plan.replication == 1 else f' ({plan.data_parallel} data-parallel groups of {plan.replication})'
     passes = f'{len(report.epochs)} pass{"es" * (len(report.epochs) != 1)}'
     ranks = f'{plan.world_size} rank{"s" * (plan.world_size != 1)}'
+    if report.proof:
+        print(f'\nproof: {report.proof}')
     print(f'\nchecked {passes} on {ranks}{groups} in {seconds:.1f} s')
 
 
 def _plan(args: argparse.Namespace) -> int:
     if args.world_size < 1 or args.epochs < 1:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
+    from composer_sampling.plan import ConstructionError
     from composer_sampling.recipes.dry_run import plan_recipe
 
     started = time.perf_counter()
-    report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs)
+    try:
+        report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs, args.proof)
+    except ConstructionError as error:
+        raise RecipeError(str(error)) from None
     _print_plan(report, time.perf_counter() - started)
     for problem in report.problems:
         print(f'FAILED guarantee: {problem}', file=sys.stderr)

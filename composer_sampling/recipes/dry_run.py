@@ -3,7 +3,7 @@
 The recipe is resolved and checked as ``train`` checks it (except what needs the
 model, the optimizer or the callbacks imported), every data-parallel rank's train
 loader is built (datasets are built, never indexed) and
-:func:`composer_sampling.plan.plan_loaders` computes and counts their orders.
+:func:`composer_sampling.plan.plan_loaders` proves their coverage (by construction, or counted).
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -23,7 +23,7 @@ from composer_sampling.recipes.schema import Recipe
 __all__ = ['plan_recipe']
 
 
-def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
+def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto') -> PlanReport:
     """Build every rank's loader for ``world_size`` and check ``epochs`` trainer epochs of their orders.
 
     Raises :class:`~composer_sampling.recipes.errors.RecipeError` for everything
@@ -39,4 +39,5 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int) -> PlanReport:
     # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
     loaders = [build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank, seed))
                for rank in range(plan.data_parallel)]
-    return plan_loaders(plan, seed, [loaders[rank // plan.replication] for rank in range(world_size)], epochs)
+    return plan_loaders(plan, seed, [loaders[rank // plan.replication] for rank in range(world_size)], epochs,
+                         proof=proof)

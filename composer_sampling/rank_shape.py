@@ -1,0 +1,162 @@
+"""One rank's sampler graph, read as the proof by construction needs it: our sampler and the layers above it.
+
+A graph qualifies when its active nodes form one chain from the loader's root
+down to one of our samplers (:data:`OUR_SAMPLERS`, exactly those classes), and every
+node above it only groups or passes on, in order, what is below it: torch's own
+``BatchSampler``, :class:`~composer_sampling.samplers.NestedBatchSampler`,
+:class:`~composer_sampling.samplers.DistributedBatchAdapter` and an
+:class:`~composer_sampling.index_tap.IndexTap` without a pending window. Anything
+else (a custom batch sampler, torch's ``RandomSampler`` or ``DistributedSampler``,
+a subclass of any of ours) may reorder, drop or repeat, and :func:`read_shape` names
+it instead; ``plan`` then counts that graph.
+
+Example:
+    >>> from torch.utils.data import DataLoader
+    >>> from composer_sampling import ResumableDistributedSampler
+    >>> from composer_sampling.snapshot import take_snapshot
+    >>> loader = DataLoader(range(10), batch_size=3, drop_last=True, sampler=ResumableDistributedSampler(10, 2, 1))
+    >>> shape = read_shape(take_snapshot(loader))
+    >>> shape.describe(), shape.layers, shape.interval(0)
+    ('ResumableDistributedSampler under BatchSampler', ((3, True),), (0, 3, 6))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from torch.utils.data import BatchSampler, DataLoader
+
+from composer_sampling.construction import kept_by_batching, mixture_window, rank_window
+from composer_sampling.graph import labelled_children
+from composer_sampling.index_tap import IndexTap
+from composer_sampling.protocols import is_torch_own
+from composer_sampling.samplers.base import OrderedSampler
+from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter, StatefulDistributedBatchAdapter
+from composer_sampling.samplers.mixture import MixtureDistributedSampler
+from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNestedBatchSampler
+from composer_sampling.samplers.resumable import ResumableDistributedSampler
+from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
+from composer_sampling.snapshot import GraphSnapshot
+
+__all__ = ['OUR_SAMPLERS', 'RankShape', 'read_shape']
+
+#: The index samplers whose order the construction knows (exactly these classes, not subclasses).
+OUR_SAMPLERS: tuple[type[OrderedSampler], ...] = (
+    ResumableDistributedSampler, SubEpochDistributedSampler, MixtureDistributedSampler)
+_JOINING = (NestedBatchSampler, StatefulNestedBatchSampler)
+_PRESENTING = (DistributedBatchAdapter, StatefulDistributedBatchAdapter)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankShape:
+    """A rank's graph that the construction covers.
+
+    Attributes:
+        sampler: the index sampler at the bottom, one of :data:`OUR_SAMPLERS`.
+        layers: ``(group, drop_last)`` of each batching layer above it, innermost
+            first (:func:`~composer_sampling.construction.kept_by_batching`).
+        names: the class names of the chain, the sampler first.
+    """
+
+    sampler: OrderedSampler
+    layers: tuple[tuple[int, bool], ...]
+    names: tuple[str, ...]
+
+    def describe(self) -> str:
+        """The chain in words, from the sampler up: ``ResumableDistributedSampler under BatchSampler``."""
+        return ' under '.join(self.names)
+
+    def parameters(self) -> dict[str, Any]:
+        """Everything that fixes this rank's order but its rank: equal on every rank for the construction to hold."""
+        sampler = self.sampler
+        values: dict[str, Any] = {
+            'graph': self.describe(), 'batching layers': self.layers, 'order signature': sampler.order_signature(),
+            'dataset_len': sampler.dataset_len, 'num_replicas': sampler.num_replicas, 'seed': sampler.seed,
+            'shuffle': sampler.shuffle, 'drop_last': sampler.drop_last,
+        }
+        if isinstance(sampler, SubEpochDistributedSampler):
+            values['sub_epochs_per_epoch'] = sampler.sub_epochs_per_epoch
+        if isinstance(sampler, MixtureDistributedSampler):
+            values.update(source_sizes=sampler.source_sizes, batch_size=sampler.batch_size)
+        return values
+
+    def data_epoch(self, trainer_epoch: int) -> int:
+        """The pass over the data that ``trainer_epoch`` belongs to."""
+        sampler = self.sampler
+        if isinstance(sampler, SubEpochDistributedSampler):
+            return trainer_epoch // sampler.sub_epochs_per_epoch
+        return trainer_epoch
+
+    def interval(self, trainer_epoch: int) -> tuple[int, int, int]:
+        """``(first, kept, end)``: the rank's first global position of the epoch's pass, the indices it keeps, and
+        ``first + kept * num_replicas``, the end of the positions every rank together trains (from the parameters)."""
+        sampler = self.sampler
+        replicas = sampler.num_replicas
+        if isinstance(sampler, MixtureDistributedSampler):
+            first, count = mixture_window(sampler.source_sizes, sampler.batch_size, replicas)
+        elif isinstance(sampler, SubEpochDistributedSampler):
+            parts = sampler.sub_epochs_per_epoch
+            first, count = rank_window(sampler.dataset_len, replicas, sampler.drop_last, parts, trainer_epoch % parts)
+        else:
+            first, count = rank_window(sampler.dataset_len, replicas, sampler.drop_last)
+        kept = kept_by_batching(count, self.layers)
+        return first, kept, first + kept * replicas
+
+
+def read_shape(graph: GraphSnapshot) -> RankShape | str:
+    """The graph's :class:`RankShape`, or what in it the construction does not cover (``BatchShuffleSampler, which
+    may reorder``).
+
+    Example:
+        >>> from torch.utils.data import DataLoader, RandomSampler
+        >>> from composer_sampling.snapshot import take_snapshot
+        >>> read_shape(take_snapshot(DataLoader(range(4), batch_size=2, sampler=RandomSampler(range(4)))))
+        'RandomSampler, which may reorder'
+    """
+    node = graph.root
+    batches = isinstance(graph.loader, DataLoader) and graph.loader.batch_sampler is not None
+    chain: list[Any] = []
+    layers: list[tuple[int, bool]] = []
+    while type(node) not in OUR_SAMPLERS:
+        chain.append(node)
+        step = _step(node, batches)
+        if isinstance(step, str):
+            return step
+        child, batches, layer = step
+        if layer is not None:
+            layers.append(layer)
+        if any(child is seen for seen in chain):
+            return f'{type(node).__name__} drawing from a node above it'
+        node = child
+    chain.append(node)
+    if batches:
+        return f'{type(node).__name__} where batches are expected'
+    if labelled_children(node) or len(chain) != len(graph.active):
+        return f'{type(node).__name__} with samplers beside or below it'
+    return RankShape(node, tuple(reversed(layers)), tuple(type(item).__name__ for item in reversed(chain)))
+
+
+def _step(node: Any, batches: bool) -> tuple[Any, bool, tuple[int, bool] | None] | str:
+    """The node below ``node``, whether it yields batches, and the batching layer ``node`` adds; else why not."""
+    name = type(node).__name__
+    level = 'batches' if batches else 'single indices'
+    children = labelled_children(node)
+    if is_torch_own(node, BatchSampler) or type(node) in _JOINING or type(node) in _PRESENTING:
+        if not batches:
+            return f'{name} where {level} are expected'
+        attribute = 'sampler' if is_torch_own(node, BatchSampler) else 'batch_sampler'
+        if is_torch_own(node, BatchSampler):
+            layer: tuple[int, bool] | None = (node.batch_size, node.drop_last)
+        else:
+            layer = (node.num_batches, node.drop_last) if type(node) in _JOINING else None
+    elif type(node) is IndexTap:
+        if node.window != (0, None):
+            skip, limit = node.window
+            return f'IndexTap with a pending window (skip {skip}, limit {limit})'
+        attribute, layer = 'sampler', None
+    else:
+        return f'{name}, which may reorder'
+    if [label for label, _ in children] != [attribute]:
+        return f'{name} with samplers beside {attribute}'
+    return children[0][1], batches and not is_torch_own(node, BatchSampler), layer
