@@ -1,9 +1,12 @@
 """Correct, reproducible and resumable data order for MosaicML Composer.
 
-The public names are imported on first use, so that a part which does not need
-Composer (the samplers, :func:`check_checkpoint`, recipe validation) does not
-import it. ``distribute`` is imported at once: its module has the same name, and
-importing that module later would otherwise put the module where the function belongs.
+The public API is this module's ``__all__``, the subpackages ``samplers`` and
+``callbacks`` (and their public modules), ``permutation``, ``positions``,
+``protocols``, ``batching``, ``ledger_format``, ``audit``, ``train`` and ``recipes``.
+Modules whose names start with an underscore are internal: they may change in any
+release. The public names are imported on first use, so that a part which does not
+need Composer (the samplers, :func:`check_checkpoint`, recipe validation) does not
+import it.
 """
 
 from __future__ import annotations
@@ -12,42 +15,42 @@ import importlib
 import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
-from composer_sampling.distribute import distribute
-
 try:
     __version__ = importlib.metadata.version('composer-sampling')
 except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = '0+unknown'
 
 if TYPE_CHECKING:
+    from composer_sampling._checkpoint_check import CheckpointError, check_checkpoint
+    from composer_sampling._distribute import distribute
+    from composer_sampling._graph import iter_samplers
+    from composer_sampling._per_sample_rng import PerSampleRNG
+    from composer_sampling._plan import check_plan
+    from composer_sampling._summary import summarize
     from composer_sampling.callbacks.sample_ledger import SampleLedger
     from composer_sampling.callbacks.sampler_sync import SamplerSync
-    from composer_sampling.checkpoint_check import CheckpointError, check_checkpoint
-    from composer_sampling.graph import iter_samplers
-    from composer_sampling.per_sample_rng import PerSampleRNG
-    from composer_sampling.plan import check_plan
     from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
     from composer_sampling.samplers.mixture import MixtureDistributedSampler
     from composer_sampling.samplers.nested import NestedBatchSampler
     from composer_sampling.samplers.resumable import ResumableDistributedSampler
     from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
-    from composer_sampling.summary import summarize
 
 #: Each public name and the module that defines it.
 _MODULES = {
-    'CheckpointError': 'composer_sampling.checkpoint_check',
+    'CheckpointError': 'composer_sampling._checkpoint_check',
     'DistributedBatchAdapter': 'composer_sampling.samplers.batch_adapter',
     'MixtureDistributedSampler': 'composer_sampling.samplers.mixture',
     'NestedBatchSampler': 'composer_sampling.samplers.nested',
-    'PerSampleRNG': 'composer_sampling.per_sample_rng',
+    'PerSampleRNG': 'composer_sampling._per_sample_rng',
     'ResumableDistributedSampler': 'composer_sampling.samplers.resumable',
     'SampleLedger': 'composer_sampling.callbacks.sample_ledger',
     'SamplerSync': 'composer_sampling.callbacks.sampler_sync',
     'SubEpochDistributedSampler': 'composer_sampling.samplers.sub_epoch',
-    'check_checkpoint': 'composer_sampling.checkpoint_check',
-    'check_plan': 'composer_sampling.plan',
-    'iter_samplers': 'composer_sampling.graph',
-    'summarize': 'composer_sampling.summary',
+    'check_checkpoint': 'composer_sampling._checkpoint_check',
+    'check_plan': 'composer_sampling._plan',
+    'distribute': 'composer_sampling._distribute',
+    'iter_samplers': 'composer_sampling._graph',
+    'summarize': 'composer_sampling._summary',
 }
 
 __all__ = [

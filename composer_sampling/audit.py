@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling.counting import SaturatingCounts
-from composer_sampling.coverage import exactly_once_problem, saturated_coverage
+from composer_sampling._counting import SaturatingCounts
+from composer_sampling._coverage import exactly_once_problem, saturated_coverage
+from composer_sampling._validate import is_integer, is_real
 from composer_sampling.ledger_format import MAGIC, LedgerError, LedgerScan, read_records, scan_ledger, verify_ledger
-from composer_sampling.validate import is_integer, is_real
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 

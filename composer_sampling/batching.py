@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from composer_sampling.validate import replication_problem
+from composer_sampling._validate import replication_problem
 
 __all__ = ['ARGUMENT_NAMES', 'BatchSizeError', 'BatchSizes', 'batch_sizes']
 

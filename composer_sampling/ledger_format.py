@@ -45,8 +45,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from composer_sampling.checkpoint_envelope import valid_version
-from composer_sampling.validate import first_outside, is_integer
+from composer_sampling._checkpoint_envelope import valid_version
+from composer_sampling._validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
            'LedgerWriter', 'index_bytes', 'read_ledger', 'read_records', 'scan_ledger', 'verify_ledger']

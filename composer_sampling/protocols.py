@@ -39,7 +39,7 @@ import functools
 import inspect
 from typing import Any, Literal, Protocol, TypeGuard, get_args, get_origin, get_type_hints, runtime_checkable
 
-from composer_sampling.validate import is_integer
+from composer_sampling._validate import is_integer
 
 __all__ = [
     'CAPABILITIES',
@@ -123,7 +123,7 @@ class OrderPreserving(Protocol):
     """Only groups or forwards, in order, what the node below yields (class attribute ``keeps_child_order = True``).
 
     Torch's own ``BatchSampler`` is treated as one without the attribute
-    (:func:`composer_sampling.graph.keeps_child_order`, through :func:`is_torch_own`).
+    (:func:`composer_sampling._graph.keeps_child_order`, through :func:`is_torch_own`).
     """
 
     keeps_child_order: Literal[True]

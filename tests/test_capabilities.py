@@ -24,11 +24,11 @@ from composer_sampling import (
     protocols,
     summarize,
 )
-from composer_sampling import graph as graph_module
-from composer_sampling.plan import epoch_indices
+from composer_sampling import _graph as graph_module
+from composer_sampling._plan import epoch_indices
+from composer_sampling._snapshot import take_snapshot
 from composer_sampling.samplers import DistributedBatchAdapter
 from composer_sampling.samplers.nested import StatefulNestedBatchSampler
-from composer_sampling.snapshot import take_snapshot
 
 from helpers import IndexLedger, checkpoint, make_trainer, synthetic
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from composer_sampling import CheckpointError, check_checkpoint
-from composer_sampling.checkpoint_check import composer_load_path, composer_safe_globals, resolve_safe_global
+from composer_sampling._checkpoint_check import composer_load_path, composer_safe_globals, resolve_safe_global
 from composer_sampling.recipes.checks import checked_spec
 from composer_sampling.recipes.cli import main as cli_main
 from composer_sampling.recipes.resolve import resolve

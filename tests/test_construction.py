@@ -21,17 +21,17 @@ from composer_sampling import (
     SubEpochDistributedSampler,
     check_plan,
 )
-from composer_sampling.construction import folded_counts, kept_by_batching
-from composer_sampling.construction_guard import GuardError, guard_first_indices, guard_positions
-from composer_sampling.index_tap import IndexTap
+from composer_sampling._construction import folded_counts, kept_by_batching
+from composer_sampling._construction_guard import GuardError, guard_first_indices, guard_positions
+from composer_sampling._index_tap import IndexTap
+from composer_sampling._plan import ConstructionError, PlanReport
+from composer_sampling._rank_shape import RankShape, read_shape
+from composer_sampling._snapshot import take_snapshot
 from composer_sampling.permutation import Permutation
-from composer_sampling.plan import ConstructionError, PlanReport
 from composer_sampling.positions import samples_per_rank
-from composer_sampling.rank_shape import RankShape, read_shape
 from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.samplers import DistributedBatchAdapter, NestedBatchSampler
-from composer_sampling.snapshot import take_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 WRAPPINGS = ('loader', 'batch_sampler', 'tap', 'nested', 'adapter', 'unbatched')

@@ -9,7 +9,8 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler
 
 from composer_sampling import ResumableDistributedSampler, SubEpochDistributedSampler
-from composer_sampling.graph import keeps_child_order, set_epoch_everywhere, sharding_nodes, supports_start_offset
+from composer_sampling._graph import keeps_child_order, set_epoch_everywhere, sharding_nodes, supports_start_offset
+from composer_sampling._seeding import seeded_nodes
 from composer_sampling.protocols import (
     EpochAware,
     EpochUsage,
@@ -26,7 +27,6 @@ from composer_sampling.protocols import (
     SubEpochs,
     supports,
 )
-from composer_sampling.seeding import seeded_nodes
 
 
 class Forwarding:

@@ -1,4 +1,4 @@
-"""How a fit continues an epoch, decided from the sampler graph alone (no Trainer): composer_sampling.resume_plan."""
+"""How a fit continues an epoch, decided from the sampler graph alone (no Trainer): composer_sampling._resume_plan."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, Sampler
 
 from composer_sampling import NestedBatchSampler, ResumableDistributedSampler
+from composer_sampling._resume_plan import Layout, Position, ResumeRefusedError, plan_resume, top_edge
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
-from composer_sampling.resume_plan import Layout, Position, ResumeRefusedError, plan_resume, top_edge
 from composer_sampling.samplers import DistributedBatchAdapter
 
 DATA = range(48)

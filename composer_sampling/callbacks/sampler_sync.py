@@ -12,24 +12,24 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
-from composer_sampling.callbacks.checkpoint_rng import CheckpointRNG
-from composer_sampling.callbacks.fit_graph import fit_graph, forget_fit_graph
-from composer_sampling.callbacks.top_tap import end_top_tap, top_tap
-from composer_sampling.checkpoint_envelope import VersionPolicy, read_state, write_state
-from composer_sampling.graph import describe, is_map_style, sharding_problem
-from composer_sampling.index_tap import IndexTap, install_tap
-from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.protocols import is_epoch_aware, is_offsettable
-from composer_sampling.resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, plan_resume
-from composer_sampling.seeding import (
+from composer_sampling._checkpoint_envelope import VersionPolicy, read_state, write_state
+from composer_sampling._graph import describe, is_map_style, sharding_problem
+from composer_sampling._index_tap import IndexTap, install_tap
+from composer_sampling._resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, plan_resume
+from composer_sampling._seeding import (
     UNSEEDED_GENERATOR,
     default_seed,
     epoch_generator_seed,
     is_streaming_dataset,
 )
-from composer_sampling.signatures import signature_difference
-from composer_sampling.snapshot import GraphSnapshot, take_snapshot
-from composer_sampling.validate import valid_bool, valid_int
+from composer_sampling._signatures import signature_difference
+from composer_sampling._snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._validate import valid_bool, valid_int
+from composer_sampling.callbacks._checkpoint_rng import CheckpointRNG
+from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
+from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
+from composer_sampling.permutation import MAX_DATA_SEED
+from composer_sampling.protocols import is_epoch_aware, is_offsettable
 
 __all__ = ['DataOrderError', 'SamplerSync']
 
@@ -90,7 +90,7 @@ class SamplerSync(Callback):
       checkpoint's. A fit that starts inside an epoch continues it without loading
       a trained sample again: samplers of ours start at the sample offset, any other
       graph skips the trained batches' indices (see
-      :func:`~composer_sampling.resume_plan.plan_resume`), Composer's spin is
+      :func:`~composer_sampling._resume_plan.plan_resume`), Composer's spin is
       switched off, and the checkpoint's RNG state is restored before the first
       batch, where the spin would have restored it. A resume that cannot continue
       exactly (another batch size or world size for a graph whose order depends on
@@ -532,7 +532,7 @@ class SamplerSync(Callback):
     def _print_summary(self, graph: GraphSnapshot, seed: int, map_style: bool) -> None:
         if not self.print_summary or dist.get_global_rank() != 0:
             return
-        from composer_sampling.summary import summarize
+        from composer_sampling._summary import summarize
 
         if self._loaded and self._checkpoint_seed is not None:
             source = 'the checkpoint\'s'

@@ -27,14 +27,14 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, DistributedSampler, Sampler, Subset
 
+from composer_sampling._distribute import rebuild_loader
+from composer_sampling._validate import is_integer
 from composer_sampling.batching import BatchSizes
-from composer_sampling.distribute import rebuild_loader
 from composer_sampling.recipes.checks import builder_of, check_data, run_builder
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
-from composer_sampling.validate import is_integer
 
 __all__ = ['Data', 'Placement', 'Split', 'build_data', 'build_eval_loader', 'build_train_loader', 'cut_held_out',
            'is_batch_sampler', 'split_into_sources']
@@ -204,7 +204,7 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchSizes, where:
     sampler = run_builder(part, keywords)
     read_from = dataset
     if spec.recipe.train_loader.per_sample_rng:  # the samplers see the dataset as it is (a mixture its sources)
-        from composer_sampling.per_sample_rng import PerSampleRNG
+        from composer_sampling._per_sample_rng import PerSampleRNG
 
         read_from = PerSampleRNG(dataset, seed=where.data_seed)
     if isinstance(sampler, DataLoader):

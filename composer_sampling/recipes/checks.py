@@ -26,15 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
-from composer_sampling.checkpoint_check import (
+from composer_sampling._checkpoint_check import (
     CheckpointError,
     composer_load_path,
     load_checked_checkpoint,
     resolve_safe_global,
     uri_scheme,
 )
-from composer_sampling.checkpoint_envelope import payload_of
+from composer_sampling._checkpoint_envelope import payload_of
+from composer_sampling._validate import is_integer
+from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
     ALLOWED_MODULES_VARIABLE,
@@ -46,7 +47,6 @@ from composer_sampling.recipes.registry import (
 )
 from composer_sampling.recipes.registry import import_target as _import_target
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
-from composer_sampling.validate import is_integer
 
 __all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'builder_of', 'check_data', 'check_folders',
            'checked_spec', 'counts_tokens', 'recipe_batch_sizes', 'run_builder']

@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from composer.models import ComposerClassifier, ComposerModel
 
+from composer_sampling._validate import is_integer
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.validate import is_integer
 
 __all__ = ['IndexedClassifier', 'as_composer_model']
 

@@ -42,8 +42,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from composer_sampling.import_names import MissingAttributeError, import_name, split_import_name
-from composer_sampling.validate import is_real
+from composer_sampling._import_names import MissingAttributeError, import_name, split_import_name
+from composer_sampling._validate import is_real
 
 __all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
            'REGISTRIES', 'SAMPLERS', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',

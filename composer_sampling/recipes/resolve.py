@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from composer_sampling.import_names import split_import_name
+from composer_sampling._import_names import split_import_name
+from composer_sampling._validate import is_real
 from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, RegistryError
 from composer_sampling.recipes.schema import Recipe
-from composer_sampling.validate import is_real
 
 __all__ = ['DATA_FIELDS', 'DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
 

@@ -67,10 +67,10 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     """
     from composer.utils import dist, get_device
 
+    from composer_sampling._summary import summarize
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
     from composer_sampling.recipes.build_training import build_run, build_trainer
     from composer_sampling.recipes.resolve import resolve
-    from composer_sampling.summary import summarize
 
     if run is None:
         spec = resolve(recipe)

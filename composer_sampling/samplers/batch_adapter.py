@@ -7,10 +7,10 @@ from typing import Any
 
 from torch.utils.data import DistributedSampler
 
-from composer_sampling.graph import iter_samplers
-from composer_sampling.index_tap import IndexTap
+from composer_sampling._graph import iter_samplers
+from composer_sampling._index_tap import IndexTap
 from composer_sampling.protocols import is_epoch_aware, is_seeded, is_sharded
-from composer_sampling.samplers.delegation import DelegatedState, wrapper_class
+from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
 
 __all__ = ['DistributedBatchAdapter', 'StatefulDistributedBatchAdapter']
 
@@ -34,7 +34,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
     built as a :class:`StatefulDistributedBatchAdapter`) only when every sampler
     below that decides the order has one. The nodes it forwards to are found once,
     when it is built, and again only if ``batch_sampler`` is replaced (an
-    :class:`~composer_sampling.index_tap.IndexTap` put on top of it does not count).
+    :class:`~composer_sampling._index_tap.IndexTap` put on top of it does not count).
 
     Args:
         batch_sampler: the batch sampler to present; its graph must contain a node
@@ -65,7 +65,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
             raise ValueError(
                 f'DistributedBatchAdapter needs a sampler that shards by rank below it, but the graph of '
                 f'{type(batch_sampler).__name__} has none (no node with num_replicas and rank); '
-                'build it on a ResumableDistributedSampler, or call composer_sampling.distribute(dataloader)',
+                'build it on a ResumableDistributedSampler, or call composer_sampling._distribute(dataloader)',
             )
         shapes = {(node.num_replicas, node.rank) for node in below}
         if len(shapes) > 1:

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from composer_sampling._validate import valid_int
 from composer_sampling.permutation import MAX_DATASET_LEN, Permutation, derive_seed
 from composer_sampling.positions import IndexArray, iter_mapped_positions, mixture_schedule, rank_count
-from composer_sampling.samplers.base import OrderedSampler
-from composer_sampling.validate import valid_int
+from composer_sampling.samplers._base import OrderedSampler
 
 __all__ = ['MixtureDistributedSampler']
 

@@ -15,9 +15,9 @@ from torch.utils.data import (
     WeightedRandomSampler,
 )
 
+from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_epoch_aware, is_order_preserving
-from composer_sampling.samplers.delegation import DelegatedState, wrapper_class
-from composer_sampling.validate import valid_bool, valid_int
+from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
 
 __all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler', 'yields_indices']
 
@@ -46,7 +46,7 @@ class NestedBatchSampler(Sampler[list[int]]):
     The last, shorter group is yielded unless ``drop_last``. ``set_epoch`` is
     forwarded to the inner batch sampler when it has one. The indices keep the
     inner order, so a graph of ours below it resumes at a sample offset, and
-    :func:`~composer_sampling.distribute` can put a distributed sampler at its
+    :func:`~composer_sampling._distribute` can put a distributed sampler at its
     bottom however deep it is.
 
     It has ``state_dict``/``load_state_dict`` (it is then built as a

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from composer_sampling._validate import dataset_length
 from composer_sampling.positions import (
     IndexArray,
     global_indices,
     rank_positions,
     samples_per_rank,
 )
-from composer_sampling.samplers.base import OrderedSampler
-from composer_sampling.validate import dataset_length
+from composer_sampling.samplers._base import OrderedSampler
 
 __all__ = ['ResumableDistributedSampler']
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from composer_sampling._validate import dataset_length, valid_int
 from composer_sampling.positions import rank_count, samples_per_rank, split_window
-from composer_sampling.samplers.base import OrderedSampler
-from composer_sampling.validate import dataset_length, valid_int
+from composer_sampling.samplers._base import OrderedSampler
 
 __all__ = ['SubEpochDistributedSampler']
 

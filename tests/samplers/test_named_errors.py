@@ -17,7 +17,7 @@ import pytest
 from torch.utils.data import DistributedSampler
 
 from composer_sampling import MixtureDistributedSampler, ResumableDistributedSampler, SubEpochDistributedSampler
-from composer_sampling.validate import MAX_EPOCH
+from composer_sampling._validate import MAX_EPOCH
 
 SAMPLERS: dict[str, Callable[[], Any]] = {
     'resumable': lambda: ResumableDistributedSampler(range(37), 3, 1, seed=4),

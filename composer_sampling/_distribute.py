@@ -14,15 +14,15 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
-from composer_sampling.graph import labelled_children
-from composer_sampling.index_tap import IndexTap
+from composer_sampling._graph import labelled_children
+from composer_sampling._index_tap import IndexTap
+from composer_sampling._validate import resolve_replicas, valid_int
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import is_torch_own
-from composer_sampling.samplers.base import OrderedSampler
+from composer_sampling.samplers._base import OrderedSampler
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
-from composer_sampling.validate import resolve_replicas, valid_int
 
 __all__ = ['distribute', 'rebuild_loader']
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
 
+from composer_sampling._validate import is_integer, replication_problem
 from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded, is_torch_own
-from composer_sampling.validate import is_integer, replication_problem
 
 __all__ = [
     'Visit',
@@ -114,7 +114,7 @@ def walk(obj: Any) -> Iterator[Visit]:
     them the walk descends only into sampler-like nodes (:func:`is_sampler_like`).
     Cycles are followed once; a graph deeper than :data:`MAX_DEPTH` is an error.
     Everything that needs the graph goes through here (:func:`iter_samplers`,
-    :class:`~composer_sampling.snapshot.GraphSnapshot`).
+    :class:`~composer_sampling._snapshot.GraphSnapshot`).
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -308,7 +308,7 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
         return (
             f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '
             'every rank would train on the same samples. Use ResumableDistributedSampler as the sampler, '
-            'or composer_sampling.distribute(dataloader) for a custom batch sampler'
+            'or composer_sampling._distribute(dataloader) for a custom batch sampler'
         )
     return None
 

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DistributedSampler
 
+from composer_sampling._validate import MAX_EPOCH, resolve_replicas, valid_bool, valid_int
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.positions import IndexArray, PassCursor, iter_rank_indices
-from composer_sampling.samplers.state import sampler_payload, sampler_state
-from composer_sampling.validate import MAX_EPOCH, resolve_replicas, valid_bool, valid_int
+from composer_sampling.samplers._state import sampler_payload, sampler_state
 
 __all__ = ['OrderedSampler', 'PassIterator']
 
@@ -211,7 +211,7 @@ class OrderedSampler(DistributedSampler[int]):
         """Resume from :meth:`state_dict` at the next pass; refuses a state of another sampler class or order.
 
         A state written by an earlier version of composer-sampling loads as that version
-        (:mod:`composer_sampling.samplers.state`). The state's epoch and position apply
+        (:mod:`composer_sampling.samplers._state`). The state's epoch and position apply
         unless this sampler was already moved to a later epoch (torchdata's
         ``StatefulDataLoader`` loads a state only when it next iterates, after the loop's
         ``set_epoch``): then the state belongs to an epoch that is over, and the new epoch

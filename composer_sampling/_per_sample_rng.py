@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from composer_sampling._validate import valid_int
 from composer_sampling.permutation import MAX_DATA_SEED, derive_seed
-from composer_sampling.validate import valid_int
 
 __all__ = ['PerSampleRNG', 'iter_datasets', 'sample_seed']
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from composer_sampling.validate import is_integer
+from composer_sampling._validate import is_integer
 
 __all__ = ['VERSION', 'VersionPolicy', 'payload_of', 'read_state', 'valid_version', 'write_state']
 

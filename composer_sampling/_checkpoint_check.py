@@ -32,7 +32,7 @@ import torch
 import torch.serialization
 from torch.torch_version import TorchVersion
 
-from composer_sampling.import_names import import_name, split_import_name
+from composer_sampling._import_names import import_name, split_import_name
 
 __all__ = [
     'CheckpointError',
@@ -247,7 +247,7 @@ def check_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[
         >>> check_checkpoint(path)
         Traceback (most recent call last):
         ...
-        composer_sampling.checkpoint_check.CheckpointError: ... needs builtins.frozenset, ...
+        composer_sampling._checkpoint_check.CheckpointError: ... needs builtins.frozenset, ...
     """
     load_checked_checkpoint(path, extra_safe_globals)
     return os.fspath(path)

@@ -8,7 +8,7 @@ only group what is below them, :func:`order_deciding`):
   the global sample count, on any world size and batch size.
 * **window by samples**: the only one is an index sampler under torch's
   ``BatchSampler`` (torch's ``DistributedSampler``, ``RandomSampler``,
-  ``SequentialSampler``, a sampler of yours): an :class:`~composer_sampling.index_tap.IndexTap`
+  ``SequentialSampler``, a sampler of yours): an :class:`~composer_sampling._index_tap.IndexTap`
   above it drops the indices this rank already trained. torch's
   ``DistributedSampler`` orders positions below N independently of the world size
   and gives rank ``r`` positions ``r, r + W, ...``, so it continues exactly on
@@ -39,12 +39,12 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from composer_sampling.graph import active_root, describe
-from composer_sampling.index_tap import IndexTap
+from composer_sampling._graph import active_root, describe
+from composer_sampling._index_tap import IndexTap
+from composer_sampling._snapshot import GraphSnapshot, take_snapshot
 from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
-from composer_sampling.snapshot import GraphSnapshot, take_snapshot
 
 __all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers',
            'top_edge']

@@ -5,7 +5,7 @@ down to one of our samplers (:data:`OUR_SAMPLERS`, exactly those classes), and e
 node above it only groups or passes on, in order, what is below it: torch's own
 ``BatchSampler``, :class:`~composer_sampling.samplers.NestedBatchSampler`,
 :class:`~composer_sampling.samplers.DistributedBatchAdapter` and an
-:class:`~composer_sampling.index_tap.IndexTap` without a pending window. Anything
+:class:`~composer_sampling._index_tap.IndexTap` without a pending window. Anything
 else (a custom batch sampler, torch's ``RandomSampler`` or ``DistributedSampler``,
 a subclass of any of ours) may reorder, drop or repeat, and :func:`read_shape` names
 it instead; ``plan`` then counts that graph.
@@ -13,7 +13,7 @@ it instead; ``plan`` then counts that graph.
 Example:
     >>> from torch.utils.data import DataLoader
     >>> from composer_sampling import ResumableDistributedSampler
-    >>> from composer_sampling.snapshot import take_snapshot
+    >>> from composer_sampling._snapshot import take_snapshot
     >>> loader = DataLoader(range(10), batch_size=3, drop_last=True, sampler=ResumableDistributedSampler(10, 2, 1))
     >>> shape = read_shape(take_snapshot(loader))
     >>> shape.describe(), shape.layers, shape.interval(0)
@@ -27,17 +27,17 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader
 
-from composer_sampling.construction import kept_by_batching, mixture_window, rank_window
-from composer_sampling.graph import labelled_children
-from composer_sampling.index_tap import IndexTap
+from composer_sampling._construction import kept_by_batching, mixture_window, rank_window
+from composer_sampling._graph import labelled_children
+from composer_sampling._index_tap import IndexTap
+from composer_sampling._snapshot import GraphSnapshot
 from composer_sampling.protocols import is_torch_own
-from composer_sampling.samplers.base import OrderedSampler
+from composer_sampling.samplers._base import OrderedSampler
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter, StatefulDistributedBatchAdapter
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
 from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
-from composer_sampling.snapshot import GraphSnapshot
 
 __all__ = ['OUR_SAMPLERS', 'RankShape', 'read_shape']
 
@@ -55,7 +55,7 @@ class RankShape:
     Attributes:
         sampler: the index sampler at the bottom, one of :data:`OUR_SAMPLERS`.
         layers: ``(group, drop_last)`` of each batching layer above it, innermost
-            first (:func:`~composer_sampling.construction.kept_by_batching`).
+            first (:func:`~composer_sampling._construction.kept_by_batching`).
         names: the class names of the chain, the sampler first.
     """
 
@@ -110,7 +110,7 @@ def read_shape(graph: GraphSnapshot) -> RankShape | str:
 
     Example:
         >>> from torch.utils.data import DataLoader, RandomSampler
-        >>> from composer_sampling.snapshot import take_snapshot
+        >>> from composer_sampling._snapshot import take_snapshot
         >>> read_shape(take_snapshot(DataLoader(range(4), batch_size=2, sampler=RandomSampler(range(4)))))
         'RandomSampler, which may reorder'
     """

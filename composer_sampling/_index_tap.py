@@ -39,7 +39,7 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from composer_sampling.validate import valid_bool, valid_int
+from composer_sampling._validate import valid_bool, valid_int
 
 __all__ = ['IndexTap', 'Listener', 'install_tap']
 

@@ -1,0 +1,99 @@
+"""The public API is the top level's ``__all__`` and a fixed set of modules; everything else hides behind an underscore.
+
+The import paths the docs show keep working; a new module is public only when it
+is added to ``PUBLIC_MODULES`` on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import composer_sampling
+
+#: Every module a user may import (the recipe runner's modules are public too: entry points use its registry).
+PUBLIC_MODULES = {
+    'composer_sampling',
+    'composer_sampling.audit',
+    'composer_sampling.batching',
+    'composer_sampling.callbacks',
+    'composer_sampling.callbacks.sample_ledger',
+    'composer_sampling.callbacks.sampler_sync',
+    'composer_sampling.ledger_format',
+    'composer_sampling.permutation',
+    'composer_sampling.positions',
+    'composer_sampling.protocols',
+    'composer_sampling.samplers',
+    'composer_sampling.samplers.batch_adapter',
+    'composer_sampling.samplers.mixture',
+    'composer_sampling.samplers.nested',
+    'composer_sampling.samplers.resumable',
+    'composer_sampling.samplers.sub_epoch',
+    'composer_sampling.train',
+}
+
+#: The names of the design, plus DistributedBatchAdapter and the types users catch or pass.
+TOP_LEVEL = {'CheckpointError', 'DistributedBatchAdapter', 'MixtureDistributedSampler', 'NestedBatchSampler',
+             'PerSampleRNG', 'ResumableDistributedSampler', 'SampleLedger', 'SamplerSync', 'SubEpochDistributedSampler',
+             '__version__', 'check_checkpoint', 'check_plan', 'distribute', 'iter_samplers', 'summarize'}
+
+#: Import paths the docs, README and earlier releases show: ``module``, ``name``, the top-level object it must be.
+DOCUMENTED_PATHS = [
+    ('composer_sampling.samplers', 'DistributedBatchAdapter', 'DistributedBatchAdapter'),
+    ('composer_sampling.samplers', 'ResumableDistributedSampler', 'ResumableDistributedSampler'),
+    ('composer_sampling.samplers', 'SubEpochDistributedSampler', 'SubEpochDistributedSampler'),
+    ('composer_sampling.samplers', 'MixtureDistributedSampler', 'MixtureDistributedSampler'),
+    ('composer_sampling.samplers', 'NestedBatchSampler', 'NestedBatchSampler'),
+    ('composer_sampling.samplers.batch_adapter', 'DistributedBatchAdapter', 'DistributedBatchAdapter'),
+    ('composer_sampling.callbacks', 'SamplerSync', 'SamplerSync'),
+    ('composer_sampling.callbacks', 'SampleLedger', 'SampleLedger'),
+    ('composer_sampling.callbacks.sampler_sync', 'SamplerSync', 'SamplerSync'),
+    ('composer_sampling.callbacks.sample_ledger', 'SampleLedger', 'SampleLedger'),
+    ('composer_sampling.audit', 'audit_folder', None),
+    ('composer_sampling.ledger_format', 'read_ledger', None),
+    ('composer_sampling.ledger_format', 'scan_ledger', None),
+    ('composer_sampling.ledger_format', 'read_records', None),
+    ('composer_sampling.permutation', 'Permutation', None),
+]
+
+
+def _package_modules() -> set[str]:
+    found = {'composer_sampling'}
+    for info in pkgutil.walk_packages(composer_sampling.__path__, 'composer_sampling.'):
+        if not info.name.startswith('composer_sampling.recipes'):
+            found.add(info.name)
+    return found
+
+
+def test_the_top_level_all_is_the_public_api() -> None:
+    assert set(composer_sampling.__all__) == TOP_LEVEL
+    for name in composer_sampling.__all__:
+        assert getattr(composer_sampling, name) is not None, name
+
+
+def test_every_module_outside_the_public_set_is_private() -> None:
+    leaked = sorted(name for name in _package_modules() - PUBLIC_MODULES
+                    if not name.rsplit('.', 1)[1].startswith('_'))
+    assert not leaked, f'modules neither public nor behind an underscore: {leaked}'
+    missing = sorted(PUBLIC_MODULES - _package_modules())
+    assert not missing, f'public modules that no longer exist: {missing}'
+
+
+@pytest.mark.parametrize(('module', 'name', 'top'), DOCUMENTED_PATHS, ids=lambda value: str(value))
+def test_the_documented_import_paths_work(module: str, name: str, top: str | None) -> None:
+    value = getattr(importlib.import_module(module), name)
+    assert callable(value) or inspect.isclass(value)
+    if top is not None:
+        assert value is getattr(composer_sampling, top)
+
+
+def test_distribute_is_the_function_after_any_import_order() -> None:
+    probe = ('import composer_sampling._distribute, composer_sampling as package; '
+             'print(callable(package.distribute), type(package.distribute).__name__)')
+    out = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ['True', 'function']
