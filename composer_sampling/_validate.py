@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 import operator
-from collections.abc import Sized
+from collections.abc import Sequence, Sized
 from typing import Any, TypeGuard
 
 import numpy as np
@@ -156,17 +156,23 @@ def replication_problem(replication: int, world_size: int, name: str = 'replicat
     return f'{name}={replication} does not divide the world size {world_size}; valid: {valid}'
 
 
-def first_outside(indices: np.ndarray, length: int) -> int | None:
+def first_outside(indices: np.ndarray | Sequence[int], length: int) -> int | None:
     """Where in ``indices`` the first value outside ``[0, length)`` sits, or None when all are inside.
 
-    One pass of ``min``/``max`` when every index is valid (the common case).
+    One pass of ``min``/``max`` when every index is valid (the common case). A list of
+    Python ints (a batch's indices as the sampler graph yields them) is checked with
+    the builtins: for one batch they take a few microseconds less than numpy's.
 
     Example:
-        >>> first_outside(np.array([3, 0, 7, -1]), 5)
-        2
-        >>> first_outside(np.array([3, 0]), 5) is None
-        True
+        >>> first_outside(np.array([3, 0, 7, -1]), 5), first_outside([3, 0, 7, -1], 5)
+        (2, 2)
+        >>> first_outside(np.array([3, 0]), 5) is None, first_outside([3, 0], 5) is None
+        (True, True)
     """
+    if not isinstance(indices, np.ndarray):
+        if not indices or (min(indices) >= 0 and max(indices) < length):
+            return None
+        return next(where for where, index in enumerate(indices) if not 0 <= index < length)
     if not indices.size or (indices.min() >= 0 and indices.max() < length):
         return None
     return int(np.flatnonzero((indices < 0) | (indices >= length))[0])

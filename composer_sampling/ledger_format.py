@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import sys
 import zlib
 from array import array
 from collections.abc import Iterator
@@ -104,6 +105,11 @@ def _dtype(width: int) -> str:
     return '<u4' if width == 4 else '<i8'
 
 
+#: The :mod:`array` type codes of ``_dtype``'s widths (C's unsigned int and long long), and whether to byteswap.
+_TYPECODES = {4: 'I' if array('I').itemsize == 4 else 'L', 8: 'q'}
+_SWAP = sys.byteorder == 'big'
+
+
 class LedgerWriter:
     """Appends records to a new ledger file (created with its checksummed header)."""
 
@@ -118,9 +124,19 @@ class LedgerWriter:
         self._write(MAGIC + head + _CRC.pack(zlib.crc32(head)))
 
     def append(self, epoch: int, batch: int, indices: Any) -> None:
-        """Append one record, whole: a short write is completed, a failed one undone before the error rises."""
-        values = np.asarray(indices, dtype=_dtype(self.width))
-        body = _RECORD.pack(epoch, batch, values.size) + values.tobytes()
+        """Append one record, whole: a short write is completed, a failed one undone before the error rises.
+
+        A list of Python ints (what the sampler graph yields) is packed by :mod:`array`, the same bytes as numpy's.
+        """
+        if isinstance(indices, list):
+            values = array(_TYPECODES[self.width], indices)
+            if _SWAP:
+                values.byteswap()
+            count, data = len(values), values.tobytes()
+        else:
+            packed = np.asarray(indices, dtype=_dtype(self.width))
+            count, data = packed.size, packed.tobytes()
+        body = _RECORD.pack(epoch, batch, count) + data
         self._write(body + _CRC.pack(zlib.crc32(body)))
 
     def _write(self, data: bytes) -> None:

@@ -99,7 +99,7 @@ def test_the_error_class_is_the_callers() -> None:
         read_state({'version': 9}, 'SamplerSync', POLICY, error=DataOrderError)
 
 
-def test_check_version_names_the_subject_and_range() -> None:
+def test_valid_version_names_the_subject_and_range() -> None:
     assert valid_version('x', 3, 3, 3) == 3
     with pytest.raises(LedgerError, match=r'^f has format 1; this version of composer-sampling reads version 3!$'):
         valid_version('f', 1, 3, 3, noun='format', detail='!', error=LedgerError)

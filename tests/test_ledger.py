@@ -103,6 +103,32 @@ def test_indices_take_four_bytes_below_two_to_the_32(tmp_path: Path) -> None:
     assert read_ledger(small).records[0].indices.tolist() == list(range(100))
 
 
+@given(dataset_len=st.sampled_from([None, 5, 2**32, 2**32 + 1, 2**62]), data=st.data())
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=50)
+def test_a_list_of_ints_is_written_as_numpy_writes_it(tmp_path_factory, dataset_len: int | None, data) -> None:
+    """SampleLedger hands the writer the sampler graph's list of ints: the bytes are those of its numpy path."""
+    top = (dataset_len or 2**62) - 1
+    batches = data.draw(st.lists(st.lists(st.integers(0, top), max_size=9), max_size=5))
+    folder = tmp_path_factory.mktemp('ledger')
+    for name, kind in (('list', list), ('numpy', np.array)):
+        writer = LedgerWriter(folder / f'{name}.bin', {'rank': 0, 'dataset_len': dataset_len})
+        for batch, indices in enumerate(batches):
+            writer.append(1, batch, kind(indices) if indices else np.zeros(0, np.int64))
+        writer.close()
+    assert (folder / 'list.bin').read_bytes() == (folder / 'numpy.bin').read_bytes()
+
+
+@pytest.mark.parametrize('indices', [[-1], [2**32], [3, 2**32 + 7]])
+def test_a_list_index_its_width_cannot_hold_fails_before_writing(tmp_path: Path, indices: list[int]) -> None:
+    path = tmp_path / 'rank0.bin'
+    writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 100})
+    writer.append(0, 1, [1, 2])
+    with pytest.raises(OverflowError):  # as numpy's conversion of the list refused it
+        writer.append(0, 2, indices)
+    writer.close()
+    assert [(r.batch, r.indices.tolist()) for r in read_ledger(path).records] == [(1, [1, 2])]
+
+
 def test_the_v2_files_of_earlier_releases_still_read() -> None:
     ledger = read_ledger(ROOT / 'tests' / 'fixtures' / 'ledger-v2' / 'a0-rank0.bin')
     assert ledger.header['version'] == 2 and 'index_bytes' not in ledger.header

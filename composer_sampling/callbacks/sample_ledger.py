@@ -255,7 +255,7 @@ class SampleLedger(Callback):
     def _tell(self, number: int, indices: list[int]) -> None:
         self._told.append((number, indices))
 
-    def _trained(self, state: State) -> np.ndarray:
+    def _trained(self, state: State) -> np.ndarray | list[int]:
         if self._source == 'stream':
             if not self._stream:
                 raise RuntimeError('SampleLedger: the stream trained more batches than its partition holds; the '
@@ -264,7 +264,7 @@ class SampleLedger(Callback):
         told = self._next_told(state) if self._tap is not None else None
         if self._source == 'sampler':
             assert told is not None
-            return np.asarray(told, dtype=np.int64)
+            return told  # the ints as the graph yielded them: checked and written without a numpy round trip
         assert self.index_key is not None
         indices = read_indices(state.batch, self.index_key)
         if self._check_first:
