@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +116,16 @@ def checkpoint(folder: Path, batch: int) -> Path:
     """The checkpoint Composer saved after ``batch`` batches."""
     (path,) = folder.glob(f'ep*-ba{batch}-rank0.pt')
     return path
+
+
+def fixture_writer() -> Any:
+    """``tests/fixtures/write_state_fixtures.py`` as a module: the data, model and builders of the fixtures."""
+    name = 'write_state_fixtures_for_tests'
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent / 'fixtures' / 'write_state_fixtures.py'
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -10,11 +10,9 @@ both files.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import struct
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +20,17 @@ from composer_sampling import SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import MAGIC, read_ledger
 
+from helpers import fixture_writer
+
 FIXTURE = Path(__file__).resolve().parent / 'fixtures' / 'v2-resume'
 
 
-def _fit() -> Any:
-    """The fixture writers' data, model and trainer (the first attempt ran them)."""
-    name = 'write_state_fixtures_for_tests'
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURE.parent / 'write_state_fixtures.py')
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+
 
 
 def _resume(run: Path) -> list[list[Any]]:
     """Resume the fixture's checkpoint with the code at hand, its ledger into ``run/ledger``; the batches trained."""
-    fit = _fit()
+    fit = fixture_writer()
     written = json.loads((run / 'written.json').read_text())
     trained = fit.Trained()
     callbacks = [SamplerSync(data_seed=fit.DATA_SEED), SampleLedger(str(run / 'ledger')), trained]

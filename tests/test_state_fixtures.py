@@ -13,9 +13,7 @@ the data seed it uses and the ledger it writes. They never read the layout of a 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +23,15 @@ from composer_sampling import SampleLedger
 from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import read_ledger
 
+from helpers import fixture_writer
+
 FIXTURES = Path(__file__).resolve().parent / 'fixtures'
 STATES = FIXTURES / 'states'
 SAMPLER_CASES = sorted(path.stem for path in (STATES / 'samplers').glob('*.json'))
 SYNC_CASES = sorted(path.stem for path in STATES.glob('sampler-sync-v*.json'))
 
 
-def _writer() -> Any:
-    """The fixture writer's data, model and builders (the fixtures were written with them)."""
-    name = 'write_state_fixtures_for_tests'
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / 'write_state_fixtures.py')
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+
 
 
 def _record(path: Path) -> dict[str, Any]:
@@ -55,7 +46,7 @@ def test_every_kind_of_fixture_is_present() -> None:
 
 @pytest.mark.parametrize('case', SAMPLER_CASES)
 def test_a_sampler_state_of_c8b0497_resumes_the_rest_of_its_pass(case: str) -> None:
-    writer = _writer()
+    writer = fixture_writer()
     record = _record(STATES / 'samplers' / f'{case}.json')
     expected = record['expected']
     sampler = writer.build_sampler(record['build'])
@@ -77,7 +68,7 @@ def _with_seed_zero(build: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize('case', SAMPLER_CASES)
 def test_a_sampler_state_brings_its_seed_into_a_sampler_built_with_another(case: str) -> None:
-    writer = _writer()
+    writer = fixture_writer()
     record = _record(STATES / 'samplers' / f'{case}.json')
     sampler = writer.build_sampler(_with_seed_zero(record['build']))
     assert all(node.seed == 0 for node in writer.ours(sampler))
@@ -89,7 +80,7 @@ def test_a_sampler_state_brings_its_seed_into_a_sampler_built_with_another(case:
 @pytest.mark.parametrize('case', SAMPLER_CASES)
 def test_a_sampler_state_taken_mid_pass_continues_where_the_writer_stopped(case: str) -> None:
     """``taken`` and the rest are one whole pass of a fresh sampler moved as the writer moved it."""
-    writer = _writer()
+    writer = fixture_writer()
     record = _record(STATES / 'samplers' / f'{case}.json')
     sampler = writer.build_sampler(record['build'])
     writer.set_epoch(sampler, record['steps']['epoch'])
@@ -100,7 +91,7 @@ def test_a_sampler_state_taken_mid_pass_continues_where_the_writer_stopped(case:
 
 @pytest.mark.parametrize('case', SYNC_CASES)
 def test_a_sampler_sync_checkpoint_resumes_the_epoch_in_flight(case: str, tmp_path: Path) -> None:
-    writer = _writer()
+    writer = fixture_writer()
     record = _record(STATES / f'{case}.json')
     expected = record['expected']['same_batch']
     resumed = writer.resume(STATES / record['checkpoint'], record['graph'], tmp_path / 'ledger')
@@ -120,7 +111,7 @@ def test_a_resume_with_another_global_batch_is_refused_for_every_version(case: s
     it (distinct samples trained / batches trained). c8b0497 did not refuse version 1
     (``device_batch_4`` in its fixture: it skipped samples); this code does.
     """
-    writer = _writer()
+    writer = fixture_writer()
     record = _record(STATES / f'{case}.json')
     saved = writer.DEVICE_BATCH
     assert record['restores']['global_batch'] in (saved, None)
