@@ -157,32 +157,16 @@ class LedgerWriter:
 
 
 def read_ledger(path: Path) -> Ledger:
-    """The header and records of a ledger file; :class:`LedgerError` on any damage but a torn last record."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise LedgerError(f'cannot read ledger {path}: {error.strerror}') from None
-    if not data.startswith(MAGIC):
-        raise LedgerError(f'{path} is not a composer-sampling ledger (it does not start with {MAGIC!r})')
-    header, offset = _header(path, data, len(MAGIC))
-    width = _width(path, header)
-    ledger, starts = Ledger(header), []
-    while offset < len(data):
-        torn = _torn(path, len(data) - offset, data[offset:offset + _RECORD.size], width)
-        if torn is not None:
-            ledger.torn = torn
-            break
-        epoch, batch, count = _RECORD.unpack_from(data, offset)
-        end = offset + _RECORD.size + width * count
-        (crc,) = _CRC.unpack_from(data, end)
-        if crc != zlib.crc32(data[offset:end]):
-            raise _corrupted(path, offset)
-        indices = np.frombuffer(data, dtype=_dtype(width), count=count, offset=offset + _RECORD.size)
-        ledger.records.append(LedgerRecord(epoch, batch, indices.astype(np.int64)))
-        starts.append(offset)
-        offset = end + _CRC.size
-    if 'dataset_len' in header:
-        _check_range(path, header['dataset_len'], ledger.records, starts)
+    """The header and records of a ledger file; :class:`LedgerError` on any damage but a torn last record.
+
+    The whole file in memory, read through :func:`scan_ledger` as :func:`verify_ledger` reads it.
+    """
+    scan = scan_ledger(path)
+    ledger = Ledger(scan.header, torn=scan.torn)
+    for numbers, indices in _verified_runs(scan):
+        ends = np.cumsum(scan.counts[numbers])[:-1]
+        for k, part in zip(numbers.tolist(), np.split(indices, ends), strict=True):
+            ledger.records.append(LedgerRecord(int(scan.epochs[k]), int(scan.batches[k]), part.astype(np.int64)))
     return ledger
 
 
@@ -312,10 +296,21 @@ def read_records(file: BinaryIO, scan: LedgerScan, records: np.ndarray) -> Itera
 
 def verify_ledger(scan: LedgerScan) -> None:
     """Check every record of a scanned ledger as :func:`read_ledger` does: checksums first, then index ranges."""
+    for _ in _verified_runs(scan):
+        pass
+
+
+def _verified_runs(scan: LedgerScan) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every record of a scanned ledger in runs, checksums checked as read; the first index out of range is
+    refused after the last run, so that damage is named before what it may have caused."""
     outside: LedgerError | None = None
-    with scan.path.open('rb') as file:
-        for numbers, indices in _checked_runs(file, scan, np.arange(scan.offsets.size)):
-            outside = outside or _first_outside(scan, numbers, indices)
+    try:
+        with scan.path.open('rb') as file:
+            for numbers, indices in _checked_runs(file, scan, np.arange(scan.offsets.size)):
+                outside = outside or _first_outside(scan, numbers, indices)
+                yield numbers, indices
+    except OSError as error:
+        raise LedgerError(f'cannot read ledger {scan.path}: {error.strerror}') from None
     if outside is not None:
         raise outside
 
@@ -406,14 +401,3 @@ def _header(path: Path, data: bytes, offset: int) -> tuple[dict[str, Any], int]:
 def _check_dataset_len(path: Path, dataset_len: Any) -> None:
     if not is_integer(dataset_len) or dataset_len < 0:
         raise LedgerError(f'{path} has dataset_len={dataset_len!r} in its header; it must be an int >= 0')
-
-
-def _check_range(path: Path, dataset_len: Any, records: list[LedgerRecord], starts: list[int]) -> None:
-    _check_dataset_len(path, dataset_len)
-    if not records:
-        return
-    if first_outside(np.concatenate([record.indices for record in records]), dataset_len) is None:
-        return
-    for record, start in zip(records, starts, strict=True):
-        if (where := first_outside(record.indices, dataset_len)) is not None:
-            raise _outside(path, record.batch, start, int(record.indices[where]), dataset_len)
