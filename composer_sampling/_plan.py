@@ -231,8 +231,7 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
     epochs = valid_int('epochs', epochs, minimum=1)
     seed = valid_int('seed', seed, 0, MAX_DATA_SEED)
     replication = valid_int('replication', replication, minimum=1)
-    if proof not in PROOFS:
-        raise ValueError(f'proof must be one of {", ".join(map(repr, PROOFS))}, got {proof!r}')
+    _check_proof(proof)
     problem = replication_problem(replication, world_size)
     if problem is not None:
         raise ValueError(problem)
@@ -262,8 +261,7 @@ def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader
     ``report.proof`` says which and why. ``rank_graphs`` are the loaders' snapshots
     when the caller has them (else they are taken here).
     """
-    if proof not in PROOFS:
-        raise ValueError(f'proof must be one of {", ".join(map(repr, PROOFS))}, got {proof!r}')
+    _check_proof(proof)
     world_size = len(rank_loaders)
     if rank_graphs is None:
         rank_graphs = [take_snapshot(loader) for loader in rank_loaders]
@@ -304,6 +302,13 @@ def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader
     return report
 
 
+
+def _check_proof(proof: str) -> None:
+    """Refuse a ``proof`` argument that is none of :data:`PROOFS`."""
+    if proof not in PROOFS:
+        raise ValueError(f'proof must be one of {", ".join(map(repr, PROOFS))}, got {proof!r}')
+
+
 def choose_proof(rank_graphs: list[GraphSnapshot], replication: int, dataset_len: int,
                  proof: str = 'auto') -> list[RankShape] | str:
     """Every rank's :class:`~composer_sampling._rank_shape.RankShape` when the proof by construction applies, else
@@ -324,8 +329,7 @@ def choose_proof(rank_graphs: list[GraphSnapshot], replication: int, dataset_len
         >>> [shape.sampler.rank for shape in choose_proof([take_snapshot(loader) for loader in loaders], 1, 8)]
         [0, 1]
     """
-    if proof not in PROOFS:
-        raise ValueError(f'proof must be one of {", ".join(map(repr, PROOFS))}, got {proof!r}')
+    _check_proof(proof)
     found = 'the counted proof was asked for' if proof == 'counted' else _shapes(rank_graphs, replication,
                                                                                  dataset_len)
     if isinstance(found, str) and proof == 'construction':
