@@ -468,9 +468,9 @@ class SamplerSync(Callback):
         replication = self._checkpoint_replication or self.replication
         position = Position(int(state.timestamp.batch_in_epoch), int(state.timestamp.sample_in_epoch) // replication,
                             int(state.dataloader_len) if _is_subset(state, loader) else None)
+        saved = _saved_layout(self._checkpoint_layout, position)
         try:
-            plan = plan_resume(loader, position, _saved_layout(self._checkpoint_layout, position), self._layout,
-                               graph=graph)
+            plan = plan_resume(loader, position, saved, self._layout, graph=graph)
         except ResumeRefusedError as error:
             raise DataOrderError(f'SamplerSync: {error}') from None
         if plan.kind in ('window', 'offset') and plan.edge is None and (plan.skip or plan.limit is not None):
@@ -484,7 +484,7 @@ class SamplerSync(Callback):
             parent, attribute = plan.edge
             install_tap(parent, attribute).set_window(plan.skip, plan.limit)
         if plan.kind == 'spin':
-            return self._keep_spin(state, plan, position)
+            return self._keep_spin(state, plan, position, saved)
         if plan.kind == 'offset':
             for node in graph.active:
                 if is_offsettable(node):
@@ -494,10 +494,9 @@ class SamplerSync(Callback):
             self._set_resumption = True
         return 'train' in state.dataset_resumption
 
-    def _keep_spin(self, state: State, plan: ResumePlan, position: Position) -> bool:
+    def _keep_spin(self, state: State, plan: ResumePlan, position: Position, saved: Layout | None) -> bool:
         if position.batches == 0:
             return 'train' in state.dataset_resumption
-        saved = self._checkpoint_layout
         if saved is not None and saved.global_batch not in (None, self._layout.global_batch):
             raise DataOrderError(
                 f'SamplerSync: Composer would resume by skipping {position.batches} batches of the new global batch '
