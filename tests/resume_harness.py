@@ -198,6 +198,11 @@ LOADERS: dict[str, Callable[..., DataLoader]] = {
 }
 
 
+#: Batch samplers of the shapes users write (a DistributedSampler subclass yielding lists, arrays or tuples of
+#: indices; a BatchSampler subclass): rows of their own, outside the pairwise grid of the loaders above them.
+BATCH_SHAPES = ('sharded_batches', 'sharded_arrays', 'sharded_tuples', 'batch_subclass')
+
+
 @dataclasses.dataclass(frozen=True)
 class Row:
     """One configuration and the stops it resumes from."""
