@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+from torch.utils.data import DataLoader, SequentialSampler
 
 from composer_sampling._graph import active_root, batches_as_torch, describe
 from composer_sampling._index_tap import IndexTap
@@ -201,7 +201,7 @@ def grouping(node: Any) -> Grouping | None:
     as a node that decides the batches it yields.
 
     Example:
-        >>> from torch.utils.data import DistributedSampler, SequentialSampler
+        >>> from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
         >>> grouping(BatchSampler(SequentialSampler(range(5)), 2, drop_last=True))
         Grouping(attribute='sampler', size=2, keep_partial=False)
         >>> grouping(DistributedSampler(range(5), num_replicas=1, rank=0)) is None

@@ -175,6 +175,7 @@ def _sharded_tuples(data: Dataset, world: int, rank: int, workers: int, batch: i
 def _batch_subclass(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     """A BatchSampler subclass over torch's DistributedSampler (under the adapter on several ranks)."""
     from composer_sampling.samplers import DistributedBatchAdapter
+
     from user_parts import NamedBatchSampler
 
     custom = NamedBatchSampler(DistributedSampler(data, world, rank), batch, False)
