@@ -197,8 +197,8 @@ def grouping(node: Any) -> Grouping | None:
     torch's ``BatchSampler`` or a subclass that keeps its ``__iter__``
     (:func:`~composer_sampling._graph.batches_as_torch`), :class:`~composer_sampling.NestedBatchSampler` and
     :class:`~composer_sampling.samplers.DistributedBatchAdapter`. Anything else, a ``DistributedSampler`` subclass
-    that yields whole batches included, is not a grouping: the walk, the resume plan and the top tap then treat it
-    as a node that decides the batches it yields.
+    that yields whole batches included, is not a grouping: the resume plan and the top tap treat it as a node that
+    decides the batches it yields (:func:`~composer_sampling._graph.keeps_child_order` agrees).
 
     Example:
         >>> from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
