@@ -23,11 +23,12 @@ from typing import Any
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
 
 from composer_sampling._validate import is_integer, replication_problem
-from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded, is_torch_own
+from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded
 
 __all__ = [
     'Visit',
     'active_root',
+    'batches_as_torch',
     'describe',
     'device_batch',
     'is_map_style',
@@ -313,14 +314,33 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
     return None
 
 
+def batches_as_torch(node: Any) -> bool:
+    """Whether ``node`` batches its ``sampler`` with torch's own ``BatchSampler.__iter__``.
+
+    Torch's ``BatchSampler`` does, and so does a subclass that keeps its ``__iter__``
+    (one that only adds constructor arguments or attributes): that method groups
+    ``node.sampler`` in order by ``node.batch_size`` and ``node.drop_last``, whatever
+    the class. A subclass with an ``__iter__`` of its own may do anything.
+
+    Example:
+        >>> from torch.utils.data import SequentialSampler
+        >>> class Named(BatchSampler): pass
+        >>> class Tuples(BatchSampler):
+        ...     def __iter__(self): return (tuple(batch) for batch in super().__iter__())
+        >>> [batches_as_torch(kind(SequentialSampler(range(4)), 2, False)) for kind in (BatchSampler, Named, Tuples)]
+        [True, True, False]
+    """
+    return isinstance(node, BatchSampler) and getattr(type(node), '__iter__', None) is BatchSampler.__iter__
+
+
 def keeps_child_order(node: Any) -> bool:
     """Whether ``node`` only groups or forwards, in order, the indices of the nodes below it.
 
-    Torch's own ``BatchSampler`` does (:func:`~composer_sampling.protocols.is_torch_own`);
-    any class may say so with a class attribute ``keeps_child_order = True``
-    (:class:`~composer_sampling.protocols.OrderPreserving`).
+    Torch's ``BatchSampler`` does, and any subclass that keeps its ``__iter__``
+    (:func:`batches_as_torch`); any class may say so with a class attribute
+    ``keeps_child_order = True`` (:class:`~composer_sampling.protocols.OrderPreserving`).
     """
-    return is_torch_own(node, BatchSampler) or is_order_preserving(node)
+    return batches_as_torch(node) or is_order_preserving(node)
 
 
 def supports_start_offset(node: Any) -> bool:

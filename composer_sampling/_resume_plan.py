@@ -37,17 +37,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+from torch.utils.data import DataLoader, SequentialSampler
 
-from composer_sampling._graph import active_root, describe
+from composer_sampling._graph import active_root, batches_as_torch, describe
 from composer_sampling._index_tap import IndexTap
 from composer_sampling._snapshot import GraphSnapshot, take_snapshot
 from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
 
-__all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers',
-           'top_edge']
+__all__ = ['Grouping', 'Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'grouping', 'order_deciding',
+           'plan_resume', 'spin_blockers', 'top_edge']
 
 
 class ResumeRefusedError(ValueError):
@@ -182,13 +182,44 @@ def _changed_ranks(node: Any, saved: Layout, now: Layout) -> str:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Grouping:
+    """How a node that only groups, in order, the items of the one edge below it does so."""
+
+    attribute: str  # the edge below: 'sampler' or 'batch_sampler'
+    size: int  # items of that edge per item of the node
+    keep_partial: bool  # whether a last, shorter group is an item
+
+
+def grouping(node: Any) -> Grouping | None:
+    """How ``node`` groups the items below it, or None when it may do anything else (decide, reorder, yield batches
+    of its own making). The one answer to "what does this node group, under which attribute", subclasses included:
+    torch's ``BatchSampler`` or a subclass that keeps its ``__iter__``
+    (:func:`~composer_sampling._graph.batches_as_torch`), :class:`~composer_sampling.NestedBatchSampler` and
+    :class:`~composer_sampling.samplers.DistributedBatchAdapter`. Anything else, a ``DistributedSampler`` subclass
+    that yields whole batches included, is not a grouping: the resume plan and the top tap treat it as a node that
+    decides the batches it yields (:func:`~composer_sampling._graph.keeps_child_order` agrees).
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
+        >>> grouping(BatchSampler(SequentialSampler(range(5)), 2, drop_last=True))
+        Grouping(attribute='sampler', size=2, keep_partial=False)
+        >>> grouping(DistributedSampler(range(5), num_replicas=1, rank=0)) is None
+        True
+    """
+    if batches_as_torch(node):
+        return Grouping('sampler', int(node.batch_size), not node.drop_last)
+    if isinstance(node, NestedBatchSampler):
+        return Grouping('batch_sampler', node.num_batches, not node.drop_last)
+    if isinstance(node, DistributedBatchAdapter):
+        return Grouping('batch_sampler', 1, True)
+    return None
+
+
 def _per_batch(node: Any) -> int:
     """How many items of a node's child make one of the node's items (1 unless it groups)."""
-    if is_torch_own(node, BatchSampler):
-        return int(node.batch_size)
-    if isinstance(node, NestedBatchSampler):
-        return node.num_batches
-    return 1
+    group = grouping(node)
+    return 1 if group is None else group.size
 
 
 def _sample_edge(graph: GraphSnapshot, deciding: list[Any]) -> tuple[Any, str, int, Any] | None:
@@ -207,7 +238,8 @@ def _sample_edge(graph: GraphSnapshot, deciding: list[Any]) -> tuple[Any, str, i
         if len(path) < 2:
             return None
         parent, attribute, _ = path[-2]
-    if not is_torch_own(parent, BatchSampler) or attribute != 'sampler':
+    group = grouping(parent)
+    if group is None or group.attribute != 'sampler' or attribute != 'sampler':
         return None
     per_batch = 1
     for node, _, _ in path:
@@ -229,10 +261,7 @@ def top_edge(loader: DataLoader) -> tuple[Any, str, int, bool]:
         ('BatchSampler', 'sampler', 4, False)
     """
     top = active_root(loader)
-    if is_torch_own(top, BatchSampler):
-        return top, 'sampler', int(top.batch_size), not top.drop_last
-    if isinstance(top, DistributedBatchAdapter):
-        return top, 'batch_sampler', 1, True
-    if isinstance(top, NestedBatchSampler):
-        return top, 'batch_sampler', top.num_batches, not top.drop_last
-    return None, 'batch_sampler', 1, True
+    group = grouping(top)
+    if group is None:
+        return None, 'batch_sampler', 1, True
+    return top, group.attribute, group.size, group.keep_partial

@@ -127,15 +127,22 @@ class GraphSnapshot:
 
     def edges_to(self, node: Any) -> list[tuple[Any, str, Any]] | None:
         """The edges ``(parent, attribute, child)`` from the root down to ``node``, or None if the root does not
-        draw through it."""
+        draw through it; ``[]`` for the root itself.
+
+        Example:
+            >>> from torch.utils.data import DataLoader
+            >>> graph = take_snapshot(DataLoader(range(4), batch_size=2))
+            >>> graph.edges_to(graph.root), [attribute for _, attribute, _ in graph.edges_to(graph.active[1])]
+            ([], ['sampler'])
+        """
         visit = next((visit for visit in self.visits if visit.node is node), None)
         if visit is None or not any(node is active for active in self.active):
             return None
-        edges = list(visit.edges)
-        if edges and edges[0][0] is self.loader and self.root is not self.loader:
-            edges = edges[1:]  # from the root, not from the loader
-        targets = [*(parent for parent, _ in edges[1:]), node]
-        return [(parent, attribute, child) for (parent, attribute), child in zip(edges, targets, strict=True)]
+        children = [*(parent for parent, _ in visit.edges[1:]), node]
+        path = [(parent, attribute, child) for (parent, attribute), child in zip(visit.edges, children, strict=True)]
+        if path and path[0][0] is self.loader and self.root is not self.loader:
+            path = path[1:]  # from the root, not from the loader
+        return path
 
     def device_batch(self) -> int | None:
         """Samples per batch the loader yields (:func:`~composer_sampling._graph.device_batch`)."""

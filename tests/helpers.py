@@ -129,3 +129,28 @@ def fixture_writer() -> Any:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def ledger_and_trained(make_loader: Any, folder: Path, *, ledger_first: bool, stop: int,
+                       duration: str = '2ep') -> tuple[list[tuple[int, list[int]]], list[tuple[int, list[int]]]]:
+    """Train ``stop`` batches, then resume from that checkpoint to ``duration``, with SampleLedger and SamplerSync
+    in the given order; the ledger's trained records ``(epoch, indices)`` of both fits, in order, and the batches
+    that trained (their ``index`` field). ``make_loader()`` builds a new loader for each fit."""
+    from composer_sampling import SampleLedger, SamplerSync
+    from composer_sampling.ledger_format import read_ledger
+
+    trained: list[tuple[int, list[int]]] = []
+    for run, resume in ((f'{stop}ba', False), (duration, True)):
+        load = checkpoint(folder / 'run', stop) if resume else None
+        recorder = IndexLedger()
+        ledger, sync = SampleLedger(str(folder / 'ledger')), SamplerSync()
+        loader = make_loader()
+        make_trainer(loader, max_duration=run, seed=1,
+                     callbacks=[ledger, sync, recorder] if ledger_first else [sync, ledger, recorder],
+                     save_folder=None if load else str(folder / 'run'), save_interval=f'{stop}ba',
+                     load_path=None if load is None else str(load)).fit()
+        trained += recorder.batches
+    ledgers = sorted((read_ledger(path) for path in (folder / 'ledger').glob('*-rank0.bin')),
+                     key=lambda ledger: ledger.header['start_batch'])
+    recorded = [(record.epoch, record.indices.tolist()) for ledger in ledgers for record in ledger.trained]
+    return recorded, trained

@@ -149,6 +149,40 @@ def _distributed_user_batch(data: Dataset, world: int, rank: int, workers: int, 
     return distribute(DataLoader(data, batch_sampler=custom, num_workers=workers), num_replicas=world, rank=rank)
 
 
+def _sharded_batches(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
+    """A DistributedSampler subclass that yields whole batches, set as the batch sampler (what DataSpec accepts)."""
+    from user_parts import ShardedBatchSampler
+
+    return DataLoader(data, batch_sampler=ShardedBatchSampler(data, batch, world, rank), num_workers=workers)
+
+
+def _sharded_arrays(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
+    """The same, its batches numpy arrays."""
+    from user_parts import ShardedBatchSampler
+
+    sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=np.array)
+    return DataLoader(data, batch_sampler=sampler, num_workers=workers)
+
+
+def _sharded_tuples(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
+    """The same, its batches tuples."""
+    from user_parts import ShardedBatchSampler
+
+    sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=tuple)
+    return DataLoader(data, batch_sampler=sampler, num_workers=workers)
+
+
+def _batch_subclass(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
+    """A BatchSampler subclass over torch's DistributedSampler (under the adapter on several ranks)."""
+    from composer_sampling.samplers import DistributedBatchAdapter
+
+    from user_parts import NamedBatchSampler
+
+    custom = NamedBatchSampler(DistributedSampler(data, world, rank), batch, False)
+    return DataLoader(data, batch_sampler=custom if world == 1 else DistributedBatchAdapter(custom),
+                      num_workers=workers)
+
+
 LOADERS: dict[str, Callable[..., DataLoader]] = {
     'resumable': _resumable,
     'sub_epoch': _sub_epoch,
@@ -158,7 +192,16 @@ LOADERS: dict[str, Callable[..., DataLoader]] = {
     'torch_random': _torch_random,
     'user_batch': _user_batch,
     'distribute': _distributed_user_batch,
+    'sharded_batches': _sharded_batches,
+    'sharded_arrays': _sharded_arrays,
+    'sharded_tuples': _sharded_tuples,
+    'batch_subclass': _batch_subclass,
 }
+
+
+#: Batch samplers of the shapes users write (a DistributedSampler subclass yielding lists, arrays or tuples of
+#: indices; a BatchSampler subclass): rows of their own, outside the pairwise grid of the loaders above them.
+BATCH_SHAPES = ('sharded_batches', 'sharded_arrays', 'sharded_tuples', 'batch_subclass')
 
 
 @dataclasses.dataclass(frozen=True)

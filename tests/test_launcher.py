@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSER = str(Path(sys.executable).parent / 'composer')
-TWO_RANK_TESTS = 26
+TWO_RANK_TESTS = 27
 
 pytestmark = pytest.mark.launcher
 

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from composer_sampling import SamplerSync
 
-from helpers import IndexLedger, checkpoint, make_trainer, synthetic
+from helpers import IndexLedger, checkpoint, ledger_and_trained, make_trainer, synthetic
 from helpers import train_with_ledger as train
 from streaming_helpers import BATCH, SIZE, STREAMING_DEFAULT_SEED, streaming_loader, write_mds
 
@@ -228,3 +228,17 @@ def test_print_summary_prints_for_a_stream_too(mds: Path, capsys) -> None:
     assert 'composer-sampling run summary' in out
     assert 'data seed  5 (the trainer seed)' in out and 'StreamingDataset, an iterable dataset that orders itself ' \
                                                       'with shuffle_seed 5' in out
+
+
+@pytest.mark.parametrize(('ledger_first', 'num_workers'), [(True, 0), (False, 0), (True, 2)],
+                         ids=['ledger_first', 'sync_first', 'ledger_first-workers'])
+def test_the_ledger_records_the_stream_that_trained_whatever_the_order_of_callbacks(
+        mds: Path, tmp_path: Path, ledger_first: bool, num_workers: int) -> None:
+    """SampleLedger before SamplerSync recorded the partition of the default shuffle_seed, not the data seed's."""
+    from composer_sampling.audit import audit_folder
+
+    recorded, trained = ledger_and_trained(lambda: streaming_loader(mds, num_workers=num_workers), tmp_path,
+                                           ledger_first=ledger_first, stop=5)
+    assert len(trained) == 2 * SIZE // BATCH
+    assert recorded == trained
+    assert [(e.exactly_once, e.status) for e in audit_folder(tmp_path / 'ledger').epochs] == [(SIZE, 'ok')] * 2

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import ConcatDataset, Dataset
+from torch.utils.data import BatchSampler, ConcatDataset, Dataset, DistributedSampler
 
 
 class Numbers(Dataset):
@@ -114,3 +115,34 @@ def dict_model() -> Any:
             metric.update(outputs, batch['target'])
 
     return OverDicts(DictLinear(), num_classes=2)
+
+
+class ShardedBatchSampler(DistributedSampler):
+    """A batch sampler as Composer's DataSpec asks for on several ranks: it shards by rank and yields whole batches.
+
+    torch's ``DistributedSampler`` order (``seed``, ``set_epoch``, padding) cut into batches of ``batch_size``,
+    each made by ``as_batch`` (``list``, ``tuple``, ``numpy.array``, ...), for ``DataLoader(batch_sampler=...)``.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, as_batch: Any = list) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,
+                         drop_last=drop_last)
+        self.batch_size = batch_size
+        self.as_batch = as_batch
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        indices = list(super().__iter__())
+        for start in range(0, len(indices), self.batch_size):
+            yield self.as_batch(indices[start:start + self.batch_size])
+
+    def __len__(self) -> int:
+        return -(-self.num_samples // self.batch_size)
+
+
+class NamedBatchSampler(BatchSampler):
+    """A ``BatchSampler`` subclass as users write them: torch's batches, with an argument of their own kept along."""
+
+    def __init__(self, sampler: Any, batch_size: int, drop_last: bool, name: str = 'train') -> None:
+        super().__init__(sampler, batch_size, drop_last)
+        self.name = name

@@ -163,12 +163,10 @@ class SampleLedger(Callback):
         self._path = folder / f'{attempt}-rank{rank}.bin'
         self._attempt, self._batch = attempt, header['start_batch']
         self._spun = int(state.timestamp.batch_in_epoch)  # trained before this fit: spun past if Composer spins
-        if self._source == 'stream':
-            self._next_stream_epoch(int(state.timestamp.epoch))
+        self._stream, self._stream_epoch = [], -1  # the stream's partition is computed when its iteration starts
 
-    def epoch_start(self, state: State, logger: Logger) -> None:
-        if self._source == 'stream' and int(state.timestamp.batch_in_epoch) == 0 and self._stream_epoch != int(
-                state.timestamp.epoch):
+    def before_dataloader(self, state: State, logger: Logger) -> None:
+        if self._source == 'stream' and self._stream_epoch != int(state.timestamp.epoch):
             self._next_stream_epoch(int(state.timestamp.epoch))
 
     def batch_end(self, state: State, logger: Logger) -> None:
@@ -311,6 +309,12 @@ class SampleLedger(Callback):
         return True
 
     def _next_stream_epoch(self, epoch: int) -> None:
+        """The stream's partition of ``epoch`` from where it resumes, as its iteration that has just started reads it.
+
+        Called at the epoch's first ``BEFORE_DATALOADER``, which Composer fires after ``iter(dataloader)``: every
+        callback's ``FIT_START`` and ``EPOCH_START`` have run (``SamplerSync`` has set ``shuffle_seed``, in whatever
+        order the callbacks come) and DataLoader workers have copied the dataset with that seed.
+        """
         from composer_sampling._stream_partition import epoch_plan, rank_batches
 
         loader = self._loader
