@@ -23,18 +23,23 @@ import tempfile
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from composer_sampling._checkpoint_check import (
     CheckpointError,
+    checked_copy,
     composer_load_path,
     load_checked_checkpoint,
     resolve_safe_global,
     uri_scheme,
 )
 from composer_sampling._checkpoint_envelope import payload_of
-from composer_sampling._validate import is_integer
+from composer_sampling._import_names import OutsideAllowedError
+from composer_sampling._validate import is_integer, valid_int
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
@@ -42,14 +47,16 @@ from composer_sampling.recipes.registry import (
     ImportTargetError,
     NotAllowedError,
     RegistryError,
+    allowed_modules,
     check_allowed,
     check_arguments,
+    walk_refused,
 )
 from composer_sampling.recipes.registry import import_target as _import_target
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
 
-__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'builder_of', 'check_data', 'check_folders',
-           'checked_spec', 'counts_tokens', 'recipe_batch_sizes', 'run_builder']
+__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'CheckedCheckpoint', 'builder_of', 'check_data',
+           'check_folders', 'checked_spec', 'checkpoint_fields', 'counts_tokens', 'recipe_batch_sizes', 'run_builder']
 
 #: Set it (or pass ``--verbose``) to see the traceback of a user's builder that failed.
 VERBOSE_VARIABLE = 'COMPOSER_SAMPLING_VERBOSE'
@@ -59,15 +66,48 @@ RUNNER_KEYWORDS = {'train_loader.sampler': ('dataset', 'num_replicas', 'rank', '
 
 
 @dataclass(frozen=True)
+class CheckedCheckpoint:
+    """A checkpoint the recipe names, checked: what Composer is told to load, and what the file holds.
+
+    ``load_path`` is what Composer receives: the checked private copy (its braces
+    escaped, :func:`~composer_sampling._checkpoint_check.composer_handoff`) when this
+    process is the one whose file Composer reads, else the recipe's value.
+    """
+
+    field: str  # 'load_path' or 'callbacks.NAME.load_path'
+    path: str  # the file Composer reads, as Composer resolves the recipe's value
+    load_path: str
+    model_shapes: Mapping[str, tuple[int, ...]] = dataclass_field(default_factory=dict)  # empty when trusted unchecked
+    sync_state: Mapping[str, Any] | None = None  # SamplerSync's state in the file, when it holds one
+
+    @property
+    def data_seed(self) -> int | None:
+        seed = (self.sync_state or {}).get('data_seed')
+        return int(seed) if is_integer(seed) else None
+
+
+@dataclass(frozen=True)
 class Checked:
-    """What the checks found: the batch math and, after a checkpoint check, the checkpoint's data seed."""
+    """What the checks found: the batch math and every checkpoint the recipe names, checked."""
 
     plan: BatchSizes
-    checkpoint_seed: int | None
+    checkpoints: Mapping[str, CheckedCheckpoint] = dataclass_field(default_factory=dict)  # by field
+    copies: tempfile.TemporaryDirectory[str] | None = None  # the private copies Composer loads, while they are needed
+
+    @property
+    def checkpoint_seed(self) -> int | None:
+        """The data seed of the checkpoint at ``load_path``, when it holds one."""
+        checked = self.checkpoints.get('load_path')
+        return checked.data_seed if checked is not None else None
 
 
 def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Checked:
-    """Batch math, seed, builders (the data parts only when not ``training``) and the checkpoint."""
+    """Batch math, seed, builders (the data parts only when not ``training``) and the checkpoints.
+
+    When ``training``, each checkpoint is copied into a private folder and the copy
+    checked and handed to Composer (:class:`CheckedCheckpoint`); ``plan`` checks the
+    files where they are.
+    """
     plan = recipe_batch_sizes(spec, world_size)
     limit = 2**32 - world_size
     if spec.recipe.seed > limit:
@@ -76,7 +116,13 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     for part in (*spec.parts.values(), *spec.callbacks):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
-    return Checked(plan, _check_load_path(spec))
+    fields = checkpoint_fields(spec, training)
+    copies = None
+    if training and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the process whose file Composer reads
+        copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
+    checked = {name: _check_checkpoint(spec, name, value, copies) for name, value in fields.items()}
+    return Checked(plan, checked, copies)
+
 
 #: The recipe field of each quantity of the batch math.
 BATCH_FIELDS = {'global_batch': 'global_train_batch_size', 'world_size': 'world size',
@@ -142,50 +188,136 @@ def _check_builder(part: PartSpec) -> None:
         raise RecipeError(f'{part.field}: {error}') from None
 
 
-def _check_load_path(spec: RunSpec) -> int | None:
-    """The checkpoint at ``load_path`` loads without running code, unless trusted; its data seed when read.
+def checkpoint_fields(spec: RunSpec, training: bool = True) -> dict[str, str]:
+    """Every checkpoint path the recipe names, by field: ``load_path`` and each callback's that Composer unpickles.
 
-    Checked as Composer reads it: ``{run_name}`` filled (the recipe's, else
-    ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank placeholders as rank 0's.
+    A callback unpickles the path in its argument ``entry.checkpoint_argument``
+    (Composer's ``LoadCheckpoint``: ``load_path``). A callback given by ``target``
+    is matched by its class (or a subclass), imported only when ``training``.
+
+    Example:
+        >>> from composer_sampling.recipes.resolve import resolve
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> spec = resolve(load_recipe(None, ['load_path=a.pt', 'callbacks.load_checkpoint.load_path=b.pt']))
+        >>> checkpoint_fields(spec)
+        {'load_path': 'a.pt', 'callbacks.load_checkpoint.load_path': 'b.pt'}
+    """
+    fields = {} if spec.recipe.load_path is None else {'load_path': spec.recipe.load_path}
+    for part in spec.callbacks:
+        if part.entry is not None:
+            argument = part.entry.checkpoint_argument
+        else:
+            argument = checkpoint_argument_of(builder_of(part)) if training else None
+        if argument is not None and argument in part.arguments:
+            value = part.arguments[argument]
+            if not isinstance(value, str):
+                raise RecipeError(f'{part.field}.{argument} must be a path (a string), got {value!r}')
+            fields[f'{part.field}.{argument}'] = value
+    return fields
+
+
+def checkpoint_argument_of(builder: Any) -> str | None:
+    """The checkpoint argument of ``builder`` if it is (a subclass of) a registered callback that unpickles one.
+
+    Example:
+        >>> checkpoint_argument_of(dict) is None
+        True
+    """
+    from composer_sampling.recipes.registry import CALLBACKS
+
+    if not isinstance(builder, type):
+        return None
+    for name in CALLBACKS.names():
+        entry = CALLBACKS.entry(name, declared=False)
+        if entry.checkpoint_argument is not None and issubclass(builder, CALLBACKS.get(name)):
+            return entry.checkpoint_argument
+    return None
+
+
+def _check_checkpoint(spec: RunSpec, field_name: str, value: str, copies: tempfile.TemporaryDirectory[str] | None,
+                      ) -> CheckedCheckpoint:
+    """The checkpoint at ``value`` loads without running code, unless trusted; copied and handed over if ``copies``.
+
+    Resolved as Composer resolves it (:func:`composer_load_path`): ``{run_name}``
+    filled (the recipe's, else ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank
+    placeholders as rank 0's.
     """
     recipe = spec.recipe
-    if recipe.load_path is None:
-        return None
-    run_name = recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
+    if not value.strip():
+        raise RecipeError(f'{field_name} is empty ({value!r}): give the checkpoint file to load, or leave '
+                          f'{field_name} out to start from scratch')
+    run_name = next((name for name in (recipe.run_name, os.environ.get('COMPOSER_RUN_NAME'), os.environ.get('RUN_NAME'))
+                     if name is not None), None)  # as the Trainer picks it
     try:
-        path = composer_load_path(recipe.load_path, run_name)
+        path = composer_load_path(value, run_name)
     except CheckpointError as error:
-        raise RecipeError(f'load_path: {error}') from None
-    field = 'load_path' if path == recipe.load_path else f'load_path {recipe.load_path!r}'
+        if not (recipe.trust_checkpoint and error.reason == 'unchecked'):
+            raise RecipeError(f'{field_name}: {error}{_hint(error)}') from None
+        path = value
+    where = field_name if path == value else f'{field_name} {value!r}'
     if recipe.trust_checkpoint:
         if os.environ.get(ALLOWED_MODULES_VARIABLE) is not None:
-            raise RecipeError(f'trust_checkpoint: true loads {field} unchecked, and unpickling it may import any '
+            raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
                               f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
                               'checkpoint_safe_globals instead')
         if uri_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
-            raise RecipeError(f'{field}: {path} does not exist')
-        return None
+            raise RecipeError(f'{where}: {path} does not exist')
+        return CheckedCheckpoint(field_name, path, value)
+    extra = _safe_globals(recipe.checkpoint_safe_globals)
+    try:
+        if copies is None:
+            handed, loaded = value, load_checked_checkpoint(path, extra)
+        else:
+            handed, loaded = checked_copy(path, tempfile.mkdtemp(dir=copies.name), extra)
+    except CheckpointError as error:
+        raise RecipeError(f'{where}: {error}{_hint(error)}') from None
+    state = loaded['state']
+    model = state.get('model')
+    shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
+        if isinstance(model, dict) else {}
+    sync_state = payload_of((state.get('callbacks') or {}).get('SamplerSync'))
+    _check_sync_seed(where, path, sync_state)
+    return CheckedCheckpoint(field_name, path, handed, shapes, sync_state)
+
+
+def _hint(error: CheckpointError) -> str:
+    return {
+        'unsafe': "; if you trust this file, add what it needs to checkpoint_safe_globals ('module:Name') or set "
+                  'trust_checkpoint: true',
+        'unchecked': '; set trust_checkpoint: true to load it unchecked if you trust it',
+    }.get(error.reason, '')
+
+
+def _safe_globals(names: list[str]) -> list[Any]:
+    """The allow-list entries of ``checkpoint_safe_globals``, each under the allow-list of modules."""
     extra = []
-    for k, name in enumerate(recipe.checkpoint_safe_globals):
+    allowed = allowed_modules()
+    for k, name in enumerate(names):
+        where = f'checkpoint_safe_globals[{k}]'
         try:
-            check_allowed(name.partition(':')[0], f'checkpoint_safe_globals[{k}]')
-            extra.extend(resolve_safe_global(name))
+            check_allowed(name.partition(':')[0], where)
+            extra.extend(resolve_safe_global(name, allowed))
         except NotAllowedError as error:
             raise RecipeError(str(error)) from None
+        except OutsideAllowedError as error:
+            raise RecipeError(str(walk_refused(where, name, error))) from None
         except CheckpointError as error:
-            raise RecipeError(f'checkpoint_safe_globals[{k}]: {error}') from None
+            raise RecipeError(f'{where}: {error}') from None
+    return extra
+
+
+def _check_sync_seed(where: str, path: str, sync_state: Mapping[str, Any] | None) -> None:
+    """The data seed SamplerSync's state in the file holds is one SamplerSync can load, blamed on the file."""
+    from composer_sampling.permutation import MAX_DATA_SEED
+
+    seed = (sync_state or {}).get('data_seed')
+    if seed is None:
+        return
     try:
-        loaded = load_checked_checkpoint(path, extra)
-    except CheckpointError as error:
-        hint = {
-            'unsafe': "; if you trust this file, add what it needs to checkpoint_safe_globals ('module:Name') or "
-                      'set trust_checkpoint: true',
-            'unchecked': '; set trust_checkpoint: true to load it unchecked if you trust it',
-        }.get(error.reason, '')
-        raise RecipeError(f'{field}: {error}{hint}') from None
-    sync_state = payload_of((loaded['state'].get('callbacks') or {}).get('SamplerSync')) or {}
-    seed = sync_state.get('data_seed')
-    return int(seed) if is_integer(seed) else None
+        valid_int('data_seed', seed, 0, MAX_DATA_SEED)
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f'{where}: the checkpoint {path} holds a SamplerSync state that cannot be loaded: {error}; '
+                          'the file is damaged or was not written by SamplerSync: load another checkpoint') from None
 
 
 def check_folders(spec: RunSpec) -> None:
