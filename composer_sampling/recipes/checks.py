@@ -78,11 +78,11 @@ class CheckedCheckpoint:
     path: str  # the file Composer reads, as Composer resolves the recipe's value
     load_path: str
     model_shapes: Mapping[str, tuple[int, ...]] = dataclass_field(default_factory=dict)  # empty when trusted unchecked
-    sync_state: Mapping[str, Any] | None = None  # SamplerSync's state in the file, when it holds one
+    sync_state: Any = None  # SamplerSync's state in the file (its envelope), when it holds one
 
     @property
     def data_seed(self) -> int | None:
-        seed = (self.sync_state or {}).get('data_seed')
+        seed = (payload_of(self.sync_state) or {}).get('data_seed')
         return int(seed) if is_integer(seed) else None
 
 
@@ -275,8 +275,8 @@ def _check_checkpoint(spec: RunSpec, field_name: str, value: str, copies: tempfi
     model = state.get('model')
     shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
         if isinstance(model, dict) else {}
-    sync_state = payload_of((state.get('callbacks') or {}).get('SamplerSync'))
-    _check_sync_seed(where, path, sync_state)
+    sync_state = (state.get('callbacks') or {}).get('SamplerSync')
+    _check_sync_state(where, path, sync_state, training=copies is not None)
     return CheckedCheckpoint(field_name, path, handed, shapes, sync_state)
 
 
@@ -306,17 +306,27 @@ def _safe_globals(names: list[str]) -> list[Any]:
     return extra
 
 
-def _check_sync_seed(where: str, path: str, sync_state: Mapping[str, Any] | None) -> None:
-    """The data seed SamplerSync's state in the file holds is one SamplerSync can load, blamed on the file."""
-    from composer_sampling.permutation import MAX_DATA_SEED
+def _check_sync_state(where: str, path: str, sync_state: Any, training: bool) -> None:
+    """SamplerSync's state in the file is one SamplerSync loads (its data seed only, for ``plan``), blamed on the file.
 
-    seed = (sync_state or {}).get('data_seed')
-    if seed is None:
+    Loaded into a throwaway ``SamplerSync`` when training (Composer is imported
+    then); ``plan`` checks the data seed it plans with, without importing Composer.
+    """
+    if sync_state is None:
         return
     try:
-        valid_int('data_seed', seed, 0, MAX_DATA_SEED)
+        if training:
+            from composer_sampling.callbacks.sampler_sync import SamplerSync
+
+            SamplerSync().load_state_dict(dict(sync_state) if isinstance(sync_state, dict) else sync_state)
+        else:
+            from composer_sampling.permutation import MAX_DATA_SEED
+
+            seed = (payload_of(sync_state) or {}).get('data_seed')
+            if seed is not None:
+                valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
     except (TypeError, ValueError) as error:
-        raise RecipeError(f'{where}: the checkpoint {path} holds a SamplerSync state that cannot be loaded: {error}; '
+        raise RecipeError(f'{where}: the checkpoint {path} holds a SamplerSync state that cannot be loaded ({error}); '
                           'the file is damaged or was not written by SamplerSync: load another checkpoint') from None
 
 
