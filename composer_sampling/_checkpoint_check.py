@@ -242,6 +242,8 @@ def composer_handoff(path: str) -> str:
         read = composer_load_path(handed, run_name='')
     except CheckpointError as error:
         read = f'nothing it can check ({error})'
+    if uri_scheme(handed) is not None:
+        read = f'the URI {handed}'
     if read != path:
         raise CheckpointError(f'{path} cannot be given to Composer as it is: Composer would read {read} instead; '
                               "rename the file without '#', '?', ';' or a 'scheme:' prefix")
