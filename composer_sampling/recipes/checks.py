@@ -229,7 +229,8 @@ def checkpoint_argument_of(builder: Any) -> str | None:
         return None
     for name in CALLBACKS.names():
         entry = CALLBACKS.entry(name, declared=False)
-        if entry.checkpoint_argument is not None and issubclass(builder, CALLBACKS.get(name)):
+        registered = CALLBACKS.get(name) if entry.checkpoint_argument is not None else None
+        if isinstance(registered, type) and issubclass(builder, registered):
             return entry.checkpoint_argument
     return None
 
