@@ -17,7 +17,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from composer_sampling.batching import BatchSizes
-from composer_sampling.recipes.checks import Checked, CheckedCheckpoint, checkpoint_argument_of, run_builder
+from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_argument_of
+from composer_sampling.recipes.checks import Checked, run_builder
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 

@@ -56,8 +56,8 @@ from composer_sampling._validate import is_real
 
 __all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
            'REGISTRIES', 'SAMPLERS', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
-           'Registry', 'RegistryError', 'allowed_modules', 'check_allowed', 'check_arguments', 'import_allowed',
-           'import_target', 'walk_refused']
+           'Registry', 'RegistryError', 'allowed_modules', 'check_allowed', 'check_arguments', 'import_target',
+           'walk_refused']
 
 #: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
 ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
@@ -177,25 +177,6 @@ def check_allowed(module_name: str, where: str) -> None:
                               'trust it')
 
 
-def import_allowed(module_name: str, attribute: str, where: str, trusted: bool = False) -> Any:
-    """``import_name`` under the allow-list: the module checked before it is imported, then every step of the walk.
-
-    ``trusted`` (our parts, entry points) skips the allow-list. Import errors
-    propagate as :func:`~composer_sampling._import_names.import_name` raises them.
-
-    Example:
-        >>> import_allowed('collections', 'OrderedDict', 'checkpoint_safe_globals[0]').__name__
-        'OrderedDict'
-    """
-    allowed = None if trusted else allowed_modules()
-    if allowed is not None:
-        check_allowed(module_name, where)
-    try:
-        return import_name(module_name, attribute, allowed)
-    except OutsideAllowedError as error:
-        raise walk_refused(where, f'{module_name}:{attribute}', error) from None
-
-
 def walk_refused(where: str, name: str, error: OutsideAllowedError) -> NotAllowedError:
     """The refusal of ``name`` (given at ``where``) whose walk left the allowed packages, as ``error`` says."""
     allowed = allowed_modules() or []
@@ -207,8 +188,9 @@ def walk_refused(where: str, name: str, error: OutsideAllowedError) -> NotAllowe
 def import_target(target: str, where: str = 'target', trusted: bool = False) -> Any:
     """The object at ``'module:attribute'`` (the attribute may be dotted); ``trusted`` skips the allow-list.
 
-    A module that raises while being imported gives an :class:`ImportTargetError`
-    chained to the module's own exception.
+    Under the allow-list the module is checked before it is imported, then every
+    step of the walk (:func:`walk_refused`). A module that raises while being
+    imported gives an :class:`ImportTargetError` chained to the module's own exception.
 
     Example:
         >>> import_target('collections:OrderedDict').__name__
@@ -219,12 +201,15 @@ def import_target(target: str, where: str = 'target', trusted: bool = False) -> 
         raise RegistryError(f"target {target!r} must look like 'package.module:callable', e.g. "
                             "'my_pkg.models:build_model'")
     module_name, attribute = parts
+    allowed = None if trusted else allowed_modules()
+    if allowed is not None:
+        check_allowed(module_name, where)
     try:
-        obj = import_allowed(module_name, attribute, where, trusted)
+        obj = import_name(module_name, attribute, allowed)
+    except OutsideAllowedError as error:
+        raise walk_refused(where, target, error) from None
     except MissingAttributeError:
         raise RegistryError(f'target {target!r}: {module_name} has no attribute {attribute}') from None
-    except NotAllowedError:
-        raise
     except ModuleNotFoundError as error:
         raise RegistryError(f'target {target!r}: cannot import {module_name} ({error})') from None
     except Exception as error:
