@@ -285,7 +285,8 @@ _RUN_NAMES = st.one_of(st.sampled_from(['run', '{rank}', '{{rank}}', '{', '}', '
                        st.text(st.sampled_from('ab{}#.:/'), max_size=6))
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.composer
+@settings(max_examples=300, deadline=None)
 @given(template=_TEMPLATES, run_name=_RUN_NAMES)
 def test_the_path_checked_is_the_path_composer_reads(template: str, run_name: str) -> None:
     """On every generated template and run name, Composer's own functions and the check pick one file (or both fail)."""
@@ -310,7 +311,8 @@ def test_the_path_checked_is_the_path_composer_reads(template: str, run_name: st
         assert unnamed == composers_own_path(template, 'run-x')[0] == composers_own_path(template, 'run-y')[0]
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.composer
+@settings(max_examples=300, deadline=None)
 @given(path=st.lists(st.sampled_from([*'ab/.{}#?;:-_ ', 'pt', 'tar', '{rank}', '{{', 'AZURE_BLOBS', '//']),
                      min_size=1, max_size=10).map(''.join))
 def test_what_composer_is_handed_reads_the_file_checked(path: str) -> None:
@@ -338,6 +340,7 @@ def _hostile_folder(folder: Path, real: Path) -> dict[str, Path]:
     return {'marker': marker, 'evil': evil, 'real': real}
 
 
+@pytest.mark.composer
 @pytest.mark.parametrize(('template', 'run_name', 'composer_reads', 'one_pass_reads'), [
     ('{{rank}}.pt', None, '0.pt', '{rank}.pt'),
     ('{rank:>3}.pt', None, '0.pt', '  0.pt'),

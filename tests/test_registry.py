@@ -224,7 +224,7 @@ _STEPS = st.lists(st.sampled_from(['os', 'system', 'subprocess', 'Popen', 'run',
                   min_size=1, max_size=5)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(module=_MODULES, steps=_STEPS)
 def test_the_allow_list_holds_for_every_step_of_a_dotted_name(my_pkg: Path, module: str, steps: list[str]) -> None:
     """Generated escapes: a target is refused exactly when a step of its walk leaves the packages; none is dangerous."""
