@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -124,8 +124,9 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
     recipe = run.recipe
     torch.manual_seed(recipe.seed)  # the model's initial weights follow the recipe's seed
     model = build_model(run.spec)
-    if run.checked is not None:
-        check_model_shapes(run.checked.checkpoints.values(), model, run.spec.parts['model'].label)
+    checked = run.checked.checkpoints.get('load_path') if run.checked is not None else None
+    if checked is not None:
+        check_model_shapes(checked, model, run.spec.parts['model'].label)
     extra_callbacks = list(overrides.pop('callbacks', []))
     arguments: dict[str, Any] = {
         'model': model,
@@ -153,28 +154,27 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
     return Trainer(**arguments)
 
 
-def check_model_shapes(checkpoints: Iterable[CheckedCheckpoint], model: torch.nn.Module, label: str) -> None:
-    """Every tensor each checkpoint holds for the model has the model's shape, and they hold the same tensors.
+def check_model_shapes(checked: CheckedCheckpoint, model: torch.nn.Module, label: str) -> None:
+    """The checkpoint at ``load_path`` holds the model's tensors, each of the model's shape.
 
-    Composer would stop inside ``Trainer`` with torch's ``size mismatch`` traceback;
-    this names the checkpoint's field, the parameter and both shapes first.
+    Composer would stop inside ``Trainer`` with torch's ``size mismatch`` (or
+    ``Missing key(s)``) traceback; this names the parameter and both shapes first.
+    Only ``load_path``'s: a callback's load takes options (``ignore_keys``,
+    ``strict_model_weights``) that change what must match.
     """
+    if not checked.model_shapes:
+        return  # trusted unchecked, or a checkpoint without a model
     own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
-    for checked in checkpoints:
-        if not checked.model_shapes:
-            continue  # trusted unchecked, or a checkpoint without a model
-        for name, shape in checked.model_shapes.items():
-            if name in own and own[name] != shape:
-                raise RecipeError(f'{checked.field}: the checkpoint {checked.path} holds {name} of shape '
-                                  f'{list(shape)}, the model ({label}) has {name} of shape {list(own[name])}: it was '
-                                  'written by a model of another shape; load one of this model, or set the model '
-                                  'options it was trained with')
-        extra, missing = sorted(set(checked.model_shapes) - set(own)), sorted(set(own) - set(checked.model_shapes))
-        if extra or missing:
-            detail = f'holds {extra[0]}, which the model lacks' if extra else f'lacks the model\'s {missing[0]}'
-            raise RecipeError(f'{checked.field}: the checkpoint {checked.path} {detail} (model: {label}): it was '
-                              'written by another model; load one of this model, or build the model it was trained '
-                              'with')
+    for name, shape in checked.model_shapes.items():
+        if name in own and own[name] != shape:
+            raise RecipeError(f'{checked.field}: the checkpoint {checked.path} holds {name} of shape {list(shape)}, '
+                              f'the model ({label}) has {name} of shape {list(own[name])}: it was written by a model '
+                              'of another shape; load one of this model, or set the model options it was trained with')
+    extra, missing = sorted(set(checked.model_shapes) - set(own)), sorted(set(own) - set(checked.model_shapes))
+    if extra or missing:
+        detail = f'holds {extra[0]}, which the model lacks' if extra else f'lacks the model\'s {missing[0]}'
+        raise RecipeError(f'{checked.field}: the checkpoint {checked.path} {detail} (model: {label}): it was written '
+                          'by another model; load one of this model, or build the model it was trained with')
 
 
 def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None) -> Run:

@@ -118,9 +118,11 @@ def checkpoint_argument_of(builder: Any) -> str | None:
     return None
 
 
-def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
+def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training: bool = False,
                            copies: tempfile.TemporaryDirectory[str] | None = None) -> CheckedCheckpoint:
     """The checkpoint at ``value`` loads without running code, unless trusted; copied and handed over if ``copies``.
+
+    ``training`` checks SamplerSync's whole state in the file (``plan``: its data seed).
 
     Resolved as Composer resolves it (:func:`composer_load_path`): ``{run_name}``
     filled (the recipe's, else ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank
@@ -140,7 +142,7 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
         path = value
     where = field_name if path == value else f'{field_name} {value!r}'
     if recipe.trust_checkpoint:
-        if os.environ.get(ALLOWED_MODULES_VARIABLE) is not None:
+        if allowed_modules() is not None:
             raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
                               f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
                               'checkpoint_safe_globals instead')
@@ -160,7 +162,7 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
     shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
         if isinstance(model, dict) else {}
     sync_state = (state.get('callbacks') or {}).get('SamplerSync')
-    _check_sync_state(where, path, sync_state, training=copies is not None)
+    _check_sync_state(where, path, sync_state, training)
     return CheckedCheckpoint(field_name, path, handed, shapes, sync_state)
 
 

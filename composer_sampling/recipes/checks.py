@@ -80,7 +80,7 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     copies = None
     if training and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the process whose file Composer reads
         copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
-    checked = {name: check_checkpoint_field(spec, name, value, copies) for name, value in fields.items()}
+    checked = {name: check_checkpoint_field(spec, name, value, training, copies) for name, value in fields.items()}
     return Checked(plan, checked, copies)
 
 
