@@ -7,6 +7,13 @@ torch's own safe types plus exactly the few a Composer checkpoint needs
 (:func:`composer_safe_globals`), and raises :class:`CheckpointError` for anything
 else. Only torch and numpy are imported, not Composer.
 
+Which file Composer reads is decided here too, as Composer decides it
+(:func:`composer_load_path`: ``{run_name}`` first, the rank fields after, each with
+Composer's own formatting), and what is handed to Composer is a path its
+formatting turns back into the very file checked (:func:`composer_handoff`). The
+recipe runner goes one step further and checks a private copy
+(:func:`checked_copy`), so that a file rewritten after the check is not loaded.
+
 Example:
     >>> import tempfile, torch
     >>> path = tempfile.mkdtemp() + '/weights.pt'
@@ -21,8 +28,9 @@ import datetime
 import os
 import pickle
 import re
+import shutil
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -37,6 +45,8 @@ from composer_sampling._import_names import import_name, split_import_name
 __all__ = [
     'CheckpointError',
     'check_checkpoint',
+    'checked_copy',
+    'composer_handoff',
     'composer_load_path',
     'composer_safe_globals',
     'load_checked_checkpoint',
@@ -45,6 +55,11 @@ __all__ = [
 
 #: The placeholders Composer fills in ``load_path`` (``{run_name}``, then the rank ones with rank 0's values).
 LOAD_PATH_FIELDS = ('run_name', 'rank', 'local_rank', 'node_rank')
+#: What Composer fills the rank fields with, in one ``str.format`` pass: every rank reads rank 0's file.
+RANK_ZERO = {'rank': 0, 'local_rank': 0, 'node_rank': 0}
+#: The name of the checked copy the recipe runner hands to Composer.
+COPY_NAME = 'checkpoint.pt'
+_MAX_FORMAT_PASSES = 10_000  # Composer's partial_format gives up after as many
 _ZIP_MAGIC = b'PK\x03\x04'  # torch.save's format since torch 1.6
 _PICKLE_PROTOCOL = b'\x80'  # the PROTO opcode a legacy torch.save file starts with
 
@@ -94,11 +109,13 @@ def composer_safe_globals() -> list[Any]:
     ]
 
 
-def resolve_safe_global(spec: str) -> list[Any]:
+def resolve_safe_global(spec: str, allowed: Sequence[str] | None = None) -> list[Any]:
     """Import ``'module:Name'`` (``Name`` may be dotted) and return it as allow-list entries.
 
     The entry is registered under ``module.Name`` and under the object's own
     ``__module__.__qualname__`` (the name a pickle of it carries), if they differ.
+    With ``allowed`` packages, the walk to ``Name`` stays inside them
+    (:func:`~composer_sampling._import_names.import_name` raises ``OutsideAllowedError``).
 
     Example:
         >>> resolve_safe_global('collections:Counter')
@@ -110,7 +127,7 @@ def resolve_safe_global(spec: str) -> list[Any]:
                               f'got {spec!r}')
     module_name, qualname = parts
     try:
-        obj = import_name(module_name, qualname)
+        obj = import_name(module_name, qualname, allowed)
     except (ImportError, AttributeError) as error:
         raise CheckpointError(f'safe global {spec!r} cannot be imported: {error}') from None
     names = [f'{module_name}.{qualname}']
@@ -128,26 +145,109 @@ def _allow_list(extra_safe_globals: Iterable[Any]) -> list[Any]:
 
 
 def composer_load_path(load_path: str, run_name: str | None = None) -> str:
-    """The path Composer 0.32.1 reads for a non-sharded ``load_path``: every rank reads rank 0's file.
+    """The file Composer 0.32.1 reads for a non-sharded ``load_path`` (or the URI it downloads): rank 0's.
 
-    Composer fills ``{run_name}``, then ``{rank}``, ``{local_rank}`` and ``{node_rank}``
-    with rank 0's values (0), and treats anything with a URI scheme as remote.
-    A ``{run_name}`` without a run name cannot be resolved (Composer would invent a
-    random one).
+    Composer's steps, in its order: ``parse_uri`` keeps the path of a local
+    ``load_path`` (a ``#``, a ``?`` or a ``;`` in the last part cut it); its
+    ``partial_format`` fills ``{run_name}`` and puts every other field back as
+    ``'{name}'``, through that field's format spec; then ``str.format`` fills
+    ``{rank}``, ``{local_rank}`` and ``{node_rank}`` with 0 (any other field stops
+    Composer); and ``get_file`` parses the result once more. ``tests`` prove this
+    equal to Composer's own functions on generated templates. A ``{run_name}``
+    without a run name cannot be resolved (Composer would invent a random one).
+
+    Raises:
+        CheckpointError: empty, not formattable as Composer formats it, ``{run_name}``
+            without a run name (``'invalid'``), or an archive Composer would
+            unpack (``'unchecked'``).
 
     Example:
         >>> composer_load_path('checkpoints/{run_name}/ep1-ba20-rank{rank}.pt', run_name='digits')
         'checkpoints/digits/ep1-ba20-rank0.pt'
+        >>> composer_load_path('checkpoints/{{rank}}-{rank:>3}.pt#note')  # {{rank}} is a field by the second pass
+        'checkpoints/0-0.pt'
     """
-    if '{run_name}' in load_path and not run_name:
+    if not load_path.strip():
+        raise CheckpointError(f'{load_path!r} is empty: it names no checkpoint')
+    if uri_scheme(load_path) is not None:
+        return load_path
+    path = _with_run_name(_uri_path(load_path), run_name, load_path)
+    if _is_archive(path):
+        raise CheckpointError(f'{load_path} is an archive Composer would unpack before unpickling; only a plain .pt '
+                              'file can be checked', reason='unchecked')
+    try:
+        path = path.format(**RANK_ZERO)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as error:
+        raise _unformattable(load_path, error) from None
+    if uri_scheme(path) is not None:
+        return path
+    return _uri_path(path)
+
+
+def _uri_path(path: str) -> str:
+    """What Composer's ``parse_uri`` keeps of a path without a scheme (it renames ``AZURE_BLOBS`` first)."""
+    return urlparse(path.replace('AZURE_BLOBS', 'azure')).path
+
+
+def _partial_format(text: str, run_name: str) -> str:
+    """Composer's ``partial_format(text, run_name=...)``: a missing field goes back in as ``'{name}'``, and retries."""
+    args: tuple[str, ...] = ()
+    values: dict[str, Any] = {'run_name': run_name}
+    for _ in range(_MAX_FORMAT_PASSES):
+        try:
+            return text.format(*args, **values)
+        except IndexError:
+            args += ('{}',)
+        except KeyError as error:
+            values[error.args[0]] = '{' + str(error.args[0]) + '}'
+    raise ValueError(f'no result after {_MAX_FORMAT_PASSES} passes')
+
+
+def _with_run_name(path: str, run_name: str | None, load_path: str) -> str:
+    """``path`` with ``{run_name}`` filled as Composer fills it; without a run name, only if the result needs none."""
+    try:
+        if run_name is not None:
+            return _partial_format(path, run_name)
+        filled = {_partial_format(path, name) for name in ('run-a', 'run-b')}  # Composer would invent one
+    except (ValueError, TypeError, AttributeError, KeyError) as error:
+        raise _unformattable(load_path, error) from None
+    if len(filled) > 1:
         raise CheckpointError(f'{load_path} uses {{run_name}} but the run has no run_name: set run_name, or write '
                               'the path out')
-    values = {'run_name': run_name or '', 'rank': 0, 'local_rank': 0, 'node_rank': 0}
+    return filled.pop()
+
+
+def _unformattable(load_path: str, error: BaseException) -> CheckpointError:
+    detail = f'{type(error).__name__}: {error}' if not isinstance(error, KeyError) else f'unknown field {error}'
+    return CheckpointError(f'{load_path} cannot be formatted as Composer does ({detail}); its placeholders may '
+                           f'be {", ".join("{" + name + "}" for name in LOAD_PATH_FIELDS)}, and a literal brace is '
+                           'written {{ or }}')
+
+
+def composer_handoff(path: str) -> str:
+    """The ``load_path`` to give Composer so that it reads exactly the local file ``path``.
+
+    Composer formats a path twice (``{run_name}``, then the rank fields), so every
+    brace is doubled twice; a path Composer would still read as another file (a
+    ``#``, a ``?``, a URI-like name) is refused, naming what it would read.
+
+    Example:
+        >>> composer_handoff('runs/{x}/ep1.pt')
+        'runs/{{{{x}}}}/ep1.pt'
+        >>> composer_load_path(composer_handoff('runs/{x}/ep1.pt'))
+        'runs/{x}/ep1.pt'
+    """
+    handed = path.replace('{', '{{{{').replace('}', '}}}}')
     try:
-        return load_path.format(**values)
-    except (KeyError, IndexError, ValueError) as error:
-        raise CheckpointError(f'{load_path} cannot be formatted as Composer does ({error}); its placeholders may be '
-                              f'{", ".join("{" + name + "}" for name in LOAD_PATH_FIELDS)}') from None
+        read = composer_load_path(handed, run_name='')
+    except CheckpointError as error:
+        read = f'nothing it can check ({error})'
+    if uri_scheme(handed) is not None:
+        read = f'the URI {handed}'
+    if read != path:
+        raise CheckpointError(f'{path} cannot be given to Composer as it is: Composer would read {read} instead; '
+                              "rename the file without '#', '?', ';' or a 'scheme:' prefix")
+    return handed
 
 
 def uri_scheme(path: str) -> str | None:
@@ -190,6 +290,8 @@ def _static_unsafe_globals(path: Path) -> list[str]:
 
 def _local_file(path: str) -> Path:
     """``path`` as a local single file, or a :class:`CheckpointError` saying why it cannot be checked."""
+    if not path.strip():
+        raise CheckpointError(f'{path!r} is empty: it names no checkpoint')
     file = Path(path)
     scheme = uri_scheme(path)
     unchecked = None
@@ -229,7 +331,11 @@ def check_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[
 
     Use it before handing a checkpoint you did not write to Composer, which
     unpickles with ``weights_only=False``:
-    ``Trainer(load_path=check_checkpoint(path), ...)``.
+    ``Trainer(load_path=check_checkpoint(path), ...)``. What it returns is the
+    path Composer's formatting turns back into ``path``: ``path`` itself, or with
+    its braces escaped (:func:`composer_handoff`). A file someone else can rewrite
+    between this check and Composer's load is not protected (the recipe runner
+    checks and hands over a private copy instead: :func:`checked_copy`).
 
     Args:
         path: a local single-file checkpoint (a URI, a directory or an archive is refused).
@@ -250,16 +356,44 @@ def check_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[
         composer_sampling._checkpoint_check.CheckpointError: ... needs builtins.frozenset, ...
     """
     load_checked_checkpoint(path, extra_safe_globals)
-    return os.fspath(path)
+    return composer_handoff(os.fspath(path))
 
 
-def load_checked_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[Any] = ()) -> dict[str, Any]:
+def checked_copy(path: str, folder: str, extra_safe_globals: Iterable[Any] = ()) -> tuple[str, dict[str, Any]]:
+    """Copy the local file ``path`` into ``folder`` and check the copy: what to give Composer, and what it holds.
+
+    The bytes checked are the bytes Composer unpickles: Composer receives the copy
+    (:func:`composer_handoff` of it), which no one but this user can write in a
+    private ``folder`` (``tempfile.mkdtemp``). Errors name ``path``.
+
+    Example:
+        >>> import tempfile, torch
+        >>> path = tempfile.mkdtemp() + '/weights.pt'
+        >>> torch.save({'state': {'model': {}}}, path)
+        >>> handed, loaded = checked_copy(path, tempfile.mkdtemp())
+        >>> handed.endswith('/checkpoint.pt'), loaded
+        (True, {'state': {'model': {}}})
+    """
+    _local_file(path)
+    copy = os.path.join(folder, COPY_NAME)
+    try:
+        shutil.copyfile(path, copy)
+    except OSError as error:
+        raise CheckpointError(f'{path} cannot be copied into {folder} to be checked and loaded ({error}); free some '
+                              'space there or set TMPDIR to a folder with room') from None
+    loaded = load_checked_checkpoint(copy, extra_safe_globals, shown_as=path)
+    return composer_handoff(copy), loaded
+
+
+def load_checked_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[Any] = (),
+                            shown_as: str | None = None) -> dict[str, Any]:
     """What :func:`check_checkpoint` loads to check ``path``: the checkpoint's dict, loaded weights-only.
 
-    Raises :class:`CheckpointError` as :func:`check_checkpoint` does.
+    Raises :class:`CheckpointError` as :func:`check_checkpoint` does, naming
+    ``shown_as`` (the file ``path`` is a copy of) if given.
     """
-    text = os.fspath(path)
-    file = _local_file(text)
+    file = _local_file(os.fspath(path))
+    text = shown_as if shown_as is not None else os.fspath(path)
     allowed = _allow_list(extra_safe_globals)
     with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
         warnings.simplefilter('ignore')  # torch warns about pickle protocols it then refuses anyway

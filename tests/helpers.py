@@ -154,3 +154,27 @@ def ledger_and_trained(make_loader: Any, folder: Path, *, ledger_first: bool, st
                      key=lambda ledger: ledger.header['start_batch'])
     recorded = [(record.epoch, record.indices.tolist()) for ledger in ledgers for record in ledger.trained]
     return recorded, trained
+
+
+#: The allow-list docs/security.md shows.
+DOCS_ALLOW_LIST = 'my_pkg,torch.optim'
+#: ``my_pkg``: a package that allow-list admits, re-exporting what it must not reach (``os.system`` and friends).
+ESCAPES_PACKAGE = {
+    '__init__.py': (
+        'import os\nimport subprocess\nfrom builtins import exec\nfrom functools import partial\n'
+        'from os import system\n'
+        'from pathlib import Path\nfrom my_pkg import sub\n\n\n'
+        'def build(size: int = 3) -> list:\n    return list(range(size))\n\n\n'
+        'class Runner:\n    run = staticmethod(os.system)\n\n    def go(self) -> None:\n        pass\n\n\n'
+        'shell = partial(os.system)\nrunner = Runner()\n'
+    ),
+    'sub.py': 'from os import system\nimport torch.optim as optim\n',
+}
+
+
+def write_escapes_package(folder: Path) -> Path:
+    """Write ``my_pkg`` (:data:`ESCAPES_PACKAGE`) into ``folder``; put ``folder`` on the path to import it."""
+    (folder / 'my_pkg').mkdir()
+    for name, text in ESCAPES_PACKAGE.items():
+        (folder / 'my_pkg' / name).write_text(text)
+    return folder

@@ -13,12 +13,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from composer.utils.checkpoint import _format_path_with_rank_zero
+from composer.utils.file_helpers import is_tar, parse_uri
+from composer.utils.misc import partial_format
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from composer_sampling import CheckpointError, check_checkpoint
-from composer_sampling._checkpoint_check import composer_load_path, composer_safe_globals, resolve_safe_global
+from composer_sampling._checkpoint_check import (
+    composer_handoff,
+    composer_load_path,
+    composer_safe_globals,
+    resolve_safe_global,
+)
+from composer_sampling.recipes.build_training import build_run
 from composer_sampling.recipes.checks import checked_spec
 from composer_sampling.recipes.cli import main as cli_main
 from composer_sampling.recipes.resolve import resolve
+from composer_sampling.recipes.runner import train
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main as train_main
 
@@ -245,3 +257,173 @@ def test_the_check_imports_no_composer() -> None:
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == '[]'
+
+
+def composers_own_path(template: str, run_name: str) -> tuple[str, bool]:
+    """The file Composer's own functions read for ``template`` (rank 0), and whether it would unpack an archive.
+
+    The calls of ``Trainer.__init__`` (``parse_uri``), ``load_checkpoint``
+    (``partial_format`` of ``{run_name}``), ``download_checkpoint`` (``is_tar``, then
+    the rank fields) and ``get_file`` (``parse_uri`` again), in that order.
+    """
+    _, _, path = parse_uri(template)
+    path = partial_format(path, run_name=run_name)
+    parts = path.split('.')
+    archive = is_tar(path) or (len(parts) >= 2 and parts[-2] == 'pt' and parts[-1] != 'symlink')
+    path = _format_path_with_rank_zero(path)
+    backend, _, path = parse_uri(path)
+    assert backend == '', 'the generated templates have no scheme'
+    return path, archive
+
+
+_PIECES = st.sampled_from(['ckpt', '/', '.', 'pt', 'tar', '-', '#', '?', ';', ':', 'AZURE_BLOBS', ' ', '{', '}',
+                           '{{', '}}', '{run_name}', '{rank}', '{local_rank}', '{node_rank}', '{rank:>3}',
+                           '{rank!s:z>1.0}', '{run_name!r}', '{run_name:.2}', '{{rank}}', '{{run_name}}', '{epoch}',
+                           '{0}', '{}', '{rank[0]}', '{run_name.x}', '{world_size}', 'ba{batch}'])
+_TEMPLATES = st.lists(_PIECES, max_size=8).map(''.join).map(lambda text: 'ckpt/' + text)
+_RUN_NAMES = st.one_of(st.sampled_from(['run', '{rank}', '{{rank}}', '{', '}', '{run_name}', '#x', 'a.tar']),
+                       st.text(st.sampled_from('ab{}#.:/'), max_size=6))
+
+
+@pytest.mark.composer
+@settings(max_examples=300, deadline=None)
+@given(template=_TEMPLATES, run_name=_RUN_NAMES)
+def test_the_path_checked_is_the_path_composer_reads(template: str, run_name: str) -> None:
+    """On every generated template and run name, Composer's own functions and the check pick one file (or both fail)."""
+    try:
+        expected, archive = composers_own_path(template, run_name)
+    except Exception:  # Composer stops on this template: the check must refuse it too
+        with pytest.raises(CheckpointError):
+            composer_load_path(template, run_name)
+        return
+    if archive:
+        with pytest.raises(CheckpointError, match='is an archive') as error:
+            composer_load_path(template, run_name)
+        assert error.value.reason == 'unchecked'
+        return
+    assert composer_load_path(template, run_name) == expected
+    try:  # without a run name, Composer invents one: the check refuses exactly when the path depends on it
+        unnamed = composer_load_path(template)
+    except CheckpointError as error:
+        assert 'but the run has no run_name' in str(error)
+        assert composers_own_path(template, 'run-x')[0] != composers_own_path(template, 'run-y')[0]
+    else:
+        assert unnamed == composers_own_path(template, 'run-x')[0] == composers_own_path(template, 'run-y')[0]
+
+
+@pytest.mark.composer
+@settings(max_examples=300, deadline=None)
+@given(path=st.lists(st.sampled_from([*'ab/.{}#?;:-_ ', 'pt', 'tar', '{rank}', '{{', 'AZURE_BLOBS', '//']),
+                     min_size=1, max_size=10).map(''.join))
+def test_what_composer_is_handed_reads_the_file_checked(path: str) -> None:
+    """Composer's own formatting of what the check hands over is the file checked, or the check refuses to hand it."""
+    try:
+        handed = composer_handoff(path)
+    except CheckpointError as error:
+        assert 'cannot be given to Composer as it is' in str(error)
+        try:
+            read, archive = composers_own_path(path.replace('{', '{{{{').replace('}', '}}}}'), 'run')
+        except Exception:  # Composer would stop, or download it
+            return
+        assert read != path or archive, 'refused only what Composer would read as another file'
+        return
+    for run_name in ('run', '{rank}', '}{'):
+        assert composers_own_path(handed, run_name) == (path, False)
+
+
+def _hostile_folder(folder: Path, real: Path) -> dict[str, Path]:
+    """A folder where a one-pass format and Composer's two passes name different files: ``0.pt`` and ``{rank}.pt``."""
+    folder.mkdir()
+    marker = folder / 'MARKER'
+    evil = folder / 'evil.pt'
+    torch.save({'state': {'model': WritesMarker(marker)}, 'rng': []}, evil)
+    return {'marker': marker, 'evil': evil, 'real': real}
+
+
+@pytest.mark.composer
+@pytest.mark.parametrize(('template', 'run_name', 'composer_reads', 'one_pass_reads'), [
+    ('{{rank}}.pt', None, '0.pt', '{rank}.pt'),
+    ('{rank:>3}.pt', None, '0.pt', '  0.pt'),
+    ('{run_name}.pt', '{rank}', '0.pt', '{rank}.pt'),
+    ('0.pt#.safe', None, '0.pt', '0.pt#.safe'),
+], ids=['doubled-braces', 'format-spec', 'braces-in-run_name', 'fragment'])
+def test_a_crafted_template_never_loads_the_file_it_did_not_check(template: str, run_name: str | None,
+                                                                   composer_reads: str, one_pass_reads: str,
+                                                                   written: Path, tmp_path: Path, capsys) -> None:
+    """The real runner and Trainer: the file Composer reads is checked, whatever a one-pass format would check."""
+    folder = tmp_path / 'hostile'
+    files = _hostile_folder(folder, written / 'ep0-ba2-rank0.pt')
+    named = ['max_duration=3ba'] + ([f"run_name='{run_name}'"] if run_name else [])
+    load = f"load_path='{folder}/{template}'"
+    # the evil file where Composer reads, a good one where a one-pass format would look: refused, nothing runs
+    files['evil'].rename(folder / composer_reads)
+    (folder / one_pass_reads).write_bytes(files['real'].read_bytes())
+    assert train_main([DIGITS, *named, load]) == 2
+    assert 'needs builtins.exec' in capsys.readouterr().err
+    assert not files['marker'].exists()
+    # the other way round: the good file where Composer reads trains, the evil one is never touched
+    (folder / one_pass_reads).rename(folder / 'swap')
+    (folder / composer_reads).rename(folder / one_pass_reads)
+    (folder / 'swap').rename(folder / composer_reads)
+    assert train_main([DIGITS, *named, load]) == 0
+    assert 'held-out after' in capsys.readouterr().out
+    assert not files['marker'].exists()
+
+
+def test_a_file_rewritten_after_the_check_is_not_loaded(written: Path, tmp_path: Path) -> None:
+    """Composer loads the private copy that was checked, not the file at load_path as it is later."""
+    path = tmp_path / 'resume.pt'
+    path.write_bytes((written / 'ep0-ba2-rank0.pt').read_bytes())
+    recipe = load_recipe(DIGITS, [f'load_path={path}', 'max_duration=3ba'])
+    run = build_run(resolve(recipe), world_size=1, rank=0)  # checked here
+    marker = tmp_path / 'MARKER'
+    torch.save({'state': {'model': WritesMarker(marker)}, 'rng': []}, path)  # rewritten before Composer loads it
+    result = train(recipe, run=run)
+    assert int(result.trainer.state.timestamp.batch) == 3  # resumed from batch 2 of the file checked
+    assert not marker.exists()
+
+
+def test_check_checkpoint_returns_what_composer_reads_as_the_file(written: Path, tmp_path: Path) -> None:
+    braced = tmp_path / 'run{rank}' / 'ep{0}.pt'
+    braced.parent.mkdir()
+    braced.write_bytes((written / 'ep0-ba2-rank0.pt').read_bytes())
+    handed = check_checkpoint(braced)
+    assert handed != str(braced) and composers_own_path(handed, 'run') == (str(braced), False)
+    hashed = tmp_path / 'ep#1.pt'
+    hashed.write_bytes(braced.read_bytes())
+    with pytest.raises(CheckpointError, match=r"Composer would read .*/ep instead; rename the file without '#'"):
+        check_checkpoint(hashed)
+
+
+@pytest.mark.parametrize('field', ['data_seed', 'replication'])
+def test_a_checkpoint_value_out_of_range_is_blamed_on_load_path(field: str, written: Path, tmp_path: Path,
+                                                                 capsys) -> None:
+    checkpoint = torch.load(written / 'ep0-ba2-rank0.pt', weights_only=False)  # our own file
+    checkpoint['state']['callbacks']['SamplerSync'][field] = -5
+    path = tmp_path / 'edited.pt'
+    torch.save(checkpoint, path)
+    commands = [['train'], ['plan']] if field == 'data_seed' else [['train']]  # plan reads only the seed
+    for command in commands:
+        assert cli_main([*command, DIGITS, f'load_path={path}']) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f'error: load_path: the checkpoint {path} holds a SamplerSync state that cannot be '
+                              f'loaded (SamplerSync state {field} must be in the interval '), err
+        assert 'damaged or was not written by SamplerSync' in err and 'Traceback' not in err
+
+
+def test_a_checkpoint_of_another_model_shape_is_named_before_training(written: Path, capsys) -> None:
+    load = f'load_path={written}/ep0-ba2-rank0.pt'
+    assert train_main([DIGITS, load, 'model.hidden_size=32', 'max_duration=3ba']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'error: load_path: the checkpoint {written}/ep0-ba2-rank0.pt holds net.0.weight of shape '
+                          '[64, 64], the model (mlp) has net.0.weight of shape [32, 64]'), err
+    assert 'Traceback' not in err
+
+
+@pytest.mark.parametrize('value', ["''", "'  '"])
+def test_an_empty_load_path_is_named_as_empty(value: str, capsys) -> None:
+    for command in ('plan', 'train'):
+        assert cli_main([command, DIGITS, f'load_path={value}']) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: load_path is empty ({value.strip(chr(39))!r}): give the checkpoint file to "
+                              'load, or leave load_path out'), err

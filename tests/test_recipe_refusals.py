@@ -16,8 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from composer_sampling.recipes.cli import main
+
+from helpers import DOCS_ALLOW_LIST, write_escapes_package
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
@@ -324,3 +327,90 @@ def test_copying_a_recipe_never_writes_through_a_link_or_outside_the_folder(tmp_
     assert 'is a folder; --force replaces a file only' in capsys.readouterr().err
     assert main(['recipes', 'digits', '--to', '/proc']) == 2
     assert 'error: --to /proc: ' in capsys.readouterr().err
+
+
+class Touches:
+    """Unpickling this calls ``exec``, which writes ``marker``: a pickle that needs only ``builtins.exec``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return exec, (f'open({str(self.marker)!r}, "w").write("ran")',)
+
+
+@pytest.fixture()
+def under_the_docs_allow_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``my_pkg`` importable and ``COMPOSER_SAMPLING_ALLOWED_MODULES=my_pkg,torch.optim``; returns the marker path."""
+    monkeypatch.syspath_prepend(str(write_escapes_package(tmp_path)))
+    monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', DOCS_ALLOW_LIST)
+    return tmp_path / 'MARKER'
+
+
+@pytest.mark.parametrize('target', ['my_pkg:os.system', 'my_pkg:system', 'my_pkg.sub:system', 'my_pkg:Runner.run',
+                                    'my_pkg:shell', 'torch.optim:swa_utils.torch.os.system'])
+def test_the_docs_allow_list_refuses_every_dotted_escape_and_nothing_runs(target: str, under_the_docs_allow_list: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    marker = under_the_docs_allow_list
+    overrides = [f'train_loader.dataset={{target: "{target}", kwargs: {{command: "touch {marker}"}}}}']
+    for command in ('plan', 'train'):
+        code, err = _run(command, overrides, capsys)
+        assert code == 2 and err.startswith(f"error: train_loader.dataset.target '{target}' is refused: "), err
+        assert 'nothing it reached was called' in err
+        assert not marker.exists()
+
+
+def test_a_safe_global_reached_through_an_allowed_module_is_refused(under_the_docs_allow_list: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``my_pkg:exec`` is ``builtins.exec``: allowing it would let the weights-only check itself run the pickle."""
+    marker = under_the_docs_allow_list
+    path = tmp_path / 'evil.pt'
+    torch.save({'state': {'model': Touches(marker)}}, path)
+    for command in ('plan', 'train'):
+        code, err = _run(command, [f'load_path={path}', 'checkpoint_safe_globals=[my_pkg:exec]'], capsys)
+        assert code == 2 and err.startswith("error: checkpoint_safe_globals[0] 'my_pkg:exec' is refused: my_pkg:exec "
+                                            "is exec of the module 'builtins'"), err
+        assert not marker.exists()
+
+
+@pytest.fixture(scope='module')
+def evil_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp('evil')
+    torch.save({'state': {'model': Touches(folder / 'MARKER')}, 'rng': []}, folder / 'evil.pt')
+    return folder / 'evil.pt', folder / 'MARKER'
+
+
+@pytest.mark.parametrize('callback', [
+    'callbacks.load_checkpoint={load_path: "%s"}',
+    'callbacks.mine={target: "composer.callbacks:LoadCheckpoint", kwargs: {load_path: "%s"}}',
+], ids=['by-name', 'by-target'])
+@pytest.mark.parametrize('allow_list', [None, 'composer'])
+def test_a_callback_that_loads_a_checkpoint_is_checked_like_load_path(callback: str, allow_list: str | None,
+                                                                      evil_checkpoint: tuple[Path, Path],
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path, marker = evil_checkpoint
+    if allow_list is not None:
+        monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', allow_list)
+    field = 'callbacks.load_checkpoint' if 'load_checkpoint=' in callback else 'callbacks.mine'
+    code, err = _run('train', [callback % path], capsys)
+    assert code == 2 and err.startswith(f'error: {field}.load_path: {path} needs builtins.exec'), err
+    assert not marker.exists()
+
+
+def test_a_callback_loading_its_checkpoint_trains_from_the_checked_copy(checkpoint: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    overrides = ['train_loader.dataset={name: synthetic, size: 400}', 'max_duration=4ba',
+                 f'callbacks.load_checkpoint={{load_path: "{checkpoint}", load_weights_only: true}}']
+    assert main(['train', DIGITS, *overrides]) == 0
+    assert 'held-out after' in capsys.readouterr().out
+
+
+def test_a_builder_returning_a_checkpoint_loader_is_refused(evil_checkpoint: tuple[Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path, marker = evil_checkpoint
+    loader = f'callbacks.mine={{target: "user_parts:checkpoint_loader", kwargs: {{path: "{path}"}}}}'
+    code, err = _run('train', [loader], capsys)
+    assert code == 2 and err.startswith('error: callbacks.mine: the builder returned a LoadCheckpoint, which unpickles '
+                                        'a checkpoint the check never saw'), err
+    assert not marker.exists()

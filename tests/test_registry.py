@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import builtins
+import os
+import shutil
+import subprocess
+import types
 from pathlib import Path
+from typing import Any
 
 import composer.callbacks
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.utils.data import ConcatDataset
 
 from composer_sampling.recipes import registry
@@ -14,10 +22,12 @@ from composer_sampling.recipes.build_training import build_model, build_optimize
 from composer_sampling.recipes.checks import checked_spec
 from composer_sampling.recipes.dry_run import plan_recipe
 from composer_sampling.recipes.models import IndexedClassifier
-from composer_sampling.recipes.registry import CALLBACKS, Registry, RegistryError
+from composer_sampling.recipes.registry import CALLBACKS, NotAllowedError, Registry, RegistryError, import_target
 from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.runner import main as train_main
 from composer_sampling.recipes.schema import RecipeError, load_recipe
+
+from helpers import DOCS_ALLOW_LIST, write_escapes_package
 
 NUMBERS = 'train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}'
 
@@ -174,3 +184,87 @@ def test_a_third_party_mixture_sampler_from_an_entry_point_trains(tmp_path: Path
     assert sorted(steps) == [0, 0, 0, 0, 1, 1, 1, 2, 2], 'one source a step, each trimmed to whole steps of 100'
     everything = [i for batch in batches for i in batch]
     assert len(set(everything)) == len(everything) == 900
+
+
+_DANGEROUS = (os.system, subprocess.Popen, builtins.exec, builtins.eval, builtins.open, shutil.rmtree, os.remove)
+
+
+@pytest.fixture()
+def my_pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``my_pkg`` installed on the path, under the docs' example allow-list."""
+    monkeypatch.syspath_prepend(str(write_escapes_package(tmp_path)))
+    monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', DOCS_ALLOW_LIST)
+    return tmp_path
+
+
+def _walk(module: str, steps: list[str]) -> tuple[list[Any], bool]:
+    """Every object a plain ``getattr`` walk reaches, and whether it reached the last step (the attributes exist)."""
+    import importlib
+
+    objects: list[Any] = [importlib.import_module(module)]
+    for step in steps:
+        if not hasattr(objects[-1], step):
+            return objects[1:], False
+        objects.append(getattr(objects[-1], step))
+    return objects[1:], True
+
+
+def _leaves(obj: Any) -> bool:
+    """Whether a step leaves the allowed packages: a module, an object of no module or of a module outside them."""
+    owner = getattr(obj, '__module__', None)
+    return isinstance(obj, types.ModuleType) or not isinstance(owner, str) or not any(
+        owner == name or owner.startswith(f'{name}.') for name in DOCS_ALLOW_LIST.split(','))
+
+
+_MODULES = st.sampled_from(['my_pkg', 'my_pkg.sub', 'torch.optim', 'torch.optim.swa_utils', 'torch.optim.adamw'])
+_STEPS = st.lists(st.sampled_from(['os', 'system', 'subprocess', 'Popen', 'run', 'Runner', 'runner', 'go', 'shell',
+                                   'func', 'Path', 'write_text', 'partial', 'sub', 'optim', 'swa_utils', 'torch',
+                                   'AdamW', 'SGD', 'lr_scheduler', 'StepLR', 'deepcopy', 'build', 'path', 'join',
+                                   '__class__', '__init__', '__globals__', '__builtins__', '__call__', 'mro', 'step']),
+                  min_size=1, max_size=5)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(module=_MODULES, steps=_STEPS)
+def test_the_allow_list_holds_for_every_step_of_a_dotted_name(my_pkg: Path, module: str, steps: list[str]) -> None:
+    """Generated escapes: a target is refused exactly when a step of its walk leaves the packages; none is dangerous."""
+    target = f'{module}:{".".join(steps)}'
+    reached, complete = _walk(module, steps)
+    if any(_leaves(obj) for obj in reached):
+        with pytest.raises(NotAllowedError, match=r"model\.target .* is refused: .*nothing it reached was called"):
+            import_target(target, 'model.target')
+        return
+    if not complete:
+        with pytest.raises(RegistryError, match='has no attribute'):
+            import_target(target, 'model.target')
+        return
+    assert not any(obj is danger for obj in reached for danger in _DANGEROUS)
+    try:
+        obj = import_target(target, 'model.target')
+    except RegistryError as error:
+        assert 'not a callable' in str(error)
+        return
+    assert obj is reached[-1]
+
+
+@pytest.mark.parametrize('target', ['my_pkg:os.system', 'my_pkg:system', 'my_pkg.sub:system', 'my_pkg:Runner.run',
+                                    'my_pkg:shell', 'my_pkg:subprocess.Popen', 'torch.optim:swa_utils.torch.os.system',
+                                    'my_pkg:sub.optim.swa_utils.deepcopy', 'torch.optim:AdamW.__init__.__globals__',
+                                    'my_pkg:Path.write_text', 'my_pkg:build.__builtins__'])
+def test_the_escapes_of_the_issue_are_refused(my_pkg: Path, target: str) -> None:
+    with pytest.raises(NotAllowedError, match='is refused: '):
+        import_target(target, 'train_loader.dataset.target')
+
+
+def test_legitimate_targets_keep_working_under_the_allow_list(my_pkg: Path) -> None:
+    import torch.optim
+
+    assert import_target('torch.optim:AdamW') is torch.optim.AdamW  # its __module__ is torch.optim.adamw
+    assert import_target('torch.optim.lr_scheduler:StepLR') is torch.optim.lr_scheduler.StepLR
+    assert import_target('my_pkg:build')(2) == [0, 1]
+    assert import_target('my_pkg:runner.go')() is None  # a bound method of an allowed class
+    with pytest.raises(NotAllowedError, match=r"torch\.optim:lr_scheduler is the module torch\.optim\.lr_scheduler; a "
+                                              r'dotted attribute may not pass through a module: name it before the '
+                                              r'colon \(torch\.optim\.lr_scheduler:\.\.\.\)'):
+        import_target('torch.optim:lr_scheduler.StepLR', 'optimizer.target')
+    _check('optimizer.target=torch.optim:AdamW')

@@ -146,3 +146,10 @@ class NamedBatchSampler(BatchSampler):
     def __init__(self, sampler: Any, batch_size: int, drop_last: bool, name: str = 'train') -> None:
         super().__init__(sampler, batch_size, drop_last)
         self.name = name
+
+
+def checkpoint_loader(path: str) -> Any:
+    """A builder that returns Composer's ``LoadCheckpoint``: the check cannot see its path before it is built."""
+    from composer.callbacks import LoadCheckpoint
+
+    return LoadCheckpoint(path)

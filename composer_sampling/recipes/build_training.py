@@ -9,14 +9,16 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from composer_sampling.batching import BatchSizes
-from composer_sampling.recipes.checks import run_builder
+from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_argument_of
+from composer_sampling.recipes.checks import Checked, run_builder
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
     from composer.core import Callback
     from composer.models import ComposerModel
 
-__all__ = ['Run', 'build_callbacks', 'build_model', 'build_optimizer', 'build_run', 'build_trainer']
+__all__ = ['Run', 'build_callbacks', 'build_model', 'build_optimizer', 'build_run', 'build_trainer',
+           'check_model_shapes']
 
 
 @dataclass
@@ -39,7 +42,18 @@ class Run:
     train_loader: DataLoader
     eval_loader: DataLoader
     callbacks: list[Callback] = field(default_factory=list)
-    checkpoint_seed: int | None = None  # the data seed of the checkpoint at load_path, when it could be read
+    checked: Checked | None = None  # the checkpoints the recipe names, checked (and the copies Composer loads)
+
+    @property
+    def checkpoint_seed(self) -> int | None:
+        """The data seed of the checkpoint at load_path, when it could be read."""
+        return self.checked.checkpoint_seed if self.checked is not None else None
+
+    @property
+    def load_path(self) -> str | None:
+        """What Composer's ``load_path`` receives: the checked copy of the recipe's file, or its value if trusted."""
+        checked = self.checked.checkpoints.get('load_path') if self.checked is not None else None
+        return checked.load_path if checked is not None else self.recipe.load_path
 
     @property
     def recipe(self) -> Any:
@@ -55,19 +69,34 @@ class Run:
         return 'the checkpoint\'s, at load_path' if self.checkpoint_seed is not None else self.spec.sync.seed_source
 
 
-def build_callbacks(spec: RunSpec) -> list[Callback]:
-    """Instantiate the recipe's callbacks; a ledger without a folder gets the one resolution derived."""
+def build_callbacks(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoint] | None = None) -> list[Callback]:
+    """Instantiate the recipe's callbacks; a ledger without a folder gets the one resolution derived.
+
+    A callback that unpickles a checkpoint receives the checked copy in its
+    checkpoint argument (``checkpoints``, by field); one whose builder returns such a
+    callback unseen by the check is refused.
+    """
     from composer.core import Callback
 
+    checkpoints = checkpoints or {}
     built = []
     for part in spec.callbacks:
         extra = {}
         if part.entry is not None and part.entry.ledger_folder and part.arguments.get('folder') is None:
             extra['folder'] = spec.ledger_folder
+        handed = {name.rpartition('.')[2]: checked.load_path for name, checked in checkpoints.items()
+                  if name.rpartition('.')[0] == part.field}
+        if handed:
+            part = replace(part, arguments={**part.arguments, **handed})
         callback = run_builder(part, extra)
         if not isinstance(callback, Callback):
             raise RecipeError(f'{part.field}: the builder returned a {type(callback).__name__}, not a '
                               'composer.core.Callback')
+        if not handed and checkpoint_argument_of(type(callback)) is not None:
+            raise RecipeError(f'{part.field}: the builder returned a {type(callback).__name__}, which unpickles a '
+                              'checkpoint the check never saw; name it by its class (name: load_checkpoint, or '
+                              'target: composer.callbacks:LoadCheckpoint) with its load_path, so that the file is '
+                              'checked')
         built.append(callback)
     return built
 
@@ -95,6 +124,9 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
     recipe = run.recipe
     torch.manual_seed(recipe.seed)  # the model's initial weights follow the recipe's seed
     model = build_model(run.spec)
+    checked = run.checked.checkpoints.get('load_path') if run.checked is not None else None
+    if checked is not None:
+        check_model_shapes(checked, model, run.spec.parts['model'].label)
     extra_callbacks = list(overrides.pop('callbacks', []))
     arguments: dict[str, Any] = {
         'model': model,
@@ -111,7 +143,7 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
         'save_interval': recipe.save_interval,
         'save_overwrite': recipe.save_overwrite,
         'save_num_checkpoints_to_keep': -1,
-        'load_path': recipe.load_path,
+        'load_path': run.load_path,
         'run_name': recipe.run_name,
         'dist_timeout': recipe.dist_timeout,
         'progress_bar': False,
@@ -120,6 +152,29 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
     }
     arguments.update(overrides)
     return Trainer(**arguments)
+
+
+def check_model_shapes(checked: CheckedCheckpoint, model: torch.nn.Module, label: str) -> None:
+    """The checkpoint at ``load_path`` holds the model's tensors, each of the model's shape.
+
+    Composer would stop inside ``Trainer`` with torch's ``size mismatch`` (or
+    ``Missing key(s)``) traceback; this names the parameter and both shapes first.
+    Only ``load_path``'s: a callback's load takes options (``ignore_keys``,
+    ``strict_model_weights``) that change what must match.
+    """
+    if not checked.model_shapes:
+        return  # trusted unchecked, or a checkpoint without a model
+    own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    for name, shape in checked.model_shapes.items():
+        if name in own and own[name] != shape:
+            raise RecipeError(f'{checked.field}: the checkpoint {checked.path} holds {name} of shape {list(shape)}, '
+                              f'the model ({label}) has {name} of shape {list(own[name])}: it was written by a model '
+                              'of another shape; load one of this model, or set the model options it was trained with')
+    extra, missing = sorted(set(checked.model_shapes) - set(own)), sorted(set(own) - set(checked.model_shapes))
+    if extra or missing:
+        detail = f'holds {extra[0]}, which the model lacks' if extra else f'lacks the model\'s {missing[0]}'
+        raise RecipeError(f'{checked.field}: the checkpoint {checked.path} {detail} (model: {label}): it was written '
+                          'by another model; load one of this model, or build the model it was trained with')
 
 
 def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None) -> Run:
@@ -139,7 +194,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     check_folders(spec)
     plan = checked.plan
     data = build_data(spec, plan)
-    callbacks = build_callbacks(spec)
+    callbacks = build_callbacks(spec, checked.checkpoints)
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     train_loader = build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank // plan.replication,
                                                                         seed))
@@ -147,4 +202,4 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     if problem is not None:
         raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
     return Run(spec, plan, data.train, data.held_out, train_loader, build_eval_loader(spec, data.held_out), callbacks,
-               checked.checkpoint_seed)
+               checked)

@@ -23,28 +23,15 @@ import tempfile
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
-from composer_sampling._checkpoint_check import (
-    CheckpointError,
-    composer_load_path,
-    load_checked_checkpoint,
-    resolve_safe_global,
-    uri_scheme,
-)
-from composer_sampling._checkpoint_envelope import payload_of
-from composer_sampling._validate import is_integer
+from composer_sampling._checkpoint_check import uri_scheme
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
+from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.registry import (
-    ALLOWED_MODULES_VARIABLE,
-    ImportTargetError,
-    NotAllowedError,
-    RegistryError,
-    check_allowed,
-    check_arguments,
-)
+from composer_sampling.recipes.registry import ImportTargetError, NotAllowedError, RegistryError, check_arguments
 from composer_sampling.recipes.registry import import_target as _import_target
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
 
@@ -60,14 +47,26 @@ RUNNER_KEYWORDS = {'train_loader.sampler': ('dataset', 'num_replicas', 'rank', '
 
 @dataclass(frozen=True)
 class Checked:
-    """What the checks found: the batch math and, after a checkpoint check, the checkpoint's data seed."""
+    """What the checks found: the batch math and every checkpoint the recipe names, checked."""
 
     plan: BatchSizes
-    checkpoint_seed: int | None
+    checkpoints: Mapping[str, CheckedCheckpoint] = dataclass_field(default_factory=dict)  # by field
+    copies: tempfile.TemporaryDirectory[str] | None = None  # the private copies Composer loads, while they are needed
+
+    @property
+    def checkpoint_seed(self) -> int | None:
+        """The data seed of the checkpoint at ``load_path``, when it holds one."""
+        checked = self.checkpoints.get('load_path')
+        return checked.data_seed if checked is not None else None
 
 
 def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Checked:
-    """Batch math, seed, builders (the data parts only when not ``training``) and the checkpoint."""
+    """Batch math, seed, builders (the data parts only when not ``training``) and the checkpoints.
+
+    When ``training``, each checkpoint is copied into a private folder and the copy
+    checked and handed to Composer (:class:`CheckedCheckpoint`); ``plan`` checks the
+    files where they are.
+    """
     plan = recipe_batch_sizes(spec, world_size)
     limit = 2**32 - world_size
     if spec.recipe.seed > limit:
@@ -76,7 +75,14 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     for part in (*spec.parts.values(), *spec.callbacks):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
-    return Checked(plan, _check_load_path(spec))
+    builders = {part.field: builder_of(part) for part in spec.callbacks if part.entry is None} if training else {}
+    fields = checkpoint_fields(spec, builders)
+    copies = None
+    if training and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the process whose file Composer reads
+        copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
+    checked = {name: check_checkpoint_field(spec, name, value, training, copies) for name, value in fields.items()}
+    return Checked(plan, checked, copies)
+
 
 #: The recipe field of each quantity of the batch math.
 BATCH_FIELDS = {'global_batch': 'global_train_batch_size', 'world_size': 'world size',
@@ -140,52 +146,6 @@ def _check_builder(part: PartSpec) -> None:
         check_arguments(builder, {**arguments, **runner}, f'the {kind}', positional)
     except RegistryError as error:
         raise RecipeError(f'{part.field}: {error}') from None
-
-
-def _check_load_path(spec: RunSpec) -> int | None:
-    """The checkpoint at ``load_path`` loads without running code, unless trusted; its data seed when read.
-
-    Checked as Composer reads it: ``{run_name}`` filled (the recipe's, else
-    ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank placeholders as rank 0's.
-    """
-    recipe = spec.recipe
-    if recipe.load_path is None:
-        return None
-    run_name = recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
-    try:
-        path = composer_load_path(recipe.load_path, run_name)
-    except CheckpointError as error:
-        raise RecipeError(f'load_path: {error}') from None
-    field = 'load_path' if path == recipe.load_path else f'load_path {recipe.load_path!r}'
-    if recipe.trust_checkpoint:
-        if os.environ.get(ALLOWED_MODULES_VARIABLE) is not None:
-            raise RecipeError(f'trust_checkpoint: true loads {field} unchecked, and unpickling it may import any '
-                              f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
-                              'checkpoint_safe_globals instead')
-        if uri_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
-            raise RecipeError(f'{field}: {path} does not exist')
-        return None
-    extra = []
-    for k, name in enumerate(recipe.checkpoint_safe_globals):
-        try:
-            check_allowed(name.partition(':')[0], f'checkpoint_safe_globals[{k}]')
-            extra.extend(resolve_safe_global(name))
-        except NotAllowedError as error:
-            raise RecipeError(str(error)) from None
-        except CheckpointError as error:
-            raise RecipeError(f'checkpoint_safe_globals[{k}]: {error}') from None
-    try:
-        loaded = load_checked_checkpoint(path, extra)
-    except CheckpointError as error:
-        hint = {
-            'unsafe': "; if you trust this file, add what it needs to checkpoint_safe_globals ('module:Name') or "
-                      'set trust_checkpoint: true',
-            'unchecked': '; set trust_checkpoint: true to load it unchecked if you trust it',
-        }.get(error.reason, '')
-        raise RecipeError(f'{field}: {error}{hint}') from None
-    sync_state = payload_of((loaded['state'].get('callbacks') or {}).get('SamplerSync')) or {}
-    seed = sync_state.get('data_seed')
-    return int(seed) if is_integer(seed) else None
 
 
 def check_folders(spec: RunSpec) -> None:

@@ -8,7 +8,8 @@ runner must know about a part, so that no runner code compares names: its inline
 options with their types and ranges (:class:`Option`, one rule an option, whether
 the recipe writes it inline or in ``kwargs``), whether a sampler receives the
 sources of a mixture, whether a callback's ``folder`` defaults to the ledger folder,
-whether a callback's ``data_seed`` and ``replication`` govern the data order.
+whether a callback's ``data_seed`` and ``replication`` govern the data order,
+which argument of a callback names a checkpoint it unpickles (checked as ``load_path`` is).
 
 A package registers parts on install in its ``pyproject.toml``::
 
@@ -23,7 +24,9 @@ read when the part is used::
 
 ``import_target`` is the only place a recipe imports code. When the environment
 variable ``COMPOSER_SAMPLING_ALLOWED_MODULES`` is set (comma-separated package
-names), a module outside those packages is refused before it is imported.
+names), a module outside those packages is refused before it is imported, and a
+dotted attribute is followed one step at a time: a step that is a module, or an
+object whose ``__module__`` is outside them, is refused before anything is called.
 
 Example:
     >>> SAMPLERS.entry('sub_epoch').options['sub_epochs_per_epoch'].check('sub_epochs_per_epoch', 0)
@@ -42,12 +45,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from composer_sampling._import_names import MissingAttributeError, import_name, split_import_name
+from composer_sampling._import_names import (
+    MissingAttributeError,
+    OutsideAllowedError,
+    import_name,
+    in_packages,
+    split_import_name,
+)
 from composer_sampling._validate import is_real
 
 __all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
            'REGISTRIES', 'SAMPLERS', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
-           'Registry', 'RegistryError', 'check_allowed', 'check_arguments', 'import_target']
+           'Registry', 'RegistryError', 'allowed_modules', 'check_allowed', 'check_arguments', 'import_target',
+           'walk_refused']
 
 #: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
 ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
@@ -130,10 +140,28 @@ class Entry:
     data_order: bool = False  # a callback whose data_seed and replication govern the run's data order
     open_options: bool = False  # other inline keys go to its builder, checked against its signature when imported
     from_entry_point: bool = False
+    checkpoint_argument: str | None = None  # the argument naming a checkpoint it unpickles: checked as load_path is
 
     @property
     def required(self) -> tuple[str, ...]:
         return tuple(name for name, option in self.options.items() if option.required)
+
+
+def allowed_modules() -> list[str] | None:
+    """The packages ``COMPOSER_SAMPLING_ALLOWED_MODULES`` allows, or None when it is not set (everything is allowed).
+
+    Example:
+        >>> os.environ.get(ALLOWED_MODULES_VARIABLE) is None and allowed_modules() is None
+        True
+    """
+    listed = os.environ.get(ALLOWED_MODULES_VARIABLE)
+    if listed is None:
+        return None
+    return [name.strip() for name in listed.split(',') if name.strip()]
+
+
+def _listed(allowed: list[str]) -> str:
+    return f'{ALLOWED_MODULES_VARIABLE} ({", ".join(allowed) or "empty"})'
 
 
 def check_allowed(module_name: str, where: str) -> None:
@@ -142,21 +170,27 @@ def check_allowed(module_name: str, where: str) -> None:
     Example:
         >>> check_allowed('os', 'train_loader.dataset.target')  # the variable is not set: everything is allowed
     """
-    listed = os.environ.get(ALLOWED_MODULES_VARIABLE)
-    if listed is None:
-        return
-    allowed = [name.strip() for name in listed.split(',') if name.strip()]
-    if not any(module_name == name or module_name.startswith(f'{name}.') for name in allowed):
-        raise NotAllowedError(f'{where} names the module {module_name!r}, which is not in {ALLOWED_MODULES_VARIABLE} '
-                              f'({", ".join(allowed) or "empty"}); nothing of it was imported. Add its package to '
-                              f'{ALLOWED_MODULES_VARIABLE} if you trust it')
+    allowed = allowed_modules()
+    if allowed is not None and not in_packages(module_name, allowed):
+        raise NotAllowedError(f'{where} names the module {module_name!r}, which is not in {_listed(allowed)}; '
+                              f'nothing of it was imported. Add its package to {ALLOWED_MODULES_VARIABLE} if you '
+                              'trust it')
+
+
+def walk_refused(where: str, name: str, error: OutsideAllowedError) -> NotAllowedError:
+    """The refusal of ``name`` (given at ``where``) whose walk left the allowed packages, as ``error`` says."""
+    allowed = allowed_modules() or []
+    return NotAllowedError(f'{where} {name!r} is refused: {error} ({ALLOWED_MODULES_VARIABLE}={",".join(allowed)!r}); '
+                           'nothing it reached was called. Name the object in the module that defines it, and add '
+                           f'that package to {ALLOWED_MODULES_VARIABLE} if you trust it')
 
 
 def import_target(target: str, where: str = 'target', trusted: bool = False) -> Any:
     """The object at ``'module:attribute'`` (the attribute may be dotted); ``trusted`` skips the allow-list.
 
-    A module that raises while being imported gives an :class:`ImportTargetError`
-    chained to the module's own exception.
+    Under the allow-list the module is checked before it is imported, then every
+    step of the walk (:func:`walk_refused`). A module that raises while being
+    imported gives an :class:`ImportTargetError` chained to the module's own exception.
 
     Example:
         >>> import_target('collections:OrderedDict').__name__
@@ -167,10 +201,13 @@ def import_target(target: str, where: str = 'target', trusted: bool = False) -> 
         raise RegistryError(f"target {target!r} must look like 'package.module:callable', e.g. "
                             "'my_pkg.models:build_model'")
     module_name, attribute = parts
-    if not trusted:
+    allowed = None if trusted else allowed_modules()
+    if allowed is not None:
         check_allowed(module_name, where)
     try:
-        obj = import_name(module_name, attribute)
+        obj = import_name(module_name, attribute, allowed)
+    except OutsideAllowedError as error:
+        raise walk_refused(where, target, error) from None
     except MissingAttributeError:
         raise RegistryError(f'target {target!r}: {module_name} has no attribute {attribute}') from None
     except ModuleNotFoundError as error:
@@ -333,6 +370,8 @@ _COMPOSER_CALLBACKS = {
     'speed_monitor': 'SpeedMonitor', 'system_metrics_monitor': 'SystemMetricsMonitor',
     'threshold_stopper': 'ThresholdStopper',
 }
+#: The argument of a Composer callback that names a checkpoint it unpickles (``torch.load(weights_only=False)``).
+_COMPOSER_CHECKPOINT_ARGUMENTS = {'LoadCheckpoint': 'load_path'}
 CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
     'sampler_sync': Entry('composer_sampling.callbacks.sampler_sync:SamplerSync', 'seeds, epochs and the resume '
                           'position of every sampler',
@@ -343,7 +382,8 @@ CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
     'sample_ledger': Entry('composer_sampling.callbacks.sample_ledger:SampleLedger', 'records which samples every '
                            'rank trained, for composer-sampling audit',
                            {'folder': Option('str'), 'index_key': Option('key')}, ledger_folder=True),
-    **{name: Entry(f'composer.callbacks:{cls}', f"Composer's {cls}", open_options=True)
+    **{name: Entry(f'composer.callbacks:{cls}', f"Composer's {cls}", open_options=True,
+                   checkpoint_argument=_COMPOSER_CHECKPOINT_ARGUMENTS.get(cls))
        for name, cls in _COMPOSER_CALLBACKS.items()},
 })
 

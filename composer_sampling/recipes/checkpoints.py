@@ -1,0 +1,216 @@
+"""Every checkpoint a recipe names, checked before Composer unpickles it: ``load_path`` and the callbacks' paths.
+
+Each is resolved as Composer resolves it, loaded weights-only (unless trusted),
+and, for ``train``, copied into a private folder whose copy Composer then receives
+(:func:`check_checkpoint_field`). What it holds is checked too, and blamed on the
+field: SamplerSync's state, and the shapes of the model (compared once the model
+is built). Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError`.
+
+Example:
+    >>> from composer_sampling.recipes.resolve import resolve
+    >>> from composer_sampling.recipes.schema import load_recipe
+    >>> check_checkpoint_field(resolve(load_recipe(None, ["load_path=''"])), 'load_path', '')
+    Traceback (most recent call last):
+    ...
+    composer_sampling.recipes.errors.RecipeError: load_path is empty (''): give the checkpoint file to load, ...
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from typing import Any
+
+import torch
+
+from composer_sampling._checkpoint_check import (
+    CheckpointError,
+    checked_copy,
+    composer_load_path,
+    load_checked_checkpoint,
+    resolve_safe_global,
+    uri_scheme,
+)
+from composer_sampling._checkpoint_envelope import payload_of
+from composer_sampling._import_names import OutsideAllowedError
+from composer_sampling._validate import is_integer, valid_int
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.registry import (
+    ALLOWED_MODULES_VARIABLE,
+    CALLBACKS,
+    NotAllowedError,
+    allowed_modules,
+    check_allowed,
+    walk_refused,
+)
+from composer_sampling.recipes.resolve import RunSpec
+
+__all__ = ['CheckedCheckpoint', 'check_checkpoint_field', 'checkpoint_argument_of', 'checkpoint_fields']
+
+
+@dataclass(frozen=True)
+class CheckedCheckpoint:
+    """A checkpoint the recipe names, checked: what Composer is told to load, and what the file holds.
+
+    ``load_path`` is what Composer receives: the checked private copy (its braces
+    escaped, :func:`~composer_sampling._checkpoint_check.composer_handoff`) when this
+    process is the one whose file Composer reads, else the recipe's value.
+    """
+
+    field: str  # 'load_path' or 'callbacks.NAME.load_path'
+    path: str  # the file Composer reads, as Composer resolves the recipe's value
+    load_path: str
+    model_shapes: Mapping[str, tuple[int, ...]] = dataclass_field(default_factory=dict)  # empty when trusted unchecked
+    sync_state: Any = None  # SamplerSync's state in the file (its envelope), when it holds one
+
+    @property
+    def data_seed(self) -> int | None:
+        seed = (payload_of(self.sync_state) or {}).get('data_seed')
+        return int(seed) if is_integer(seed) else None
+
+
+def checkpoint_fields(spec: RunSpec, builders: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Every checkpoint path the recipe names, by field: ``load_path`` and each callback's that Composer unpickles.
+
+    A callback unpickles the path in its argument ``entry.checkpoint_argument``
+    (Composer's ``LoadCheckpoint``: ``load_path``). A callback given by ``target``
+    is matched by its class (or a subclass), when ``builders`` (by field) holds it
+    (``train`` imports them, ``plan`` does not).
+
+    Example:
+        >>> from composer_sampling.recipes.resolve import resolve
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> spec = resolve(load_recipe(None, ['load_path=a.pt', 'callbacks.load_checkpoint.load_path=b.pt']))
+        >>> checkpoint_fields(spec)
+        {'load_path': 'a.pt', 'callbacks.load_checkpoint.load_path': 'b.pt'}
+    """
+    fields = {} if spec.recipe.load_path is None else {'load_path': spec.recipe.load_path}
+    for part in spec.callbacks:
+        if part.entry is not None:
+            argument = part.entry.checkpoint_argument
+        else:
+            argument = checkpoint_argument_of((builders or {}).get(part.field))
+        if argument is not None and argument in part.arguments:
+            value = part.arguments[argument]
+            if not isinstance(value, str):
+                raise RecipeError(f'{part.field}.{argument} must be a path (a string), got {value!r}')
+            fields[f'{part.field}.{argument}'] = value
+    return fields
+
+
+def checkpoint_argument_of(builder: Any) -> str | None:
+    """The checkpoint argument of ``builder`` if it is (a subclass of) a registered callback that unpickles one.
+
+    Example:
+        >>> checkpoint_argument_of(dict) is None
+        True
+    """
+    if not isinstance(builder, type):
+        return None
+    for name in CALLBACKS.names():
+        entry = CALLBACKS.entry(name, declared=False)
+        registered = CALLBACKS.get(name) if entry.checkpoint_argument is not None else None
+        if isinstance(registered, type) and issubclass(builder, registered):
+            return entry.checkpoint_argument
+    return None
+
+
+def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training: bool = False,
+                           copies: tempfile.TemporaryDirectory[str] | None = None) -> CheckedCheckpoint:
+    """The checkpoint at ``value`` loads without running code, unless trusted; copied and handed over if ``copies``.
+
+    ``training`` checks SamplerSync's whole state in the file (``plan``: its data seed).
+
+    Resolved as Composer resolves it (:func:`composer_load_path`): ``{run_name}``
+    filled (the recipe's, else ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank
+    placeholders as rank 0's.
+    """
+    recipe = spec.recipe
+    if not value.strip():
+        raise RecipeError(f'{field_name} is empty ({value!r}): give the checkpoint file to load, or leave '
+                          f'{field_name} out to start from scratch')
+    run_name = next((name for name in (recipe.run_name, os.environ.get('COMPOSER_RUN_NAME'), os.environ.get('RUN_NAME'))
+                     if name is not None), None)  # as the Trainer picks it
+    try:
+        path = composer_load_path(value, run_name)
+    except CheckpointError as error:
+        if not (recipe.trust_checkpoint and error.reason == 'unchecked'):
+            raise RecipeError(f'{field_name}: {error}{_hint(error)}') from None
+        path = value
+    where = field_name if path == value else f'{field_name} {value!r}'
+    if recipe.trust_checkpoint:
+        if allowed_modules() is not None:
+            raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
+                              f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
+                              'checkpoint_safe_globals instead')
+        if uri_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
+            raise RecipeError(f'{where}: {path} does not exist')
+        return CheckedCheckpoint(field_name, path, value)
+    extra = _safe_globals(recipe.checkpoint_safe_globals)
+    try:
+        if copies is None:
+            handed, loaded = value, load_checked_checkpoint(path, extra)
+        else:
+            handed, loaded = checked_copy(path, tempfile.mkdtemp(dir=copies.name), extra)
+    except CheckpointError as error:
+        raise RecipeError(f'{where}: {error}{_hint(error)}') from None
+    state = loaded['state']
+    model = state.get('model')
+    shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
+        if isinstance(model, dict) else {}
+    sync_state = (state.get('callbacks') or {}).get('SamplerSync')
+    _check_sync_state(where, path, sync_state, training)
+    return CheckedCheckpoint(field_name, path, handed, shapes, sync_state)
+
+
+def _hint(error: CheckpointError) -> str:
+    return {
+        'unsafe': "; if you trust this file, add what it needs to checkpoint_safe_globals ('module:Name') or set "
+                  'trust_checkpoint: true',
+        'unchecked': '; set trust_checkpoint: true to load it unchecked if you trust it',
+    }.get(error.reason, '')
+
+
+def _safe_globals(names: list[str]) -> list[Any]:
+    """The allow-list entries of ``checkpoint_safe_globals``, each under the allow-list of modules."""
+    extra = []
+    allowed = allowed_modules()
+    for k, name in enumerate(names):
+        where = f'checkpoint_safe_globals[{k}]'
+        try:
+            check_allowed(name.partition(':')[0], where)
+            extra.extend(resolve_safe_global(name, allowed))
+        except NotAllowedError as error:
+            raise RecipeError(str(error)) from None
+        except OutsideAllowedError as error:
+            raise RecipeError(str(walk_refused(where, name, error))) from None
+        except CheckpointError as error:
+            raise RecipeError(f'{where}: {error}') from None
+    return extra
+
+
+def _check_sync_state(where: str, path: str, sync_state: Any, training: bool) -> None:
+    """SamplerSync's state in the file is one SamplerSync loads (its data seed only, for ``plan``), blamed on the file.
+
+    Loaded into a throwaway ``SamplerSync`` when training (Composer is imported
+    then); ``plan`` checks the data seed it plans with, without importing Composer.
+    """
+    if sync_state is None:
+        return
+    try:
+        if training:
+            from composer_sampling.callbacks.sampler_sync import SamplerSync
+
+            SamplerSync().load_state_dict(dict(sync_state) if isinstance(sync_state, dict) else sync_state)
+        else:
+            from composer_sampling.permutation import MAX_DATA_SEED
+
+            seed = (payload_of(sync_state) or {}).get('data_seed')
+            if seed is not None:
+                valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f'{where}: the checkpoint {path} holds a SamplerSync state that cannot be loaded ({error}); '
+                          'the file is damaged or was not written by SamplerSync: load another checkpoint') from None
