@@ -341,3 +341,45 @@ def test_recipes_put_the_ledger_in_the_save_folder(tmp_path: Path, capsys) -> No
                  'callbacks.sample_ledger={}'])
     assert code == 0
     assert len(list((tmp_path / 'ledger').glob('*-rank0.bin'))) == 1
+
+
+class ZeroDimTensors(torch.utils.data.Sampler):
+    """Yields every index as a 0-d tensor, in reverse."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        return iter(torch.arange(self.size).flip(0))
+
+
+class ByInt(Dataset):
+    """The synthetic dataset read by ``int(index)``: it accepts a 0-d tensor as an index."""
+
+    def __init__(self, size: int) -> None:
+        self.data = synthetic(size)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.data[int(index)]
+
+
+@pytest.mark.parametrize('make_sampler', [lambda n: torch.utils.data.SubsetRandomSampler(np.arange(n)), ZeroDimTensors],
+                         ids=['numpy-integers', '0-d-tensors'])
+def test_indices_yielded_as_numpy_integers_or_0d_tensors_are_recorded_as_ints(tmp_path: Path, make_sampler) -> None:
+    """torch's own SubsetRandomSampler(np.arange(n)) yields numpy integers: the ledger records them as ints."""
+    from helpers import IndexLedger, make_trainer
+
+    from composer_sampling.audit import audit_folder
+
+    seen = IndexLedger()
+    loader = DataLoader(ByInt(24), batch_size=8, sampler=make_sampler(24))
+    make_trainer(loader, max_duration='2ep', callbacks=[SamplerSync(), SampleLedger(str(tmp_path)), seen]).fit()
+    (path,) = tmp_path.glob('*-rank0.bin')
+    assert [(r.epoch, r.indices.tolist()) for r in read_ledger(path).records] == seen.batches
+    assert [(e.exactly_once, e.status) for e in audit_folder(tmp_path).epochs] == [(24, 'ok')] * 2
