@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,15 @@ import numpy as np
 from composer_sampling._counting import SaturatingCounts
 from composer_sampling._coverage import exactly_once_problem, saturated_coverage
 from composer_sampling._validate import is_integer, is_real
-from composer_sampling.ledger_format import MAGIC, LedgerError, LedgerScan, read_records, scan_ledger, verify_ledger
+from composer_sampling.ledger_format import (
+    MAGIC,
+    LedgerError,
+    LedgerScan,
+    read_records,
+    scan_ledger,
+    uri_scheme,
+    verify_ledger,
+)
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
@@ -235,7 +244,18 @@ def _span(first: int, last: int) -> str:
     return f'batches {first + 1}-{last}' if last > first else 'no batch'
 
 
-def audit_folder(folder: Path) -> AuditReport:
+def _local_folder(folder: str | os.PathLike[str]) -> Path:
+    """``folder`` as a local path; a URI is refused naming its scheme, never read as the local folder ``s3:/...``."""
+    text = os.fspath(folder)
+    scheme = uri_scheme(text)
+    if scheme is not None:
+        raise LedgerError(f'{text} is a URI ({scheme}://): audit reads a local folder only, and reading this one from '
+                          f'its object store is not supported yet; copy the run folder out of {scheme}:// and audit '
+                          'the copy (a local folder whose name ends in a colon: give its absolute path)')
+    return Path(text)
+
+
+def audit_folder(folder: str | os.PathLike[str]) -> AuditReport:
     """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``).
 
     Two passes, in memory bounded by the dataset (``dataset_len / 4`` bytes) and the
@@ -247,7 +267,7 @@ def audit_folder(folder: Path) -> AuditReport:
     torn: list[str] = []
     scans: list[LedgerScan] = []
     try:
-        return _audit(Path(folder), torn, scans)
+        return _audit(_local_folder(folder), torn, scans)
     except LedgerError:
         for scan in scans:
             verify_ledger(scan)  # damage is named before what it may have caused, file by file

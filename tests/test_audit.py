@@ -13,11 +13,13 @@ import pytest
 import torch
 from composer.core import Callback, State
 from composer.loggers import Logger
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
-from composer_sampling.ledger_format import LedgerWriter, read_ledger
+from composer_sampling.ledger_format import LedgerError, LedgerWriter, read_ledger
 from composer_sampling.recipes.cli import main
 
 from helpers import checkpoint, make_trainer, synthetic, train_with_ledger
@@ -127,6 +129,28 @@ def test_bad_input_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> 
     err = capsys.readouterr().err
     assert err.startswith('error: ') and len(err.splitlines()) == 1
     assert re.search(message, err), err
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scheme=st.sampled_from(['s3', 'gs', 'oci', 'https', 'hf']) | st.from_regex(r'[a-z][a-z0-9+.-]{1,9}',
+                                                                                  fullmatch=True))
+def test_a_uri_is_refused_naming_its_scheme_and_never_read_as_a_local_folder(tmp_path: Path, monkeypatch, capsys,
+                                                                             scheme: str) -> None:
+    """Path('s3://bucket/run') is s3:/bucket/run: a stale local folder of that name must not be audited instead."""
+    monkeypatch.chdir(tmp_path)
+    stale = Path(f'{scheme}:') / 'bucket' / 'run' / 'ledger'
+    stale.mkdir(parents=True, exist_ok=True)
+    if not (stale / 'a1-rank0.bin').exists():
+        writer = LedgerWriter(stale / 'a1-rank0.bin', _header())
+        writer.append(0, 1, [0, 1, 2, 3])
+        writer.close()
+    uri = f'{scheme}://bucket/run'
+    assert main(['audit', uri]) == 2
+    assert capsys.readouterr().err.startswith(f'error: {uri} is a URI ({scheme}://): audit reads a local folder only')
+    for given_as in (uri, Path(uri)):
+        with pytest.raises(LedgerError, match=re.escape(f'is a URI ({scheme}://)')):
+            audit_folder(given_as)
+    assert [e.status for e in audit_folder(tmp_path / stale.parent).epochs] == ['ok']  # the stale folder is a good run
 
 
 def test_unknown_arguments_are_refused(capsys) -> None:

@@ -373,9 +373,9 @@ class ByInt(Dataset):
                          ids=['numpy-integers', '0-d-tensors'])
 def test_indices_yielded_as_numpy_integers_or_0d_tensors_are_recorded_as_ints(tmp_path: Path, make_sampler) -> None:
     """torch's own SubsetRandomSampler(np.arange(n)) yields numpy integers: the ledger records them as ints."""
-    from helpers import IndexLedger, make_trainer
-
     from composer_sampling.audit import audit_folder
+
+    from helpers import IndexLedger, make_trainer
 
     seen = IndexLedger()
     loader = DataLoader(ByInt(24), batch_size=8, sampler=make_sampler(24))

@@ -71,12 +71,27 @@ def test_other_bin_files_in_a_save_folder_do_not_hide_its_ledger(tmp_path: Path)
     assert [epoch.status for epoch in audit_folder(tmp_path).epochs] == ['ok', 'ok']
 
 
-def test_a_remote_save_folder_or_no_folder_is_refused_before_training(tmp_path: Path) -> None:
+def test_a_remote_save_folder_or_no_folder_is_refused_before_training(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # were the URI taken for a local path, s3:/bucket/run/ledger would appear here
     with pytest.raises(ValueError, match=r'writes its ledger to a local folder and the save folder is remote '
                                          r'\(s3://bucket/run/ledger\); pass SampleLedger\(folder=\.\.\.\)'):
         make_trainer(_loader(), callbacks=[SampleLedger('s3://bucket/run/ledger')]).fit()
     with pytest.raises(ValueError, match=r'SampleLedger has no folder: give the Trainer a save_folder'):
         make_trainer(_loader(), callbacks=[SampleLedger()]).fit()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize('command', ['plan', 'train'])
+def test_plan_refuses_a_ledger_in_a_remote_save_folder_as_train_does(tmp_path: Path, monkeypatch, capsys,
+                                                                      command: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    recipe = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+    assert main([command, recipe, 'max_duration=2ba', 'save_folder=s3://bucket/{run_name}', 'run_name=r',
+                 'callbacks.sample_ledger={}']) == 2
+    assert capsys.readouterr().err == (
+        'error: callbacks.sample_ledger: SampleLedger writes its ledger to a local folder and the save folder is '
+        'remote (s3://bucket/r/ledger); give callbacks.sample_ledger a local folder (audit it there)\n')
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_index_key_that_selects_the_labels_stops_the_first_batch(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from composer_sampling._snapshot import GraphSnapshot
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
-from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter
+from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter, remote_ledger_folder, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -352,9 +352,8 @@ class SampleLedger(Callback):
 
         folder = partial_format(folder, run_name=state.run_name, rank=0, local_rank=0, node_rank=0,
                                 world_size=dist.get_world_size(), local_world_size=dist.get_local_world_size())
-        if '://' in folder:
-            raise ValueError(f'SampleLedger writes its ledger to a local folder and the save folder is remote '
-                             f'({folder}); pass SampleLedger(folder=...) with a local path (audit it there)')
+        if uri_scheme(folder) is not None:
+            raise ValueError(remote_ledger_folder(folder))
         return Path(folder)
 
     def _where(self) -> str:

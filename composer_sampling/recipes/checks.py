@@ -36,6 +36,7 @@ from composer_sampling._checkpoint_check import (
 from composer_sampling._checkpoint_envelope import payload_of
 from composer_sampling._validate import is_integer
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
+from composer_sampling.ledger_format import remote_ledger_folder
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
     ALLOWED_MODULES_VARIABLE,
@@ -76,7 +77,19 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     for part in (*spec.parts.values(), *spec.callbacks):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
+    _check_ledger_folder(spec)
     return Checked(plan, _check_load_path(spec))
+
+
+def _check_ledger_folder(spec: RunSpec) -> None:
+    """A callback that writes a ledger writes it to a local folder: SampleLedger's own refusal, before any run."""
+    part = next((part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder), None)
+    if part is None:
+        return
+    folder = part.arguments.get('folder') or spec.ledger_folder or f'{spec.recipe.save_folder}/ledger'
+    if isinstance(folder, str) and uri_scheme(folder) is not None:
+        raise RecipeError(f'{part.field}: ' + remote_ledger_folder(folder, f'give {part.field} a local folder'))
+
 
 #: The recipe field of each quantity of the batch math.
 BATCH_FIELDS = {'global_batch': 'global_train_batch_size', 'world_size': 'world size',

@@ -191,7 +191,7 @@ def _plot(report: AuditReport, path: str) -> None:
 def _audit(args: argparse.Namespace) -> int:
     from composer_sampling.audit import audit_folder
 
-    report = audit_folder(Path(args.folder))
+    report = audit_folder(args.folder)  # a str: a URI's '//' must reach the check
     _print_audit(report)
     if args.plot:
         _plot(report, args.plot)
