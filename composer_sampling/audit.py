@@ -41,6 +41,8 @@ from composer_sampling.ledger_format import (
     MAGIC,
     LedgerError,
     LedgerScan,
+    not_a_file,
+    open_ledger,
     read_records,
     scan_ledger,
     uri_scheme,
@@ -51,6 +53,7 @@ __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_linea
 
 _SAME_FOR_A_RUN = ('lineage', 'dataset_len', 'sub_epochs_per_epoch')
 _INTS = {'rank': 0, 'world_size': 1, 'start_batch': 0, 'dataset_len': 0, 'sub_epochs_per_epoch': 1}
+_OPTIONAL_INTS = {'replication': 1, 'padded': 0, 'dropped': 0}  # with their value in files that have none
 
 
 @dataclass(frozen=True)
@@ -105,26 +108,38 @@ class AuditReport:
     epochs: list[EpochAudit] = field(default_factory=list)
     per_rank: dict[tuple[int, int, int], int] = field(default_factory=dict)
     torn: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> list[EpochAudit]:
         return [epoch for epoch in self.epochs if epoch.status == 'VIOLATION']
 
 
-def _ledger_files(folder: Path) -> list[Path]:
-    """The ledger files of ``folder/ledger`` if it has any, else of ``folder``; other ``*.bin`` files are not ours."""
+def _ledger_files(folder: Path, skipped: list[str]) -> list[Path]:
+    """The ledger files of ``folder/ledger`` if it has any, else of ``folder``; other ``*.bin`` files are not ours.
+
+    A ``*.bin`` that is not a regular file (a directory, a dangling symbolic link, a
+    FIFO) is never opened: ``skipped`` gets a line naming it.
+    """
     if not folder.is_dir():
         raise LedgerError(f'{folder} is not a folder')
     for place in (folder / 'ledger', folder):
-        files = [path for path in sorted(place.glob('*.bin')) if _is_ledger(path)] if place.is_dir() else []
+        files = []
+        for path in sorted(place.glob('*.bin')) if place.is_dir() else []:
+            kind = not_a_file(path)
+            if kind is not None:
+                skipped.append(f'{path} is {kind}, not a ledger file')
+            elif _is_ledger(path):
+                files.append(path)
         if files:
             return files
-    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}; a run with the '
+    also = f' (skipped: {"; ".join(skipped)})' if skipped else ''
+    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}{also}; a run with the '
                       'sample_ledger callback writes its files there once its first batch has trained')
 
 
 def _is_ledger(path: Path) -> bool:
-    with path.open('rb') as file:
+    with open_ledger(path) as file:
         return file.read(len(MAGIC)) == MAGIC
 
 
@@ -141,6 +156,13 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
     if header['rank'] >= header['world_size']:
         raise LedgerError(f'{path} has rank={header["rank"]} in its header, outside [0, {header["world_size"]}) '
                           'for its world_size')
+    for key, least in _OPTIONAL_INTS.items():
+        value = header.get(key, least)
+        if not is_integer(value) or value < least:
+            raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
+    for key in ('attempt', 'lineage'):
+        if not isinstance(header[key], str):
+            raise LedgerError(f'{path} has {key}={header[key]!r} in its header; it must be a str (an id)')
     origin = header.get('resumed_from')
     if origin is not None and not (isinstance(origin, dict) and isinstance(origin.get('attempt'), str)
                                    and isinstance(origin.get('batch'), int)):
@@ -148,11 +170,11 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
                           "{'attempt': str, 'batch': int}")
 
 
-def _load(folder: Path, torn: list[str], scans: list[LedgerScan]) -> dict[str, Attempt]:
+def _load(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list[str]) -> dict[str, Attempt]:
     """Every attempt of the run from its ledgers' headers and record headers (``scans`` gets each file's scan)."""
     attempts: dict[str, Attempt] = {}
     reference: tuple[dict[str, Any], Path] | None = None
-    for path in _ledger_files(folder):
+    for path in _ledger_files(folder, skipped):
         scan = scan_ledger(path)
         scans.append(scan)
         header = scan.header
@@ -266,16 +288,17 @@ def audit_folder(folder: str | os.PathLike[str]) -> AuditReport:
     """
     torn: list[str] = []
     scans: list[LedgerScan] = []
+    skipped: list[str] = []
     try:
-        return _audit(_local_folder(folder), torn, scans)
+        return _audit(_local_folder(folder), torn, scans, skipped)
     except LedgerError:
         for scan in scans:
             verify_ledger(scan)  # damage is named before what it may have caused, file by file
         raise
 
 
-def _audit(folder: Path, torn: list[str], scans: list[LedgerScan]) -> AuditReport:
-    attempts = _load(folder, torn, scans)
+def _audit(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list[str]) -> AuditReport:
+    attempts = _load(folder, torn, scans, skipped)
     path, tie = choose_lineage(attempts)
     if not any(scan.trained.any() for attempt in path for scan in attempt.ranks.values()):
         raise LedgerError(f'nothing recorded: the ledgers in {folder} hold no trained batch (attempts '
@@ -295,7 +318,8 @@ def _audit(folder: Path, torn: list[str], scans: list[LedgerScan]) -> AuditRepor
         if cut is not None:
             counted += [(number, attempt, rank, scan, scan.trained & (scan.batches <= cut))
                         for rank, scan in sorted(attempt.ranks.items())]
-    report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn)
+    report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn,
+                         skipped=skipped)
     report.superseded = sum(int(scan.counts[scan.trained & (scan.batches > cut)].sum())
                             for attempt, cut in zip(path, cuts, strict=True) for scan in attempt.ranks.values())
     for attempt in off_path:
@@ -336,7 +360,10 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
     final_epoch = max(per_epoch, default=-1)
     plans = {epoch: plan for attempt in path for epoch, plan in attempt.plans.items()}
     read = {id(scan): np.zeros(scan.offsets.size, dtype=bool) for scan in scans}
-    counts = SaturatingCounts(report.dataset_len) if set(per_epoch) - set(plans) else None
+    counts = None
+    if set(per_epoch) - set(plans):
+        _check_memory(report.dataset_len, path[-1])
+        counts = SaturatingCounts(report.dataset_len)
     for epoch in sorted(per_epoch):
         if epoch in plans:
             # counted exactly, in memory the size of the epoch: its samples may repeat any number of times by design
@@ -364,6 +391,19 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
         pass  # every record is checked, counted or not, as a whole read of the file would
 
 
+def _check_memory(dataset_len: int, last: Attempt) -> None:
+    """Refuse, before allocating, to count an epoch in more memory than the machine has (2 bits a sample)."""
+    needed = 2 * -(-dataset_len // 8)
+    try:
+        total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (AttributeError, ValueError, OSError):
+        return  # the machine does not say: numpy's own MemoryError will
+    if needed > total:
+        raise LedgerError(f'dataset_len={dataset_len} in the headers of attempt {last.attempt}: audit counts an epoch '
+                          f'in 2 bits a sample, {needed} bytes, more than the {total} bytes of memory of this machine; '
+                          'audit on a larger machine, or check that header (a forged or damaged one?)')
+
+
 def _gathered(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> np.ndarray:
     return np.concatenate([np.empty(0, np.int64), *_chunks(files, read)]).astype(np.int64)
 
@@ -372,7 +412,7 @@ def _chunks(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarr
     """The indices of the given records of each file, checked, in chunks; ``read`` marks them."""
     for scan, records in files:
         if records.size:
-            with scan.path.open('rb') as file:
+            with open_ledger(scan.path) as file:
                 yield from read_records(file, scan, records)
             read[id(scan)][records] = True
 
@@ -382,8 +422,9 @@ def _against_plan(epoch: int, trained: np.ndarray, plan: np.ndarray, final: bool
 
     ``repeated`` counts trainings beyond the plan's, ``missing`` samples the plan has and the run did not train.
     """
-    size = int(max(trained.max(initial=-1), plan.max(initial=-1))) + 1
-    got, meant = np.bincount(trained, minlength=size), np.bincount(plan, minlength=size)
+    samples = np.unique(np.concatenate([trained, plan]))  # memory the size of the epoch, not of the largest index
+    got = np.bincount(np.searchsorted(samples, trained), minlength=samples.size)
+    meant = np.bincount(np.searchsorted(samples, plan), minlength=samples.size)
     repeated = int(np.maximum(got - meant, 0).sum())
     missing = int(np.maximum(meant - got, 0).sum())
     exactly_once = int(np.count_nonzero((got == meant) & (meant > 0)))

@@ -322,3 +322,64 @@ def test_a_lineage_with_a_gap_or_a_damaged_ledger_exits_2(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err.startswith('error: ') and len(err.splitlines()) == 1
     assert re.search(message, err), err
+
+
+@pytest.mark.parametrize(
+    ('changes', 'message'),
+    [
+        ({'replication': 0}, 'has replication=0 in its header; it must be an int >= 1'),
+        ({'replication': 'two'}, "has replication='two' in its header; it must be an int >= 1"),
+        ({'padded': None}, 'has padded=None in its header; it must be an int >= 0'),
+        ({'dropped': -1}, 'has dropped=-1 in its header; it must be an int >= 0'),
+        ({'world_size': None}, 'has world_size=None in its header; it must be an int >= 1'),
+        ({'attempt': 5}, 'has attempt=5 in its header; it must be a str'),
+        ({'dataset_len': 2**62}, rf'dataset_len={2**62} in the headers of attempt a1: audit counts an epoch in 2 bits '
+                                 rf'a sample, {2**60} bytes, more than the \d+ bytes of memory of this machine'),
+    ],
+)
+def test_a_forged_header_with_a_valid_checksum_is_a_named_error(tmp_path: Path, capsys, changes: dict,
+                                                                message: str) -> None:
+    writer = LedgerWriter(tmp_path / 'a1-rank0.bin', _header(**changes))
+    writer.append(0, 1, [0, 1, 2, 3])
+    writer.close()
+    assert main(['audit', str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and len(err.splitlines()) == 1
+    assert re.search(message, err), err
+
+
+def test_a_directory_a_dangling_link_or_a_fifo_named_bin_is_skipped_and_never_waited_on(tmp_path: Path,
+                                                                                         capsys) -> None:
+    import threading
+
+    folder = tmp_path / 'ledger'
+    folder.mkdir()
+    (folder / 'dir.bin').mkdir()
+    (folder / 'gone.bin').symlink_to(tmp_path / 'absent.bin')
+    os.mkfifo(folder / 'pipe.bin')
+    outcome: list[object] = []
+
+    def audit(argv: list[str]) -> None:
+        outcome.append(main(argv))
+
+    for expected in (2, 0):  # nothing else in the folder; then beside a good ledger
+        outcome.clear()
+        thread = threading.Thread(target=audit, args=(['audit', str(folder)],), daemon=True)
+        thread.start()
+        thread.join(60)
+        if thread.is_alive():  # unblock the reader so that the test ends, and fail
+            os.close(os.open(folder / 'pipe.bin', os.O_WRONLY | os.O_NONBLOCK))
+            thread.join(10)
+            pytest.fail('audit waited on a FIFO named pipe.bin for a writer')
+        assert outcome == [expected]
+        captured = capsys.readouterr()
+        for name, kind in (('dir.bin', 'a directory'), ('gone.bin', 'a dangling symbolic link'),
+                           ('pipe.bin', 'a FIFO')):
+            assert f'{folder / name} is {kind}, not a ledger file' in captured.out + captured.err
+        if expected == 0:
+            break
+        writer = LedgerWriter(folder / 'a1-rank0.bin', _header())
+        writer.append(0, 1, [0, 1, 2, 3])
+        writer.close()
+    with pytest.raises(LedgerError, match=re.escape(f'{folder / "pipe.bin"} is a FIFO, not a ledger file')):
+        read_ledger(folder / 'pipe.bin')

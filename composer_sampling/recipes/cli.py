@@ -155,6 +155,8 @@ def _print_audit(report: AuditReport) -> None:
     if report.superseded:
         print(f'{report.superseded} samples trained after the checkpoint a resume started from were superseded '
               '(lost with a crash or left behind by the resume, which trained those batches again)')
+    for skipped in report.skipped:
+        print(f'skipped: {skipped}')
     for torn in report.torn:
         print(f'torn record: {torn}; the records before it are counted')
     table = [(e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.status) for e in report.epochs]
