@@ -53,7 +53,8 @@ __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_linea
 
 _SAME_FOR_A_RUN = ('lineage', 'dataset_len', 'sub_epochs_per_epoch')
 _INTS = {'rank': 0, 'world_size': 1, 'start_batch': 0, 'dataset_len': 0, 'sub_epochs_per_epoch': 1}
-_OPTIONAL_INTS = {'replication': 1, 'padded': 0, 'dropped': 0}  # with their value in files that have none
+#: Header fields older files may lack, with the value they mean there.
+_OPTIONAL_INTS = {'replication': 1, 'padded': 0, 'dropped': 0, 'lineage_start': 0}
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,11 @@ class Attempt:
     plans: dict[int, tuple[LedgerScan, int]] = field(default_factory=dict)  # epoch -> its plan record
 
     @property
+    def root(self) -> int:
+        """The batch its lineage started at: 0, or where a fit on another dataloader began a new one."""
+        return int(self.header.get('lineage_start', 0))
+
+    @property
     def last_batch(self) -> int:
         """The furthest batch any of its ranks recorded (its start batch if none)."""
         reached = [scan.last_batch(0) for scan in self.ranks.values() if scan.trained.any()]
@@ -109,6 +115,9 @@ class AuditReport:
     per_rank: dict[tuple[int, int, int], int] = field(default_factory=dict)
     torn: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    lineage_id: str = ''
+    chosen: str = ''
+    other_lineages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def violations(self) -> list[EpochAudit]:
@@ -170,10 +179,12 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
                           "{'attempt': str, 'batch': int}")
 
 
-def _load(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list[str]) -> dict[str, Attempt]:
-    """Every attempt of the run from its ledgers' headers and record headers (``scans`` gets each file's scan)."""
-    attempts: dict[str, Attempt] = {}
-    reference: tuple[dict[str, Any], Path] | None = None
+def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
+          skipped: list[str]) -> dict[str, dict[str, Attempt]]:
+    """Every attempt in the folder, per lineage, from the ledgers' headers and record headers (``scans`` gets each
+    file's scan). The attempts of one lineage must agree on the dataset; lineages may differ."""
+    lineages: dict[str, dict[str, Attempt]] = {}
+    reference: dict[str, tuple[dict[str, Any], Path]] = {}
     for path in _ledger_files(folder, skipped):
         scan = scan_ledger(path)
         scans.append(scan)
@@ -181,14 +192,14 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list[
         _check_header(path, header)
         if scan.torn:
             torn.append(scan.torn)
-        if reference is None:
-            reference = (header, path)
+        first, first_path = reference.setdefault(header['lineage'], (header, path))
         for key in _SAME_FOR_A_RUN:
-            if header[key] != reference[0][key]:
+            if header[key] != first[key]:
                 raise LedgerError(
-                    f'ledgers of different runs are mixed: {reference[1].name} has {key}={reference[0][key]!r}, '
-                    f'{path.name} has {key}={header[key]!r}; audit one run folder at a time',
-                )
+                    f'ledgers of different runs are mixed: {first_path.name} has {key}={first[key]!r}, '
+                    f'{path.name} has {key}={header[key]!r}, both of lineage {header["lineage"]}; audit one run '
+                    'folder at a time')
+        attempts = lineages.setdefault(header['lineage'], {})
         origin = header.get('resumed_from') or {}
         attempt = attempts.setdefault(header['attempt'], Attempt(
             header['attempt'], origin.get('attempt'), origin.get('batch'), header['start_batch'],
@@ -199,18 +210,73 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list[
         attempt.ranks[header['rank']] = scan
         attempt.plans.update((int(scan.epochs[k]), (scan, int(k))) for k in np.flatnonzero(~scan.trained))
         attempt.ended = max(attempt.ended, path.stat().st_mtime)
-    for attempt in attempts.values():
-        if sorted(attempt.ranks) != list(range(attempt.world_size)):
-            raise LedgerError(f'attempt {attempt.attempt} ran on {attempt.world_size} ranks but only the ledgers of '
-                              f'ranks {sorted(attempt.ranks)} are in {folder}')
-    return attempts
+    for attempts in lineages.values():
+        for attempt in attempts.values():
+            if sorted(attempt.ranks) != list(range(attempt.world_size)):
+                raise LedgerError(f'attempt {attempt.attempt} ran on {attempt.world_size} ranks but only the ledgers '
+                                  f'of ranks {sorted(attempt.ranks)} are in {folder}')
+    return lineages
+
+
+def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted: str | None) -> tuple[str, str]:
+    """Which lineage to count, and why: the one asked for, else the final checkpoint's, else the one written last.
+
+    The final checkpoint is ``latest-rank0.pt`` of the save folder (``folder``, or the
+    folder above a ``ledger/`` folder), else its ``*.pt`` written last; its
+    ``SampleLedger`` state names the lineage. It is read with ``weights_only=True``, as
+    ``load_path`` is checked. Without one, the lineage whose ledger files were written
+    last among those that trained a batch is counted, and the report says so.
+    """
+    if wanted is not None:
+        found = [lineage for lineage in lineages if lineage == wanted] or [
+            lineage for lineage in lineages if lineage.startswith(wanted)]
+        if len(found) != 1:
+            raise LedgerError(f'--lineage {wanted} names {"no" if not found else "more than one"} lineage of the '
+                              f'ledgers in {folder}; they are: {", ".join(sorted(lineages))}')
+        return found[0], 'as asked'
+    checkpoint, lineage, why = _checkpoint_lineage(folder)
+    if lineage in lineages:
+        return lineage, f'the lineage of the final checkpoint {checkpoint}'
+    if len(lineages) == 1:
+        return next(iter(lineages)), 'the only lineage'
+    trained = [lineage for lineage, attempts in lineages.items()
+               if any(scan.trained.any() for attempt in attempts.values() for scan in attempt.ranks.values())]
+    last = max(trained or lineages, key=lambda lineage: max((a.ended, a.started) for a in lineages[lineage].values()))
+    if checkpoint is not None and lineage is not None:
+        why = f'the final checkpoint {checkpoint} names lineage {lineage}, whose ledgers are not here'
+    return last, f'the lineage whose ledger files were written last ({why})'
+
+
+def _checkpoint_lineage(folder: Path) -> tuple[Path | None, str | None, str]:
+    """The save folder's final checkpoint, the lineage its SampleLedger state names, and what was found if none."""
+    for place in ((folder.parent, folder) if folder.name == 'ledger' else (folder,)):
+        latest = place / 'latest-rank0.pt'
+        checkpoints = [latest] if latest.is_file() else sorted(
+            (path for path in place.glob('*.pt') if path.is_file()), key=lambda path: path.stat().st_mtime)
+        if checkpoints:
+            break
+    else:
+        return None, None, f'no checkpoint in {folder}'
+    checkpoint = checkpoints[-1]
+    from composer_sampling._checkpoint_check import CheckpointError, load_checked_checkpoint
+    from composer_sampling._checkpoint_envelope import payload_of
+
+    try:
+        loaded = load_checked_checkpoint(checkpoint)
+    except CheckpointError as error:
+        return checkpoint, None, f'the final checkpoint cannot be read: {error}'
+    state = payload_of((loaded['state'].get('callbacks') or {}).get('SampleLedger')) or {}
+    lineage = state.get('lineage')
+    if not isinstance(lineage, str):
+        return checkpoint, None, f'the final checkpoint {checkpoint} holds no SampleLedger state'
+    return checkpoint, lineage, ''
 
 
 def _ancestors(attempt: Attempt, attempts: dict[str, Attempt]) -> list[str]:
     """The ids of ``attempt``'s ancestors present in ``attempts``, nearest first."""
     seen: list[str] = []
     current = attempt
-    while current.resumed_from in attempts and current.start_batch > 0:
+    while current.resumed_from in attempts and current.start_batch > current.root:
         if current.resumed_from in seen or current.resumed_from == attempt.attempt:
             raise LedgerError(f'the attempts {seen} resume from each other in a cycle; the ledger headers are wrong')
         seen.append(current.resumed_from)
@@ -238,7 +304,7 @@ def choose_lineage(attempts: dict[str, Attempt]) -> tuple[list[Attempt], str | N
         tie = (f'branches {tip.attempt} and {others} both reached batch {furthest}; counted {tip.attempt}, whose '
                'ledger files were written last')
     path = [tip]
-    while path[-1].start_batch > 0:
+    while path[-1].start_batch > path[-1].root:
         child = path[-1]
         if child.resumed_from is None:
             raise LedgerError(
@@ -277,8 +343,12 @@ def _local_folder(folder: str | os.PathLike[str]) -> Path:
     return Path(text)
 
 
-def audit_folder(folder: str | os.PathLike[str]) -> AuditReport:
+def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> AuditReport:
     """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``).
+
+    A folder may hold several lineages (a rerun with ``save_overwrite``, a later fit on
+    another dataloader): one is counted, ``lineage`` (an id or a prefix of one) or
+    else the final checkpoint's (:func:`_pick_lineage`), and the others are listed.
 
     Two passes, in memory bounded by the dataset (``dataset_len / 4`` bytes) and the
     number of records, not by the samples recorded: the lineage is chosen from the
@@ -290,15 +360,18 @@ def audit_folder(folder: str | os.PathLike[str]) -> AuditReport:
     scans: list[LedgerScan] = []
     skipped: list[str] = []
     try:
-        return _audit(_local_folder(folder), torn, scans, skipped)
+        return _audit(_local_folder(folder), lineage, torn, scans, skipped)
     except LedgerError:
         for scan in scans:
             verify_ledger(scan)  # damage is named before what it may have caused, file by file
         raise
 
 
-def _audit(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list[str]) -> AuditReport:
-    attempts = _load(folder, torn, scans, skipped)
+def _audit(folder: Path, wanted: str | None, torn: list[str], scans: list[LedgerScan],
+           skipped: list[str]) -> AuditReport:
+    lineages = _load(folder, torn, scans, skipped)
+    chosen, why = _pick_lineage(folder, lineages, wanted)
+    attempts = lineages[chosen]
     path, tie = choose_lineage(attempts)
     if not any(scan.trained.any() for attempt in path for scan in attempt.ranks.values()):
         raise LedgerError(f'nothing recorded: the ledgers in {folder} hold no trained batch (attempts '
@@ -319,7 +392,9 @@ def _audit(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list
             counted += [(number, attempt, rank, scan, scan.trained & (scan.batches <= cut))
                         for rank, scan in sorted(attempt.ranks.items())]
     report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn,
-                         skipped=skipped)
+                         skipped=skipped, lineage_id=chosen, chosen=why,
+                         other_lineages=[_lineage_row(key, lineages[key]) for key in _by_start(lineages)
+                                         if key != chosen])
     report.superseded = sum(int(scan.counts[scan.trained & (scan.batches > cut)].sum())
                             for attempt, cut in zip(path, cuts, strict=True) for scan in attempt.ranks.values())
     for attempt in off_path:
@@ -332,6 +407,19 @@ def _audit(folder: Path, torn: list[str], scans: list[LedgerScan], skipped: list
         })
     _count_epochs(report, path, _per_epoch(counted, first['sub_epochs_per_epoch'], report.per_rank), scans)
     return report
+
+
+def _by_start(lineages: dict[str, dict[str, Attempt]]) -> list[str]:
+    return sorted(lineages, key=lambda key: min(attempt.started for attempt in lineages[key].values()))
+
+
+def _lineage_row(lineage: str, attempts: dict[str, Attempt]) -> dict[str, Any]:
+    """A lineage not counted, as the report lists it."""
+    scans = [scan for attempt in attempts.values() for scan in attempt.ranks.values()]
+    first = next(iter(attempts.values())).header
+    return {'lineage': lineage, 'attempts': len(attempts), 'run_name': first.get('run_name'),
+            'dataset_len': first['dataset_len'], 'last_batch': max(a.last_batch for a in attempts.values()),
+            'samples': sum(int(scan.counts[scan.trained].sum()) for scan in scans)}
 
 
 def _per_epoch(counted: list[tuple[int, Attempt, int, LedgerScan, np.ndarray]], sub_epochs: int,

@@ -100,8 +100,8 @@ def test_a_violation_exits_1(tmp_path: Path, capsys) -> None:
         ('missing', 'is not a folder'),
         ('empty', 'nothing recorded: no ledger file in'),
         ('nothing', r'nothing recorded: the ledgers in .* hold no trained batch \(attempts a1 stopped before'),
-        ('mixed', "ledgers of different runs are mixed: a1-rank0.bin has lineage='one', b1-rank0.bin has "
-                  "lineage='two'"),
+        ('mixed', 'ledgers of different runs are mixed: a1-rank0.bin has dataset_len=4, b1-rank0.bin has '
+                  'dataset_len=5, both of lineage one'),
         ('rank', r'attempt a1 ran on 2 ranks but only the ledgers of ranks \[0\]'),
         ('corrupted', 'is corrupted'),
     ],
@@ -117,7 +117,7 @@ def test_bad_input_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> 
         writer.append(0, 1, [0, 1, 2, 3])
         writer.close()
     if setup == 'mixed':
-        LedgerWriter(folder / 'b1-rank0.bin', _header(lineage='two', attempt='b1')).close()
+        LedgerWriter(folder / 'b1-rank0.bin', _header(dataset_len=5, attempt='b1')).close()
     if setup == 'rank':
         LedgerWriter(folder / 'a1-rank0.bin', _header(world_size=2)).close()
     if setup == 'corrupted':

@@ -8,6 +8,7 @@ stops the run at its first batch.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -144,3 +145,69 @@ def test_a_dataloader_that_returns_batches_out_of_order_is_refused(tmp_path: Pat
     with pytest.raises(ValueError, match='SampleLedger needs the DataLoader to return batches in the order of its '
                                          'index lists; build it with in_order=True'):
         make_trainer(loader, callbacks=[SamplerSync(), SampleLedger(str(tmp_path))]).fit()
+
+
+def _fresh_run(save_folder: Path, size: int, **kwargs: Any) -> None:
+    dataset = synthetic(size)
+    loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+    make_trainer(loader, max_duration='2ep', save_folder=str(save_folder), save_interval='1ep',
+                 callbacks=[SamplerSync(), SampleLedger()], **kwargs).fit()
+
+
+def _lineages(folder: Path) -> dict[int, str]:
+    """The lineage of each dataset length recorded in ``folder``."""
+    return {read.header['dataset_len']: read.header['lineage'] for read in map(read_ledger, folder.glob('*.bin'))}
+
+
+def test_a_save_overwrite_rerun_is_a_new_lineage_and_the_finished_one_stays_auditable(tmp_path: Path,
+                                                                                      capsys) -> None:
+    _fresh_run(tmp_path, 40)
+    _fresh_run(tmp_path, 32, save_overwrite=True)  # the same folder, another dataset: a new run
+    lineages = _lineages(tmp_path / 'ledger')
+    assert len(set(lineages.values())) == 2
+    for path in (tmp_path / 'ledger').glob('*.bin'):  # the clock must not decide: the first run's files look newest
+        if read_ledger(path).header['lineage'] == lineages[40]:
+            os.utime(path, (4e9, 4e9))
+    report = audit_folder(tmp_path)
+    assert (report.lineage_id, report.dataset_len) == (lineages[32], 32)
+    assert report.chosen == f'the lineage of the final checkpoint {tmp_path / "latest-rank0.pt"}'
+    assert [(e.exactly_once, e.status) for e in report.epochs] == [(32, 'ok')] * 2
+    assert [(other['lineage'], other['samples']) for other in report.other_lineages] == [(lineages[40], 80)]
+    assert main(['audit', str(tmp_path)]) == 0
+    assert (f'other lineage {lineages[40]} (run ' in capsys.readouterr().out)
+    earlier = audit_folder(tmp_path, lineage=lineages[40][:6])
+    assert [(e.exactly_once, e.status) for e in earlier.epochs] == [(40, 'ok')] * 2
+    assert main(['audit', str(tmp_path), '--lineage', lineages[40]]) == 0
+
+
+def test_a_second_fit_on_another_dataloader_starts_a_new_lineage(tmp_path: Path) -> None:
+    def loader(size: int) -> DataLoader:
+        dataset = synthetic(size)
+        return DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+
+    trainer = make_trainer(loader(40), max_duration='1ep', save_folder=str(tmp_path), save_interval='1ep',
+                           callbacks=[SamplerSync(), SampleLedger()])
+    trainer.fit()
+    trainer.fit(train_dataloader=loader(24), duration='1ep')
+    lineages = _lineages(tmp_path / 'ledger')
+    second = audit_folder(tmp_path)
+    assert (second.lineage_id, second.dataset_len) == (lineages[24], 24)
+    assert [(e.epoch, e.exactly_once, e.status) for e in second.epochs] == [(1, 24, 'ok')]
+    first = audit_folder(tmp_path, lineage=lineages[40])
+    assert [(e.epoch, e.exactly_once, e.status) for e in first.epochs] == [(0, 40, 'ok')]
+    assert [other['lineage'] for other in first.other_lineages] == [lineages[24]]
+
+
+def test_two_sample_ledgers_on_one_trainer_are_refused_at_construction(tmp_path: Path, capsys) -> None:
+    first, second = SampleLedger(str(tmp_path / 'a')), SampleLedger(str(tmp_path / 'b'))
+    with pytest.raises(ValueError, match=re.escape(
+            f'a Trainer records one ledger, and it has 2 SampleLedger callbacks: {first!r} and {second!r}; keep one')):
+        make_trainer(_loader(), callbacks=[first, SamplerSync(), second])
+    recipe = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+    for command in ('plan', 'train'):
+        assert main([command, recipe, f'save_folder={tmp_path}', 'callbacks.sample_ledger={}',
+                     'callbacks.again={name: sample_ledger}']) == 2
+        assert capsys.readouterr().err == ('error: callbacks.sample_ledger and callbacks.again each record a ledger; '
+                                           'a run records one (SampleLedger refuses a second on one Trainer): keep '
+                                           'one\n')
+    assert list(tmp_path.iterdir()) == []

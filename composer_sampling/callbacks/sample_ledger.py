@@ -130,8 +130,15 @@ class SampleLedger(Callback):
 
     # events -------------------------------------------------------------------------------------------
 
+    def init(self, state: State, logger: Logger) -> None:
+        others = [callback for callback in state.callbacks if isinstance(callback, SampleLedger)]
+        if len(others) > 1:
+            raise ValueError(f'a Trainer records one ledger, and it has {len(others)} SampleLedger callbacks: '
+                             f'{" and ".join(map(repr, others))}; keep one (its folder holds every rank\'s files)')
+
     def fit_start(self, state: State, logger: Logger) -> None:
         folder = self._ledger_folder(state)
+        lineage_start = self._new_lineage(state)
         resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
         shared: list[Any] = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
         dist.broadcast_object_list(shared, src=0)
@@ -151,6 +158,7 @@ class SampleLedger(Callback):
             'start_epoch': int(state.timestamp.epoch),
             'sub_epochs_per_epoch': 1,
             'replication': 1,
+            **({} if lineage_start is None else {'lineage_start': lineage_start}),
         }
         self.close()
         self._dataset_len, self._told = None, collections.deque()
@@ -214,6 +222,16 @@ class SampleLedger(Callback):
         self.lineage = state.get('lineage')
         self._attempt = state.get('attempt')
         self._batch = state.get('batch')
+
+    def _new_lineage(self, state: State) -> int | None:
+        """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.
+
+        Its ledger then continues no earlier attempt: the earlier lineage stays whole, auditable on its own.
+        """
+        if self._loader is None or state.train_dataloader is self._loader:
+            return None
+        self.lineage, self._attempt, self._batch = None, None, None
+        return int(state.timestamp.batch)
 
     # where the indices come from ----------------------------------------------------------------------
 

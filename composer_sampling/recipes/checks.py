@@ -82,10 +82,14 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
 
 
 def _check_ledger_folder(spec: RunSpec) -> None:
-    """A callback that writes a ledger writes it to a local folder: SampleLedger's own refusal, before any run."""
-    part = next((part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder), None)
-    if part is None:
+    """One callback writes a ledger, to a local folder: SampleLedger's own refusals, before any run."""
+    parts = [part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder]
+    if len(parts) > 1:
+        raise RecipeError(f'{" and ".join(part.field for part in parts)} each record a ledger; a run records one '
+                          '(SampleLedger refuses a second on one Trainer): keep one')
+    if not parts:
         return
+    part = parts[0]
     folder = part.arguments.get('folder') or spec.ledger_folder or f'{spec.recipe.save_folder}/ledger'
     if isinstance(folder, str) and uri_scheme(folder) is not None:
         raise RecipeError(f'{part.field}: ' + remote_ledger_folder(folder, f'give {part.field} a local folder'))
