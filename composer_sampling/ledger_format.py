@@ -378,7 +378,7 @@ def _record_ending_the_file(file: BinaryIO, offset: int, size: int, width: int) 
         low = size - 8 - (first + number - 1) * width  # the count field of candidate first + number - 1
         file.seek(low)
         block = file.read((number - 1) * width + 4)
-        counts = np.ndarray((number,), dtype='<u4', buffer=block, strides=(width,))[::-1]
+        counts: np.ndarray = np.ndarray((number,), dtype='<u4', buffer=block, strides=(width,))[::-1]
         for found in np.flatnonzero(counts == np.arange(first, first + number)).tolist():
             start = size - _RECORD.size - _CRC.size - (first + found) * width
             if start > offset and _checksum_holds(file, start, first + found, width):

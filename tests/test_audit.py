@@ -383,3 +383,21 @@ def test_a_directory_a_dangling_link_or_a_fifo_named_bin_is_skipped_and_never_wa
         writer.close()
     with pytest.raises(LedgerError, match=re.escape(f'{folder / "pipe.bin"} is a FIFO, not a ledger file')):
         read_ledger(folder / 'pipe.bin')
+
+
+def test_without_a_checkpoint_the_lineage_written_last_is_counted_and_the_others_listed(tmp_path: Path,
+                                                                                        capsys) -> None:
+    older = _write(tmp_path, 'a1', [(0, 1, [0, 1, 2, 3])], lineage='one')
+    newer = _write(tmp_path, 'b1', [(0, 1, [3, 2, 1, 0]), (1, 2, [0, 1])], lineage='two')
+    _write(tmp_path, 'c1', [], lineage='three')  # a header only, as older releases left a fit that trained nothing
+    for path, when in ((older, 2e9), (newer, 3e9), (tmp_path / 'c1-rank0.bin', 4e9)):
+        os.utime(path, (when, when))
+    report = audit_folder(tmp_path)
+    assert report.lineage_id == 'two' and report.lineage == ['b1']
+    assert report.chosen == f'the lineage whose ledger files were written last (no checkpoint in {tmp_path})'
+    assert [(other['lineage'], other['samples']) for other in report.other_lineages] == [('one', 4), ('three', 0)]
+    assert main(['audit', str(tmp_path), '--lineage', 'o']) == 0
+    assert 'lineage one: as asked' in capsys.readouterr().out
+    assert main(['audit', str(tmp_path), '--lineage', 't']) == 2
+    assert capsys.readouterr().err == (f'error: --lineage t names more than one lineage of the ledgers in {tmp_path}; '
+                                       'they are: one, three, two\n')
