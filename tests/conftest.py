@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _repository_status() -> set[str] | None:
-    """``git status`` of the checkout the tests run from (new files included), or None outside a git checkout."""
+    """The untracked files of the checkout the tests run from (``git status``), or None outside a git checkout."""
     try:
         top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], cwd=ROOT, capture_output=True, text=True,
                              timeout=60)
@@ -37,7 +37,7 @@ def _repository_status() -> set[str] | None:
                                 capture_output=True, text=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    return set(status.stdout.splitlines())
+    return {line[3:] for line in status.stdout.splitlines() if line.startswith('?? ')}  # new files, not edits
 
 
 @pytest.fixture(scope='session', autouse=True)
@@ -47,7 +47,7 @@ def _tests_leave_the_repository_as_it_was() -> Iterator[None]:
     yield
     after = _repository_status() if before is not None else None
     if before is not None and after is not None and after - before:
-        pytest.fail(f'the tests left files in the repository (write into tmp_path): {sorted(after - before)}',
+        pytest.fail(f'the tests left new files in the repository (write into tmp_path): {sorted(after - before)}',
                     pytrace=False)
 
 

@@ -64,6 +64,8 @@ class SampleLedger(Callback):
     every attempt of one run, and ``resumed_from``: the attempt and batch whose state
     it continues (carried by the checkpoint in this callback's state). ``composer-sampling
     audit`` follows these links from the attempt that trained furthest back to the start.
+    A fit on another dataloader than the fit before it starts a new lineage; a Trainer
+    takes one SampleLedger (a second is refused when the Trainer is built).
 
     Args:
         folder (str, optional): where the ledger files go. Default: ``{save_folder}/ledger``.
@@ -89,6 +91,8 @@ class SampleLedger(Callback):
     | ``attempt``         | this fit's id, also the file name's prefix                       |
     +---------------------+------------------------------------------------------------------+
     | ``resumed_from``    | ``{'attempt', 'batch'}`` this fit continues from, or ``None``    |
+    +---------------------+------------------------------------------------------------------+
+    | ``lineage_start``   | the batch a new lineage began at (a fit on another dataloader)   |
     +---------------------+------------------------------------------------------------------+
     | ``start_batch``     | the trainer's batch count when this fit started                  |
     +---------------------+------------------------------------------------------------------+

@@ -2,7 +2,7 @@
 
     composer-sampling train RECIPE [field=value ...]   (several ranks: composer -n N -m composer_sampling.train RECIPE)
     composer-sampling plan RECIPE [--world-size N] [--epochs E] [--proof P] [field=value ...]
-    composer-sampling audit FOLDER [--plot coverage.png]
+    composer-sampling audit FOLDER [--lineage ID] [--plot coverage.png]   (a local folder; a URI is refused)
     composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
 
 Exit status: 0 when every guarantee holds, 1 when one fails (the message names
