@@ -234,11 +234,11 @@ def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted:
             raise LedgerError(f'--lineage {wanted} names {"no" if not found else "more than one"} lineage of the '
                               f'ledgers in {folder}; they are: {", ".join(sorted(lineages))}')
         return found[0], 'as asked'
+    if len(lineages) == 1:  # nothing to choose: no checkpoint is read
+        return next(iter(lineages)), 'the only lineage in the folder'
     checkpoint, lineage, why = _checkpoint_lineage(folder)
     if lineage in lineages:
         return lineage, f'the lineage of the final checkpoint {checkpoint}'
-    if len(lineages) == 1:
-        return next(iter(lineages)), 'the only lineage'
     trained = [lineage for lineage, attempts in lineages.items()
                if any(scan.trained.any() for attempt in attempts.values() for scan in attempt.ranks.values())]
     last = max(trained or lineages, key=lambda lineage: max((a.ended, a.started) for a in lineages[lineage].values()))
