@@ -212,7 +212,7 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
         attempt.ended = max(attempt.ended, path.stat().st_mtime)
     for attempts in lineages.values():
         for attempt in attempts.values():
-            if sorted(attempt.ranks) != list(range(attempt.world_size)):
+            if len(attempt.ranks) != attempt.world_size or sorted(attempt.ranks) != list(range(attempt.world_size)):
                 raise LedgerError(f'attempt {attempt.attempt} ran on {attempt.world_size} ranks but only the ledgers '
                                   f'of ranks {sorted(attempt.ranks)} are in {folder}')
     return lineages

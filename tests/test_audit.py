@@ -333,6 +333,7 @@ def test_a_lineage_with_a_gap_or_a_damaged_ledger_exits_2(tmp_path: Path, capsys
         ({'dropped': -1}, 'has dropped=-1 in its header; it must be an int >= 0'),
         ({'world_size': None}, 'has world_size=None in its header; it must be an int >= 1'),
         ({'attempt': 5}, 'has attempt=5 in its header; it must be a str'),
+        ({'world_size': 2**40}, rf'attempt a1 ran on {2**40} ranks but only the ledgers of ranks \[0\] are in'),
         ({'dataset_len': 2**62}, rf'dataset_len={2**62} in the headers of attempt a1: audit counts an epoch in 2 bits '
                                  rf'a sample, {2**60} bytes, more than the \d+ bytes of memory of this machine'),
     ],
