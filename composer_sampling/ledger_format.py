@@ -13,9 +13,15 @@ Version 2 files (8-byte indices, no plan records) are read as they are.
 A record is appended whole or not at all (a short write is completed, a failed one
 undone). A process killed while writing can still leave a *torn* last record:
 reading stops there, reports it, and returns the records before it, as a
-write-ahead log recovers. Damage anywhere else (a header or record failing its
-checksum) is an error. When the header names a ``dataset_len``, every index must
-lie in ``[0, dataset_len)``.
+write-ahead log recovers. A torn record is only ever the last bytes of a file: a
+record whose count runs past the end while a whole record (checksum holding) ends
+the file after it, or that is whole itself read with the count its bytes give
+it, has a damaged count, and the file is corrupted at that record. Damage
+anywhere else (a header or record failing its checksum) is an error too, the
+first damaged record named. When the header names a ``dataset_len``, every index
+must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
+field before it is checked against the file's size, and a path that is not a
+regular file (a FIFO) is refused, never waited on (:func:`open_ledger`).
 
 Version 1 files (no header checksum) are refused, not read: without the checksum
 an edited header (a changed ``dataset_len``, ``start_batch`` or ``rank``) would
