@@ -204,9 +204,10 @@ def test_two_sample_ledgers_on_one_trainer_are_refused_at_construction(tmp_path:
             f'a Trainer records one ledger, and it has 2 SampleLedger callbacks: {first!r} and {second!r}; keep one')):
         make_trainer(_loader(), callbacks=[first, SamplerSync(), second])
     recipe = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
-    for command in ('plan', 'train'):
-        assert main([command, recipe, f'save_folder={tmp_path}', 'callbacks.sample_ledger={}',
-                     'callbacks.again={name: sample_ledger}']) == 2
+    by_target = "callbacks.again={target: 'composer_sampling:SampleLedger'}"  # known once imported: train only
+    for command, again in (('plan', 'callbacks.again={name: sample_ledger}'),
+                           ('train', 'callbacks.again={name: sample_ledger}'), ('train', by_target)):
+        assert main([command, recipe, f'save_folder={tmp_path}', 'callbacks.sample_ledger={}', again]) == 2
         assert capsys.readouterr().err == ('error: callbacks.sample_ledger and callbacks.again each record a ledger; '
                                            'a run records one (SampleLedger refuses a second on one Trainer): keep '
                                            'one\n')

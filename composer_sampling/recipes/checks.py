@@ -77,13 +77,22 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     for part in (*spec.parts.values(), *spec.callbacks):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
-    _check_ledger_folder(spec)
+    _check_ledger_folder(spec, training)
     return Checked(plan, _check_load_path(spec))
 
 
-def _check_ledger_folder(spec: RunSpec) -> None:
-    """One callback writes a ledger, to a local folder: SampleLedger's own refusals, before any run."""
+def _check_ledger_folder(spec: RunSpec, training: bool) -> None:
+    """One callback writes a ledger, to a local folder: SampleLedger's own refusals, before any run.
+
+    Registered parts are known by name; a ``target`` part is imported (``train`` only) to see if it builds one.
+    """
     parts = [part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder]
+    if training:
+        from composer_sampling.callbacks.sample_ledger import SampleLedger
+
+        targets = [part for part in spec.callbacks if part.entry is None]
+        parts += [part for part in targets if isinstance(built := builder_of(part), type)
+                  and issubclass(built, SampleLedger)]
     if len(parts) > 1:
         raise RecipeError(f'{" and ".join(part.field for part in parts)} each record a ledger; a run records one '
                           '(SampleLedger refuses a second on one Trainer): keep one')
