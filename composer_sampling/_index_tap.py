@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -113,6 +114,8 @@ class IndexTap(Sampler):
         for item in items:  # a batch is told before its last item leaves: before the DataLoader can use it
             if isinstance(item, int):
                 batch.append(item)
+            elif getattr(item, 'ndim', None) == 0:  # a numpy integer or a 0-d tensor: one index, as an int
+                batch.append(operator.index(item))
             else:
                 batch.extend(int(index) for index in item)
             count += 1

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +37,24 @@ import numpy as np
 from composer_sampling._counting import SaturatingCounts
 from composer_sampling._coverage import exactly_once_problem, saturated_coverage
 from composer_sampling._validate import is_integer, is_real
-from composer_sampling.ledger_format import MAGIC, LedgerError, LedgerScan, read_records, scan_ledger, verify_ledger
+from composer_sampling.ledger_format import (
+    MAGIC,
+    LedgerError,
+    LedgerScan,
+    not_a_file,
+    open_ledger,
+    read_records,
+    scan_ledger,
+    uri_scheme,
+    verify_ledger,
+)
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
 _SAME_FOR_A_RUN = ('lineage', 'dataset_len', 'sub_epochs_per_epoch')
 _INTS = {'rank': 0, 'world_size': 1, 'start_batch': 0, 'dataset_len': 0, 'sub_epochs_per_epoch': 1}
+#: Header fields older files may lack, with the value they mean there.
+_OPTIONAL_INTS = {'replication': 1, 'padded': 0, 'dropped': 0, 'lineage_start': 0}
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,11 @@ class Attempt:
     plans: dict[int, tuple[LedgerScan, int]] = field(default_factory=dict)  # epoch -> its plan record
 
     @property
+    def root(self) -> int:
+        """The batch its lineage started at: 0, or where a fit on another dataloader began a new one."""
+        return int(self.header.get('lineage_start', 0))
+
+    @property
     def last_batch(self) -> int:
         """The furthest batch any of its ranks recorded (its start batch if none)."""
         reached = [scan.last_batch(0) for scan in self.ranks.values() if scan.trained.any()]
@@ -96,26 +114,41 @@ class AuditReport:
     epochs: list[EpochAudit] = field(default_factory=list)
     per_rank: dict[tuple[int, int, int], int] = field(default_factory=dict)
     torn: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    lineage_id: str = ''
+    chosen: str = ''
+    other_lineages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def violations(self) -> list[EpochAudit]:
         return [epoch for epoch in self.epochs if epoch.status == 'VIOLATION']
 
 
-def _ledger_files(folder: Path) -> list[Path]:
-    """The ledger files of ``folder/ledger`` if it has any, else of ``folder``; other ``*.bin`` files are not ours."""
+def _ledger_files(folder: Path, skipped: list[str]) -> list[Path]:
+    """The ledger files of ``folder/ledger`` if it has any, else of ``folder``; other ``*.bin`` files are not ours.
+
+    A ``*.bin`` that is not a regular file (a directory, a dangling symbolic link, a
+    FIFO) is never opened: ``skipped`` gets a line naming it.
+    """
     if not folder.is_dir():
         raise LedgerError(f'{folder} is not a folder')
     for place in (folder / 'ledger', folder):
-        files = [path for path in sorted(place.glob('*.bin')) if _is_ledger(path)] if place.is_dir() else []
+        files = []
+        for path in sorted(place.glob('*.bin')) if place.is_dir() else []:
+            kind = not_a_file(path)
+            if kind is not None:
+                skipped.append(f'{path} is {kind}, not a ledger file')
+            elif _is_ledger(path):
+                files.append(path)
         if files:
             return files
-    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}; a run with the '
+    also = f' (skipped: {"; ".join(skipped)})' if skipped else ''
+    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}{also}; a run with the '
                       'sample_ledger callback writes its files there once its first batch has trained')
 
 
 def _is_ledger(path: Path) -> bool:
-    with path.open('rb') as file:
+    with open_ledger(path) as file:
         return file.read(len(MAGIC)) == MAGIC
 
 
@@ -132,6 +165,13 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
     if header['rank'] >= header['world_size']:
         raise LedgerError(f'{path} has rank={header["rank"]} in its header, outside [0, {header["world_size"]}) '
                           'for its world_size')
+    for key, least in _OPTIONAL_INTS.items():
+        value = header.get(key, least)
+        if not is_integer(value) or value < least:
+            raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
+    for key in ('attempt', 'lineage'):
+        if not isinstance(header[key], str):
+            raise LedgerError(f'{path} has {key}={header[key]!r} in its header; it must be a str (an id)')
     origin = header.get('resumed_from')
     if origin is not None and not (isinstance(origin, dict) and isinstance(origin.get('attempt'), str)
                                    and isinstance(origin.get('batch'), int)):
@@ -139,25 +179,27 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
                           "{'attempt': str, 'batch': int}")
 
 
-def _load(folder: Path, torn: list[str], scans: list[LedgerScan]) -> dict[str, Attempt]:
-    """Every attempt of the run from its ledgers' headers and record headers (``scans`` gets each file's scan)."""
-    attempts: dict[str, Attempt] = {}
-    reference: tuple[dict[str, Any], Path] | None = None
-    for path in _ledger_files(folder):
+def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
+          skipped: list[str]) -> dict[str, dict[str, Attempt]]:
+    """Every attempt in the folder, per lineage, from the ledgers' headers and record headers (``scans`` gets each
+    file's scan). The attempts of one lineage must agree on the dataset; lineages may differ."""
+    lineages: dict[str, dict[str, Attempt]] = {}
+    reference: dict[str, tuple[dict[str, Any], Path]] = {}
+    for path in _ledger_files(folder, skipped):
         scan = scan_ledger(path)
         scans.append(scan)
         header = scan.header
         _check_header(path, header)
         if scan.torn:
             torn.append(scan.torn)
-        if reference is None:
-            reference = (header, path)
+        first, first_path = reference.setdefault(header['lineage'], (header, path))
         for key in _SAME_FOR_A_RUN:
-            if header[key] != reference[0][key]:
+            if header[key] != first[key]:
                 raise LedgerError(
-                    f'ledgers of different runs are mixed: {reference[1].name} has {key}={reference[0][key]!r}, '
-                    f'{path.name} has {key}={header[key]!r}; audit one run folder at a time',
-                )
+                    f'ledgers of different runs are mixed: {first_path.name} has {key}={first[key]!r}, '
+                    f'{path.name} has {key}={header[key]!r}, both of lineage {header["lineage"]}; audit one run '
+                    'folder at a time')
+        attempts = lineages.setdefault(header['lineage'], {})
         origin = header.get('resumed_from') or {}
         attempt = attempts.setdefault(header['attempt'], Attempt(
             header['attempt'], origin.get('attempt'), origin.get('batch'), header['start_batch'],
@@ -168,18 +210,73 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan]) -> dict[str, A
         attempt.ranks[header['rank']] = scan
         attempt.plans.update((int(scan.epochs[k]), (scan, int(k))) for k in np.flatnonzero(~scan.trained))
         attempt.ended = max(attempt.ended, path.stat().st_mtime)
-    for attempt in attempts.values():
-        if sorted(attempt.ranks) != list(range(attempt.world_size)):
-            raise LedgerError(f'attempt {attempt.attempt} ran on {attempt.world_size} ranks but only the ledgers of '
-                              f'ranks {sorted(attempt.ranks)} are in {folder}')
-    return attempts
+    for attempts in lineages.values():
+        for attempt in attempts.values():
+            if len(attempt.ranks) != attempt.world_size or sorted(attempt.ranks) != list(range(attempt.world_size)):
+                raise LedgerError(f'attempt {attempt.attempt} ran on {attempt.world_size} ranks but only the ledgers '
+                                  f'of ranks {sorted(attempt.ranks)} are in {folder}')
+    return lineages
+
+
+def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted: str | None) -> tuple[str, str]:
+    """Which lineage to count, and why: the one asked for, else the final checkpoint's, else the one written last.
+
+    The final checkpoint is ``latest-rank0.pt`` of the save folder (``folder``, or the
+    folder above a ``ledger/`` folder), else its ``*.pt`` written last; its
+    ``SampleLedger`` state names the lineage. It is read with ``weights_only=True``, as
+    ``load_path`` is checked. Without one, the lineage whose ledger files were written
+    last among those that trained a batch is counted, and the report says so.
+    """
+    if wanted is not None:
+        found = [lineage for lineage in lineages if lineage == wanted] or [
+            lineage for lineage in lineages if lineage.startswith(wanted)]
+        if len(found) != 1:
+            raise LedgerError(f'--lineage {wanted} names {"no" if not found else "more than one"} lineage of the '
+                              f'ledgers in {folder}; they are: {", ".join(sorted(lineages))}')
+        return found[0], 'as asked'
+    if len(lineages) == 1:  # nothing to choose: no checkpoint is read
+        return next(iter(lineages)), 'the only lineage in the folder'
+    checkpoint, lineage, why = _checkpoint_lineage(folder)
+    if lineage in lineages:
+        return lineage, f'the lineage of the final checkpoint {checkpoint}'
+    trained = [lineage for lineage, attempts in lineages.items()
+               if any(scan.trained.any() for attempt in attempts.values() for scan in attempt.ranks.values())]
+    last = max(trained or lineages, key=lambda lineage: max((a.ended, a.started) for a in lineages[lineage].values()))
+    if checkpoint is not None and lineage is not None:
+        why = f'the final checkpoint {checkpoint} names lineage {lineage}, whose ledgers are not here'
+    return last, f'the lineage whose ledger files were written last ({why})'
+
+
+def _checkpoint_lineage(folder: Path) -> tuple[Path | None, str | None, str]:
+    """The save folder's final checkpoint, the lineage its SampleLedger state names, and what was found if none."""
+    for place in ((folder.parent, folder) if folder.name == 'ledger' else (folder,)):
+        latest = place / 'latest-rank0.pt'
+        checkpoints = [latest] if latest.is_file() else sorted(
+            (path for path in place.glob('*.pt') if path.is_file()), key=lambda path: path.stat().st_mtime)
+        if checkpoints:
+            break
+    else:
+        return None, None, f'no checkpoint in {folder}'
+    checkpoint = checkpoints[-1]
+    from composer_sampling._checkpoint_check import CheckpointError, load_checked_checkpoint
+    from composer_sampling._checkpoint_envelope import payload_of
+
+    try:
+        loaded = load_checked_checkpoint(checkpoint)
+    except CheckpointError as error:
+        return checkpoint, None, f'the final checkpoint cannot be read: {error}'
+    state = payload_of((loaded['state'].get('callbacks') or {}).get('SampleLedger')) or {}
+    lineage = state.get('lineage')
+    if not isinstance(lineage, str):
+        return checkpoint, None, f'the final checkpoint {checkpoint} holds no SampleLedger state'
+    return checkpoint, lineage, ''
 
 
 def _ancestors(attempt: Attempt, attempts: dict[str, Attempt]) -> list[str]:
     """The ids of ``attempt``'s ancestors present in ``attempts``, nearest first."""
     seen: list[str] = []
     current = attempt
-    while current.resumed_from in attempts and current.start_batch > 0:
+    while current.resumed_from in attempts and current.start_batch > current.root:
         if current.resumed_from in seen or current.resumed_from == attempt.attempt:
             raise LedgerError(f'the attempts {seen} resume from each other in a cycle; the ledger headers are wrong')
         seen.append(current.resumed_from)
@@ -207,7 +304,7 @@ def choose_lineage(attempts: dict[str, Attempt]) -> tuple[list[Attempt], str | N
         tie = (f'branches {tip.attempt} and {others} both reached batch {furthest}; counted {tip.attempt}, whose '
                'ledger files were written last')
     path = [tip]
-    while path[-1].start_batch > 0:
+    while path[-1].start_batch > path[-1].root:
         child = path[-1]
         if child.resumed_from is None:
             raise LedgerError(
@@ -235,8 +332,23 @@ def _span(first: int, last: int) -> str:
     return f'batches {first + 1}-{last}' if last > first else 'no batch'
 
 
-def audit_folder(folder: Path) -> AuditReport:
+def _local_folder(folder: str | os.PathLike[str]) -> Path:
+    """``folder`` as a local path; a URI is refused naming its scheme, never read as the local folder ``s3:/...``."""
+    text = os.fspath(folder)
+    scheme = uri_scheme(text)
+    if scheme is not None:
+        raise LedgerError(f'{text} is a URI ({scheme}://): audit reads a local folder only, and reading this one from '
+                          f'its object store is not supported yet; copy the run folder out of {scheme}:// and audit '
+                          'the copy (a local folder whose name ends in a colon: give its absolute path)')
+    return Path(text)
+
+
+def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> AuditReport:
     """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``).
+
+    A folder may hold several lineages (a rerun with ``save_overwrite``, a later fit on
+    another dataloader): one is counted, ``lineage`` (an id or a prefix of one) or
+    else the final checkpoint's (:func:`_pick_lineage`), and the others are listed.
 
     Two passes, in memory bounded by the dataset (``dataset_len / 4`` bytes) and the
     number of records, not by the samples recorded: the lineage is chosen from the
@@ -246,16 +358,20 @@ def audit_folder(folder: Path) -> AuditReport:
     """
     torn: list[str] = []
     scans: list[LedgerScan] = []
+    skipped: list[str] = []
     try:
-        return _audit(Path(folder), torn, scans)
+        return _audit(_local_folder(folder), lineage, torn, scans, skipped)
     except LedgerError:
         for scan in scans:
             verify_ledger(scan)  # damage is named before what it may have caused, file by file
         raise
 
 
-def _audit(folder: Path, torn: list[str], scans: list[LedgerScan]) -> AuditReport:
-    attempts = _load(folder, torn, scans)
+def _audit(folder: Path, wanted: str | None, torn: list[str], scans: list[LedgerScan],
+           skipped: list[str]) -> AuditReport:
+    lineages = _load(folder, torn, scans, skipped)
+    chosen, why = _pick_lineage(folder, lineages, wanted)
+    attempts = lineages[chosen]
     path, tie = choose_lineage(attempts)
     if not any(scan.trained.any() for attempt in path for scan in attempt.ranks.values()):
         raise LedgerError(f'nothing recorded: the ledgers in {folder} hold no trained batch (attempts '
@@ -275,7 +391,10 @@ def _audit(folder: Path, torn: list[str], scans: list[LedgerScan]) -> AuditRepor
         if cut is not None:
             counted += [(number, attempt, rank, scan, scan.trained & (scan.batches <= cut))
                         for rank, scan in sorted(attempt.ranks.items())]
-    report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn)
+    report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn,
+                         skipped=skipped, lineage_id=chosen, chosen=why,
+                         other_lineages=[_lineage_row(key, lineages[key]) for key in _by_start(lineages)
+                                         if key != chosen])
     report.superseded = sum(int(scan.counts[scan.trained & (scan.batches > cut)].sum())
                             for attempt, cut in zip(path, cuts, strict=True) for scan in attempt.ranks.values())
     for attempt in off_path:
@@ -288,6 +407,19 @@ def _audit(folder: Path, torn: list[str], scans: list[LedgerScan]) -> AuditRepor
         })
     _count_epochs(report, path, _per_epoch(counted, first['sub_epochs_per_epoch'], report.per_rank), scans)
     return report
+
+
+def _by_start(lineages: dict[str, dict[str, Attempt]]) -> list[str]:
+    return sorted(lineages, key=lambda key: min(attempt.started for attempt in lineages[key].values()))
+
+
+def _lineage_row(lineage: str, attempts: dict[str, Attempt]) -> dict[str, Any]:
+    """A lineage not counted, as the report lists it."""
+    scans = [scan for attempt in attempts.values() for scan in attempt.ranks.values()]
+    first = next(iter(attempts.values())).header
+    return {'lineage': lineage, 'attempts': len(attempts), 'run_name': first.get('run_name'),
+            'dataset_len': first['dataset_len'], 'last_batch': max(a.last_batch for a in attempts.values()),
+            'samples': sum(int(scan.counts[scan.trained].sum()) for scan in scans)}
 
 
 def _per_epoch(counted: list[tuple[int, Attempt, int, LedgerScan, np.ndarray]], sub_epochs: int,
@@ -316,7 +448,10 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
     final_epoch = max(per_epoch, default=-1)
     plans = {epoch: plan for attempt in path for epoch, plan in attempt.plans.items()}
     read = {id(scan): np.zeros(scan.offsets.size, dtype=bool) for scan in scans}
-    counts = SaturatingCounts(report.dataset_len) if set(per_epoch) - set(plans) else None
+    counts = None
+    if set(per_epoch) - set(plans):
+        _check_memory(report.dataset_len, path[-1])
+        counts = SaturatingCounts(report.dataset_len)
     for epoch in sorted(per_epoch):
         if epoch in plans:
             # counted exactly, in memory the size of the epoch: its samples may repeat any number of times by design
@@ -344,6 +479,19 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
         pass  # every record is checked, counted or not, as a whole read of the file would
 
 
+def _check_memory(dataset_len: int, last: Attempt) -> None:
+    """Refuse, before allocating, to count an epoch in more memory than the machine has (2 bits a sample)."""
+    needed = 2 * -(-dataset_len // 8)
+    try:
+        total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (AttributeError, ValueError, OSError):
+        return  # the machine does not say: numpy's own MemoryError will
+    if needed > total:
+        raise LedgerError(f'dataset_len={dataset_len} in the headers of attempt {last.attempt}: audit counts an epoch '
+                          f'in 2 bits a sample, {needed} bytes, more than the {total} bytes of memory of this machine; '
+                          'audit on a larger machine, or check that header (a forged or damaged one?)')
+
+
 def _gathered(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> np.ndarray:
     return np.concatenate([np.empty(0, np.int64), *_chunks(files, read)]).astype(np.int64)
 
@@ -352,7 +500,7 @@ def _chunks(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarr
     """The indices of the given records of each file, checked, in chunks; ``read`` marks them."""
     for scan, records in files:
         if records.size:
-            with scan.path.open('rb') as file:
+            with open_ledger(scan.path) as file:
                 yield from read_records(file, scan, records)
             read[id(scan)][records] = True
 
@@ -362,8 +510,9 @@ def _against_plan(epoch: int, trained: np.ndarray, plan: np.ndarray, final: bool
 
     ``repeated`` counts trainings beyond the plan's, ``missing`` samples the plan has and the run did not train.
     """
-    size = int(max(trained.max(initial=-1), plan.max(initial=-1))) + 1
-    got, meant = np.bincount(trained, minlength=size), np.bincount(plan, minlength=size)
+    samples = np.unique(np.concatenate([trained, plan]))  # memory the size of the epoch, not of the largest index
+    got = np.bincount(np.searchsorted(samples, trained), minlength=samples.size)
+    meant = np.bincount(np.searchsorted(samples, plan), minlength=samples.size)
     repeated = int(np.maximum(got - meant, 0).sum())
     missing = int(np.maximum(meant - got, 0).sum())
     exactly_once = int(np.count_nonzero((got == meant) & (meant > 0)))

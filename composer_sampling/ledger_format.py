@@ -13,9 +13,15 @@ Version 2 files (8-byte indices, no plan records) are read as they are.
 A record is appended whole or not at all (a short write is completed, a failed one
 undone). A process killed while writing can still leave a *torn* last record:
 reading stops there, reports it, and returns the records before it, as a
-write-ahead log recovers. Damage anywhere else (a header or record failing its
-checksum) is an error. When the header names a ``dataset_len``, every index must
-lie in ``[0, dataset_len)``.
+write-ahead log recovers. A torn record is only ever the last bytes of a file: a
+record whose count runs past the end while a whole record (checksum holding) ends
+the file after it, or that is whole itself read with the count its bytes give
+it, has a damaged count, and the file is corrupted at that record. Damage
+anywhere else (a header or record failing its checksum) is an error too, the
+first damaged record named. When the header names a ``dataset_len``, every index
+must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
+field before it is checked against the file's size, and a path that is not a
+regular file (a FIFO) is refused, never waited on (:func:`open_ledger`).
 
 Version 1 files (no header checksum) are refused, not read: without the checksum
 an edited header (a changed ``dataset_len``, ``start_batch`` or ``rank``) would
@@ -35,6 +41,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import struct
 import sys
 import zlib
@@ -50,7 +58,8 @@ from composer_sampling._checkpoint_envelope import valid_version
 from composer_sampling._validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
-           'LedgerWriter', 'index_bytes', 'read_ledger', 'read_records', 'scan_ledger', 'verify_ledger']
+           'LedgerWriter', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger', 'read_records',
+           'remote_ledger_folder', 'scan_ledger', 'uri_scheme', 'verify_ledger']
 
 MAGIC = b'CSLEDGER'
 LEDGER_VERSION = 3  # 3: narrow indices, plan records; 2 added the header checksum (still read); 1 is refused
@@ -66,6 +75,37 @@ _RUN_BYTES = 1 << 24  # bytes of neighbouring records read at a time
 
 class LedgerError(ValueError):
     """A ledger file that cannot be read: the message names the file and what is wrong."""
+
+
+#: A URI's scheme and the slashes after it; one slash is what ``Path('s3://bucket')`` leaves (``s3:/bucket``).
+_URI = re.compile(r'([A-Za-z][A-Za-z0-9+.-]+):(//?)')
+
+
+def uri_scheme(location: str) -> str | None:
+    """The scheme of ``location`` if it is a URI (``scheme://...``, or ``scheme:/...`` as a Path collapses one).
+
+    A ledger is written and audited in a local folder only: a location with a scheme
+    is refused, never read as the local folder ``scheme:/...``. One-letter schemes
+    are Windows drive letters, not URIs.
+
+    Example:
+        >>> uri_scheme('s3://bucket/run'), uri_scheme(str(Path('gs://bucket/run'))), uri_scheme('runs/s3/run')
+        ('s3', 'gs', None)
+    """
+    match = _URI.match(location)
+    return match.group(1) if match else None
+
+
+def remote_ledger_folder(folder: str, fix: str = 'pass SampleLedger(folder=...) with a local path') -> str:
+    """Why a ledger cannot go to ``folder``, a URI (:func:`uri_scheme`): the one message of SampleLedger and recipes.
+
+    Example:
+        >>> remote_ledger_folder('s3://bucket/run/ledger')
+        'SampleLedger writes its ledger to a local folder and the save folder is remote (s3://bucket/run/ledger); \
+pass SampleLedger(folder=...) with a local path (audit it there)'
+    """
+    return (f'SampleLedger writes its ledger to a local folder and the save folder is remote ({folder}); {fix} '
+            '(audit it there)')
 
 
 @dataclass(frozen=True)
@@ -156,6 +196,45 @@ class LedgerWriter:
         os.close(self._fd)
 
 
+def not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it is not a regular file (``a directory``, ``a FIFO``...), or None for a regular file.
+
+    Follows symbolic links, as reading does: a dangling one is ``a dangling symbolic link``.
+
+    Example:
+        >>> import tempfile
+        >>> not_a_file(Path(tempfile.mkdtemp())), not_a_file(Path(tempfile.mkdtemp()) / 'absent.bin')
+        ('a directory', 'missing')
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return 'a dangling symbolic link' if os.path.islink(path) else 'missing'
+    except OSError as error:
+        return f'unreadable ({error.strerror})'
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, 'a directory'), (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISSOCK, 'a socket'),
+             (stat.S_ISCHR, 'a character device'), (stat.S_ISBLK, 'a block device'))
+    return next((name for test, name in kinds if test(mode)), 'not a regular file')
+
+
+def open_ledger(path: Path) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file: :class:`LedgerError` otherwise, never a wait.
+
+    Opened without blocking and checked on the open file, so a FIFO (or anything a
+    ``*.bin`` name was swapped for) is named, not waited on for a writer.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NONBLOCK', 0) | getattr(os, 'O_CLOEXEC', 0))
+    except OSError as error:
+        raise LedgerError(f'cannot read ledger {path}: {error.strerror}') from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LedgerError(f'{path} is {not_a_file(path) or "not a regular file"}, not a ledger file')
+    return os.fdopen(fd, 'rb')
+
+
 def read_ledger(path: Path) -> Ledger:
     """The header and records of a ledger file; :class:`LedgerError` on any damage but a torn last record.
 
@@ -233,27 +312,35 @@ def scan_ledger(path: Path) -> LedgerScan:
         ([1, 2], [2, 1])
     """
     try:
-        with path.open('rb') as file:
+        with open_ledger(path) as file:
             size = os.fstat(file.fileno()).st_size
             head = file.read(len(MAGIC) + _LENGTH.size)
             if not head.startswith(MAGIC):
                 raise LedgerError(f'{path} is not a composer-sampling ledger (it does not start with {MAGIC!r})')
             length = _LENGTH.unpack_from(head, len(MAGIC))[0] if len(head) == len(MAGIC) + _LENGTH.size else 0
+            if len(head) + length + _CRC.size > size:  # before reading: the field may be damaged, memory is bounded
+                raise LedgerError(f'{path} is truncated inside its header, or its length field (byte {len(MAGIC)}) '
+                                  f'is corrupted: it says {length} bytes of header, {size - len(head)} bytes follow')
             head += file.read(length + _CRC.size)
             header, offset = _header(path, head, len(MAGIC))
             width = _width(path, header)
             if 'dataset_len' in header:
                 _check_dataset_len(path, header['dataset_len'])
-            fields, torn = _record_headers(file, path, offset, size, width)
+            fields, torn, damaged = _record_headers(file, path, offset, size, width)
     except OSError as error:
         raise LedgerError(f'cannot read ledger {path}: {error.strerror}') from None
     offsets, epochs, batches, counts = (np.frombuffer(values, dtype=np.int64) for values in fields)
-    return LedgerScan(path, header, width, offsets, epochs, batches, counts, torn)
+    scan = LedgerScan(path, header, width, offsets, epochs, batches, counts, torn)
+    if damaged is not None:
+        verify_ledger(scan)  # damage before it, which may have misled the scan here, is named first
+        raise damaged
+    return scan
 
 
 def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
-                    width: int) -> tuple[list[array[int]], str | None]:
-    """Offsets, epochs, batches and counts of the records from ``offset`` on, seeking past their indices."""
+                    width: int) -> tuple[list[array[int]], str | None, LedgerError | None]:
+    """Offsets, epochs, batches and counts of the records from ``offset`` on, seeking past their indices; what a
+    torn last record lost, or the error naming a record whose count runs past the end of a file it does not end."""
     fields: list[array[int]] = [array('q') for _ in range(4)]
     block, start = b'', offset
     while offset < size:
@@ -263,12 +350,64 @@ def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
         head = block[offset - start:offset - start + _RECORD.size]
         torn = _torn(path, size - offset, head, width)
         if torn is not None:
-            return fields, torn
+            ending = _record_ending_the_file(file, offset, size, width) if len(head) == _RECORD.size else None
+            if ending is None:
+                return fields, torn, None
+            _, batch, count = _RECORD.unpack(head)
+            return fields, None, LedgerError(
+                f'{path} is corrupted: the record at byte {offset} (batch {batch}) says it holds {count} samples, '
+                f'more than the {size - offset} bytes left, yet a whole record ends the file at byte {ending}: '
+                'damage, not a torn last record')
         epoch, batch, count = _RECORD.unpack(head)
         for values, value in zip(fields, (offset, epoch, batch, count), strict=True):
             values.append(value)
         offset += _RECORD.size + width * count + _CRC.size
-    return fields, None
+    return fields, None, None
+
+
+def _record_ending_the_file(file: BinaryIO, offset: int, size: int, width: int) -> int | None:
+    """Where a whole record (its checksum holding) that ends the file starts, at ``offset`` or after, if one does.
+
+    A torn record is the last bytes of a file: if a whole record ends the file after
+    the one at ``offset`` (or that one does, read with the count its bytes give it),
+    the count at ``offset`` was damaged. The candidates are found from the end, a
+    block of count fields at a time (a record of ``k`` samples that ends the file has
+    ``k`` in its count field), and only those are checksummed.
+    """
+    left = size - offset - _RECORD.size - _CRC.size
+    if left >= 0 and left % width == 0 and _checksum_holds(file, offset, left // width, width):
+        return offset  # the record itself, whole, with a damaged count
+    last = left // width  # the candidate that starts furthest back, at offset (or just after)
+    first = 0
+    while first <= last:
+        number = min(last - first + 1, _BLOCK // width)
+        low = size - 8 - (first + number - 1) * width  # the count field of candidate first + number - 1
+        file.seek(low)
+        block = file.read((number - 1) * width + 4)
+        counts: np.ndarray = np.ndarray((number,), dtype='<u4', buffer=block, strides=(width,))[::-1]
+        for found in np.flatnonzero(counts == np.arange(first, first + number)).tolist():
+            start = size - _RECORD.size - _CRC.size - (first + found) * width
+            if start > offset and _checksum_holds(file, start, first + found, width):
+                return start
+        first += number
+    return None
+
+
+def _checksum_holds(file: BinaryIO, start: int, count: int, width: int) -> bool:
+    """Whether the record at ``start``, read as holding ``count`` indices, has a checksum that holds (streamed)."""
+    file.seek(start)
+    head = bytearray(file.read(_RECORD.size))
+    if len(head) < _RECORD.size:
+        return False
+    head[_RECORD.size - 4:] = _LENGTH.pack(count)
+    crc, left = zlib.crc32(head), width * count
+    while left:
+        chunk = file.read(min(left, _RUN_BYTES))
+        if not chunk:
+            return False
+        crc, left = zlib.crc32(chunk, crc), left - len(chunk)
+    stored = file.read(_CRC.size)
+    return len(stored) == _CRC.size and _CRC.unpack(stored)[0] == crc
 
 
 def read_records(file: BinaryIO, scan: LedgerScan, records: np.ndarray) -> Iterator[np.ndarray]:
@@ -305,7 +444,7 @@ def _verified_runs(scan: LedgerScan) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     refused after the last run, so that damage is named before what it may have caused."""
     outside: LedgerError | None = None
     try:
-        with scan.path.open('rb') as file:
+        with open_ledger(scan.path) as file:
             for numbers, indices in _checked_runs(file, scan, np.arange(scan.offsets.size)):
                 outside = outside or _first_outside(scan, numbers, indices)
                 yield numbers, indices

@@ -8,7 +8,9 @@ every other test runs only in a plain single process.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,34 @@ sys.path.insert(0, str(Path(__file__).parent))
 # Property tests check invariants, not speed: no per-example deadline, so a loaded CI machine cannot fail them.
 settings.register_profile('composer-sampling', deadline=None)
 settings.load_profile('composer-sampling')
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _repository_status() -> set[str] | None:
+    """The untracked files of the checkout the tests run from (``git status``), or None outside a git checkout."""
+    try:
+        top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != ROOT:
+            return None  # an installed wheel's tests, or a copy inside another repository
+        status = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=all'], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {line[3:] for line in status.stdout.splitlines() if line.startswith('?? ')}  # new files, not edits
+
+
+@pytest.fixture(scope='session', autouse=True)
+def _tests_leave_the_repository_as_it_was() -> Iterator[None]:
+    """A test writes into tmp_path only: the session fails naming any file it left in the repository."""
+    before = _repository_status()
+    yield
+    after = _repository_status() if before is not None else None
+    if before is not None and after is not None and after - before:
+        pytest.fail(f'the tests left new files in the repository (write into tmp_path): {sorted(after - before)}',
+                    pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

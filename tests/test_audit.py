@@ -13,11 +13,13 @@ import pytest
 import torch
 from composer.core import Callback, State
 from composer.loggers import Logger
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
-from composer_sampling.ledger_format import LedgerWriter, read_ledger
+from composer_sampling.ledger_format import LedgerError, LedgerWriter, read_ledger
 from composer_sampling.recipes.cli import main
 
 from helpers import checkpoint, make_trainer, synthetic, train_with_ledger
@@ -98,8 +100,8 @@ def test_a_violation_exits_1(tmp_path: Path, capsys) -> None:
         ('missing', 'is not a folder'),
         ('empty', 'nothing recorded: no ledger file in'),
         ('nothing', r'nothing recorded: the ledgers in .* hold no trained batch \(attempts a1 stopped before'),
-        ('mixed', "ledgers of different runs are mixed: a1-rank0.bin has lineage='one', b1-rank0.bin has "
-                  "lineage='two'"),
+        ('mixed', 'ledgers of different runs are mixed: a1-rank0.bin has dataset_len=4, b1-rank0.bin has '
+                  'dataset_len=5, both of lineage one'),
         ('rank', r'attempt a1 ran on 2 ranks but only the ledgers of ranks \[0\]'),
         ('corrupted', 'is corrupted'),
     ],
@@ -115,7 +117,7 @@ def test_bad_input_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> 
         writer.append(0, 1, [0, 1, 2, 3])
         writer.close()
     if setup == 'mixed':
-        LedgerWriter(folder / 'b1-rank0.bin', _header(lineage='two', attempt='b1')).close()
+        LedgerWriter(folder / 'b1-rank0.bin', _header(dataset_len=5, attempt='b1')).close()
     if setup == 'rank':
         LedgerWriter(folder / 'a1-rank0.bin', _header(world_size=2)).close()
     if setup == 'corrupted':
@@ -127,6 +129,28 @@ def test_bad_input_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> 
     err = capsys.readouterr().err
     assert err.startswith('error: ') and len(err.splitlines()) == 1
     assert re.search(message, err), err
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scheme=st.sampled_from(['s3', 'gs', 'oci', 'https', 'hf']) | st.from_regex(r'[a-z][a-z0-9+.-]{1,9}',
+                                                                                  fullmatch=True))
+def test_a_uri_is_refused_naming_its_scheme_and_never_read_as_a_local_folder(tmp_path: Path, monkeypatch, capsys,
+                                                                             scheme: str) -> None:
+    """Path('s3://bucket/run') is s3:/bucket/run: a stale local folder of that name must not be audited instead."""
+    monkeypatch.chdir(tmp_path)
+    stale = Path(f'{scheme}:') / 'bucket' / 'run' / 'ledger'
+    stale.mkdir(parents=True, exist_ok=True)
+    if not (stale / 'a1-rank0.bin').exists():
+        writer = LedgerWriter(stale / 'a1-rank0.bin', _header())
+        writer.append(0, 1, [0, 1, 2, 3])
+        writer.close()
+    uri = f'{scheme}://bucket/run'
+    assert main(['audit', uri]) == 2
+    assert capsys.readouterr().err.startswith(f'error: {uri} is a URI ({scheme}://): audit reads a local folder only')
+    for given_as in (uri, Path(uri)):
+        with pytest.raises(LedgerError, match=re.escape(f'is a URI ({scheme}://)')):
+            audit_folder(given_as)
+    assert [e.status for e in audit_folder(tmp_path / stale.parent).epochs] == ['ok']  # the stale folder is a good run
 
 
 def test_unknown_arguments_are_refused(capsys) -> None:
@@ -298,3 +322,83 @@ def test_a_lineage_with_a_gap_or_a_damaged_ledger_exits_2(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err.startswith('error: ') and len(err.splitlines()) == 1
     assert re.search(message, err), err
+
+
+@pytest.mark.parametrize(
+    ('changes', 'message'),
+    [
+        ({'replication': 0}, 'has replication=0 in its header; it must be an int >= 1'),
+        ({'replication': 'two'}, "has replication='two' in its header; it must be an int >= 1"),
+        ({'padded': None}, 'has padded=None in its header; it must be an int >= 0'),
+        ({'dropped': -1}, 'has dropped=-1 in its header; it must be an int >= 0'),
+        ({'world_size': None}, 'has world_size=None in its header; it must be an int >= 1'),
+        ({'attempt': 5}, 'has attempt=5 in its header; it must be a str'),
+        ({'world_size': 2**40}, rf'attempt a1 ran on {2**40} ranks but only the ledgers of ranks \[0\] are in'),
+        ({'dataset_len': 2**62}, rf'dataset_len={2**62} in the headers of attempt a1: audit counts an epoch in 2 bits '
+                                 rf'a sample, {2**60} bytes, more than the \d+ bytes of memory of this machine'),
+    ],
+)
+def test_a_forged_header_with_a_valid_checksum_is_a_named_error(tmp_path: Path, capsys, changes: dict,
+                                                                message: str) -> None:
+    writer = LedgerWriter(tmp_path / 'a1-rank0.bin', _header(**changes))
+    writer.append(0, 1, [0, 1, 2, 3])
+    writer.close()
+    assert main(['audit', str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and len(err.splitlines()) == 1
+    assert re.search(message, err), err
+
+
+def test_a_directory_a_dangling_link_or_a_fifo_named_bin_is_skipped_and_never_waited_on(tmp_path: Path,
+                                                                                         capsys) -> None:
+    import threading
+
+    folder = tmp_path / 'ledger'
+    folder.mkdir()
+    (folder / 'dir.bin').mkdir()
+    (folder / 'gone.bin').symlink_to(tmp_path / 'absent.bin')
+    os.mkfifo(folder / 'pipe.bin')
+    outcome: list[object] = []
+
+    def audit(argv: list[str]) -> None:
+        outcome.append(main(argv))
+
+    for expected in (2, 0):  # nothing else in the folder; then beside a good ledger
+        outcome.clear()
+        thread = threading.Thread(target=audit, args=(['audit', str(folder)],), daemon=True)
+        thread.start()
+        thread.join(60)
+        if thread.is_alive():  # unblock the reader so that the test ends, and fail
+            os.close(os.open(folder / 'pipe.bin', os.O_WRONLY | os.O_NONBLOCK))
+            thread.join(10)
+            pytest.fail('audit waited on a FIFO named pipe.bin for a writer')
+        assert outcome == [expected]
+        captured = capsys.readouterr()
+        for name, kind in (('dir.bin', 'a directory'), ('gone.bin', 'a dangling symbolic link'),
+                           ('pipe.bin', 'a FIFO')):
+            assert f'{folder / name} is {kind}, not a ledger file' in captured.out + captured.err
+        if expected == 0:
+            break
+        writer = LedgerWriter(folder / 'a1-rank0.bin', _header())
+        writer.append(0, 1, [0, 1, 2, 3])
+        writer.close()
+    with pytest.raises(LedgerError, match=re.escape(f'{folder / "pipe.bin"} is a FIFO, not a ledger file')):
+        read_ledger(folder / 'pipe.bin')
+
+
+def test_without_a_checkpoint_the_lineage_written_last_is_counted_and_the_others_listed(tmp_path: Path,
+                                                                                        capsys) -> None:
+    older = _write(tmp_path, 'a1', [(0, 1, [0, 1, 2, 3])], lineage='one')
+    newer = _write(tmp_path, 'b1', [(0, 1, [3, 2, 1, 0]), (1, 2, [0, 1])], lineage='two')
+    _write(tmp_path, 'c1', [], lineage='three')  # a header only, as older releases left a fit that trained nothing
+    for path, when in ((older, 2e9), (newer, 3e9), (tmp_path / 'c1-rank0.bin', 4e9)):
+        os.utime(path, (when, when))
+    report = audit_folder(tmp_path)
+    assert report.lineage_id == 'two' and report.lineage == ['b1']
+    assert report.chosen == f'the lineage whose ledger files were written last (no checkpoint in {tmp_path})'
+    assert [(other['lineage'], other['samples']) for other in report.other_lineages] == [('one', 4), ('three', 0)]
+    assert main(['audit', str(tmp_path), '--lineage', 'o']) == 0
+    assert 'lineage one: as asked' in capsys.readouterr().out
+    assert main(['audit', str(tmp_path), '--lineage', 't']) == 2
+    assert capsys.readouterr().err == (f'error: --lineage t names more than one lineage of the ledgers in {tmp_path}; '
+                                       'they are: one, three, two\n')

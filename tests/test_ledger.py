@@ -353,3 +353,127 @@ def test_the_ledger_records_what_trained_whatever_the_order_of_callbacks(tmp_pat
                                            ledger_first=ledger_first, stop=3)
     assert len(trained) == 10
     assert recorded == trained
+
+
+class ZeroDimTensors(torch.utils.data.Sampler):
+    """Yields every index as a 0-d tensor, in reverse."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        return iter(torch.arange(self.size).flip(0))
+
+
+class ByInt(Dataset):
+    """The synthetic dataset read by ``int(index)``: it accepts a 0-d tensor as an index."""
+
+    def __init__(self, size: int) -> None:
+        self.data = synthetic(size)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.data[int(index)]
+
+
+@pytest.mark.parametrize('make_sampler', [lambda n: torch.utils.data.SubsetRandomSampler(np.arange(n)), ZeroDimTensors],
+                         ids=['numpy-integers', '0-d-tensors'])
+def test_indices_yielded_as_numpy_integers_or_0d_tensors_are_recorded_as_ints(tmp_path: Path, make_sampler) -> None:
+    """torch's own SubsetRandomSampler(np.arange(n)) yields numpy integers: the ledger records them as ints."""
+    from composer_sampling.audit import audit_folder
+
+    from helpers import IndexLedger, make_trainer
+
+    seen = IndexLedger()
+    loader = DataLoader(ByInt(24), batch_size=8, sampler=make_sampler(24))
+    make_trainer(loader, max_duration='2ep', callbacks=[SamplerSync(), SampleLedger(str(tmp_path)), seen]).fit()
+    (path,) = tmp_path.glob('*-rank0.bin')
+    assert [(r.epoch, r.indices.tolist()) for r in read_ledger(path).records] == seen.batches
+    assert [(e.exactly_once, e.status) for e in audit_folder(tmp_path).epochs] == [(24, 'ok')] * 2
+
+
+_AUDITED = {'lineage': 'one', 'attempt': 'a1', 'resumed_from': None, 'started': 1.0, 'rank': 0, 'world_size': 1,
+            'start_batch': 0, 'start_epoch': 0, 'padded': 0, 'dropped': 0, 'sub_epochs_per_epoch': 1}
+
+
+@pytest.fixture(scope='module')
+def small_ledgers(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[bytes, list[int], list[int]]]:
+    """Per index width, a real small ledger: its bytes, where each record starts (and the end), and its counts."""
+    ledgers = {}
+    for width, dataset_len in ((4, 9), (8, 2**33)):
+        path = tmp_path_factory.mktemp('small') / 'a1-rank0.bin'
+        writer = LedgerWriter(path, {**_AUDITED, 'dataset_len': dataset_len})
+        counts = [3, 3, 2, 0, 3, 3, 1]
+        rng = np.random.default_rng(width)
+        for k, count in enumerate(counts):
+            writer.append(k // 3, k + 1, rng.integers(0, 9, count).tolist())
+        writer.close()
+        data = path.read_bytes()
+        sizes = [20 + width * count for count in counts]
+        starts = list(np.cumsum([len(data) - sum(sizes), *sizes]))
+        ledgers[width] = (data, starts, counts)
+    return ledgers
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(width=st.sampled_from([4, 8]), at=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7),
+       truncate=st.booleans())
+def test_damage_is_corrupted_naming_its_record_and_only_a_cut_last_record_is_torn(
+        small_ledgers, tmp_path_factory: pytest.TempPathFactory, width: int, at: float, bit: int,
+        truncate: bool) -> None:
+    """A bit flipped anywhere, or the file cut anywhere: never a good ledger with fewer records.
+
+    ``audit`` is asked too where it counts in little memory (dataset_len 9, not 2**33).
+    """
+    from composer_sampling.audit import audit_folder
+
+    data, starts, counts = small_ledgers[width]
+    offset = int(at * len(data))
+    folder = tmp_path_factory.mktemp('damaged')
+    path = folder / 'a1-rank0.bin'
+    damaged = bytearray(data)
+    if truncate:
+        del damaged[offset:]
+    else:
+        damaged[offset] ^= 1 << bit
+    path.write_bytes(bytes(damaged))
+    if offset < starts[0]:  # the magic, the header or its checksum
+        with pytest.raises(LedgerError):
+            read_ledger(path)
+        return
+    record = int(np.searchsorted(starts, offset, side='right')) - 1
+    if not truncate:
+        message = rf'a1-rank0\.bin is corrupted: the record at byte {starts[record]} '
+        for read in (read_ledger, lambda path: audit_folder(path.parent))[:3 - width // 4]:
+            with pytest.raises(LedgerError, match=message):
+                read(path)
+        return
+    ledger = read_ledger(path)
+    assert [r.indices.size for r in ledger.records] == counts[:record]
+    if offset == starts[record]:  # cut between two records: what a crash between two batches leaves
+        assert ledger.torn is None
+    else:
+        assert ledger.torn is not None and ('the last record is torn' in ledger.torn or
+                                            f'the last record (batch {record + 1}, ' in ledger.torn)
+    if any(counts[:record]) and width == 4:
+        report = audit_folder(folder)
+        assert sum(epoch.trained for epoch in report.epochs) == sum(counts[:record])
+        assert len(report.torn) == (offset != starts[record])
+
+
+def test_a_flipped_count_in_the_middle_is_corrupted_not_a_torn_tail(small_ledgers, tmp_path: Path) -> None:
+    """The issue's case: one bit of a record's count read as a torn last record dropped every record after it."""
+    data, starts, _ = small_ledgers[4]
+    damaged = bytearray(data)
+    damaged[starts[1] + 12 + 3] ^= 0x10  # the high byte of the second record's count
+    path = tmp_path / 'a1-rank0.bin'
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(LedgerError, match=rf'is corrupted: the record at byte {starts[1]} \(batch 2\) says it holds '
+                                          rf'268435459 samples, more than the \d+ bytes left, yet a whole record ends '
+                                          rf'the file at byte {starts[-2]}: damage, not a torn last record'):
+        read_ledger(path)

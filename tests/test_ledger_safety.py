@@ -8,6 +8,7 @@ stops the run at its first batch.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -71,12 +72,27 @@ def test_other_bin_files_in_a_save_folder_do_not_hide_its_ledger(tmp_path: Path)
     assert [epoch.status for epoch in audit_folder(tmp_path).epochs] == ['ok', 'ok']
 
 
-def test_a_remote_save_folder_or_no_folder_is_refused_before_training(tmp_path: Path) -> None:
+def test_a_remote_save_folder_or_no_folder_is_refused_before_training(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # were the URI taken for a local path, s3:/bucket/run/ledger would appear here
     with pytest.raises(ValueError, match=r'writes its ledger to a local folder and the save folder is remote '
                                          r'\(s3://bucket/run/ledger\); pass SampleLedger\(folder=\.\.\.\)'):
         make_trainer(_loader(), callbacks=[SampleLedger('s3://bucket/run/ledger')]).fit()
     with pytest.raises(ValueError, match=r'SampleLedger has no folder: give the Trainer a save_folder'):
         make_trainer(_loader(), callbacks=[SampleLedger()]).fit()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize('command', ['plan', 'train'])
+def test_plan_refuses_a_ledger_in_a_remote_save_folder_as_train_does(tmp_path: Path, monkeypatch, capsys,
+                                                                      command: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    recipe = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+    assert main([command, recipe, 'max_duration=2ba', 'save_folder=s3://bucket/{run_name}', 'run_name=r',
+                 'callbacks.sample_ledger={}']) == 2
+    assert capsys.readouterr().err == (
+        'error: callbacks.sample_ledger: SampleLedger writes its ledger to a local folder and the save folder is '
+        'remote (s3://bucket/r/ledger); give callbacks.sample_ledger a local folder (audit it there)\n')
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_index_key_that_selects_the_labels_stops_the_first_batch(tmp_path: Path) -> None:
@@ -129,3 +145,70 @@ def test_a_dataloader_that_returns_batches_out_of_order_is_refused(tmp_path: Pat
     with pytest.raises(ValueError, match='SampleLedger needs the DataLoader to return batches in the order of its '
                                          'index lists; build it with in_order=True'):
         make_trainer(loader, callbacks=[SamplerSync(), SampleLedger(str(tmp_path))]).fit()
+
+
+def _fresh_run(save_folder: Path, size: int, **kwargs: Any) -> None:
+    dataset = synthetic(size)
+    loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+    make_trainer(loader, max_duration='2ep', save_folder=str(save_folder), save_interval='1ep',
+                 callbacks=[SamplerSync(), SampleLedger()], **kwargs).fit()
+
+
+def _lineages(folder: Path) -> dict[int, str]:
+    """The lineage of each dataset length recorded in ``folder``."""
+    return {read.header['dataset_len']: read.header['lineage'] for read in map(read_ledger, folder.glob('*.bin'))}
+
+
+def test_a_save_overwrite_rerun_is_a_new_lineage_and_the_finished_one_stays_auditable(tmp_path: Path,
+                                                                                      capsys) -> None:
+    _fresh_run(tmp_path, 40)
+    _fresh_run(tmp_path, 32, save_overwrite=True)  # the same folder, another dataset: a new run
+    lineages = _lineages(tmp_path / 'ledger')
+    assert len(set(lineages.values())) == 2
+    for path in (tmp_path / 'ledger').glob('*.bin'):  # the clock must not decide: the first run's files look newest
+        if read_ledger(path).header['lineage'] == lineages[40]:
+            os.utime(path, (4e9, 4e9))
+    report = audit_folder(tmp_path)
+    assert (report.lineage_id, report.dataset_len) == (lineages[32], 32)
+    assert report.chosen == f'the lineage of the final checkpoint {tmp_path / "latest-rank0.pt"}'
+    assert [(e.exactly_once, e.status) for e in report.epochs] == [(32, 'ok')] * 2
+    assert [(other['lineage'], other['samples']) for other in report.other_lineages] == [(lineages[40], 80)]
+    assert main(['audit', str(tmp_path)]) == 0
+    assert (f'other lineage {lineages[40]} (run ' in capsys.readouterr().out)
+    earlier = audit_folder(tmp_path, lineage=lineages[40][:6])
+    assert [(e.exactly_once, e.status) for e in earlier.epochs] == [(40, 'ok')] * 2
+    assert main(['audit', str(tmp_path), '--lineage', lineages[40]]) == 0
+
+
+def test_a_second_fit_on_another_dataloader_starts_a_new_lineage(tmp_path: Path) -> None:
+    def loader(size: int) -> DataLoader:
+        dataset = synthetic(size)
+        return DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+
+    trainer = make_trainer(loader(40), max_duration='1ep', save_folder=str(tmp_path), save_interval='1ep',
+                           callbacks=[SamplerSync(), SampleLedger()])
+    trainer.fit()
+    trainer.fit(train_dataloader=loader(24), duration='1ep')
+    lineages = _lineages(tmp_path / 'ledger')
+    second = audit_folder(tmp_path)
+    assert (second.lineage_id, second.dataset_len) == (lineages[24], 24)
+    assert [(e.epoch, e.exactly_once, e.status) for e in second.epochs] == [(1, 24, 'ok')]
+    first = audit_folder(tmp_path, lineage=lineages[40])
+    assert [(e.epoch, e.exactly_once, e.status) for e in first.epochs] == [(0, 40, 'ok')]
+    assert [other['lineage'] for other in first.other_lineages] == [lineages[24]]
+
+
+def test_two_sample_ledgers_on_one_trainer_are_refused_at_construction(tmp_path: Path, capsys) -> None:
+    first, second = SampleLedger(str(tmp_path / 'a')), SampleLedger(str(tmp_path / 'b'))
+    with pytest.raises(ValueError, match=re.escape(
+            f'a Trainer records one ledger, and it has 2 SampleLedger callbacks: {first!r} and {second!r}; keep one')):
+        make_trainer(_loader(), callbacks=[first, SamplerSync(), second])
+    recipe = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+    by_target = "callbacks.again={target: 'composer_sampling:SampleLedger'}"  # known once imported: train only
+    for command, again in (('plan', 'callbacks.again={name: sample_ledger}'),
+                           ('train', 'callbacks.again={name: sample_ledger}'), ('train', by_target)):
+        assert main([command, recipe, f'save_folder={tmp_path}', 'callbacks.sample_ledger={}', again]) == 2
+        assert capsys.readouterr().err == ('error: callbacks.sample_ledger and callbacks.again each record a ledger; '
+                                           'a run records one (SampleLedger refuses a second on one Trainer): keep '
+                                           'one\n')
+    assert list(tmp_path.iterdir()) == []

@@ -25,7 +25,7 @@ from composer_sampling._snapshot import GraphSnapshot
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
-from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter
+from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter, remote_ledger_folder, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -64,6 +64,8 @@ class SampleLedger(Callback):
     every attempt of one run, and ``resumed_from``: the attempt and batch whose state
     it continues (carried by the checkpoint in this callback's state). ``composer-sampling
     audit`` follows these links from the attempt that trained furthest back to the start.
+    A fit on another dataloader than the fit before it starts a new lineage; a Trainer
+    takes one SampleLedger (a second is refused when the Trainer is built).
 
     Args:
         folder (str, optional): where the ledger files go. Default: ``{save_folder}/ledger``.
@@ -89,6 +91,8 @@ class SampleLedger(Callback):
     | ``attempt``         | this fit's id, also the file name's prefix                       |
     +---------------------+------------------------------------------------------------------+
     | ``resumed_from``    | ``{'attempt', 'batch'}`` this fit continues from, or ``None``    |
+    +---------------------+------------------------------------------------------------------+
+    | ``lineage_start``   | the batch a new lineage began at (a fit on another dataloader)   |
     +---------------------+------------------------------------------------------------------+
     | ``start_batch``     | the trainer's batch count when this fit started                  |
     +---------------------+------------------------------------------------------------------+
@@ -130,8 +134,15 @@ class SampleLedger(Callback):
 
     # events -------------------------------------------------------------------------------------------
 
+    def init(self, state: State, logger: Logger) -> None:
+        others = [callback for callback in state.callbacks if isinstance(callback, SampleLedger)]
+        if len(others) > 1:
+            raise ValueError(f'a Trainer records one ledger, and it has {len(others)} SampleLedger callbacks: '
+                             f'{" and ".join(map(repr, others))}; keep one (its folder holds every rank\'s files)')
+
     def fit_start(self, state: State, logger: Logger) -> None:
         folder = self._ledger_folder(state)
+        lineage_start = self._new_lineage(state)
         resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
         shared: list[Any] = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
         dist.broadcast_object_list(shared, src=0)
@@ -151,6 +162,7 @@ class SampleLedger(Callback):
             'start_epoch': int(state.timestamp.epoch),
             'sub_epochs_per_epoch': 1,
             'replication': 1,
+            **({} if lineage_start is None else {'lineage_start': lineage_start}),
         }
         self.close()
         self._dataset_len, self._told = None, collections.deque()
@@ -212,6 +224,16 @@ class SampleLedger(Callback):
         self.lineage = state.get('lineage')
         self._attempt = state.get('attempt')
         self._batch = state.get('batch')
+
+    def _new_lineage(self, state: State) -> int | None:
+        """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.
+
+        Its ledger then continues no earlier attempt: the earlier lineage stays whole, auditable on its own.
+        """
+        if self._loader is None or state.train_dataloader is self._loader:
+            return None
+        self.lineage, self._attempt, self._batch = None, None, None
+        return int(state.timestamp.batch)
 
     # where the indices come from ----------------------------------------------------------------------
 
@@ -356,9 +378,8 @@ class SampleLedger(Callback):
 
         folder = partial_format(folder, run_name=state.run_name, rank=0, local_rank=0, node_rank=0,
                                 world_size=dist.get_world_size(), local_world_size=dist.get_local_world_size())
-        if '://' in folder:
-            raise ValueError(f'SampleLedger writes its ledger to a local folder and the save folder is remote '
-                             f'({folder}); pass SampleLedger(folder=...) with a local path (audit it there)')
+        if uri_scheme(folder) is not None:
+            raise ValueError(remote_ledger_folder(folder))
         return Path(folder)
 
     def _where(self) -> str:

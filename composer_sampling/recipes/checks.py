@@ -29,6 +29,7 @@ from typing import Any
 
 from composer_sampling._checkpoint_check import uri_scheme
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
+from composer_sampling.ledger_format import remote_ledger_folder
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import ImportTargetError, NotAllowedError, RegistryError, check_arguments
@@ -75,6 +76,7 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     for part in (*spec.parts.values(), *spec.callbacks):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
+    _check_ledger_folder(spec, training)
     builders = {part.field: builder_of(part) for part in spec.callbacks if part.entry is None} if training else {}
     fields = checkpoint_fields(spec, builders)
     copies = None
@@ -82,6 +84,29 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
         copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
     checked = {name: check_checkpoint_field(spec, name, value, training, copies) for name, value in fields.items()}
     return Checked(plan, checked, copies)
+
+
+def _check_ledger_folder(spec: RunSpec, training: bool) -> None:
+    """One callback writes a ledger, to a local folder: SampleLedger's own refusals, before any run.
+
+    Registered parts are known by name; a ``target`` part is imported (``train`` only) to see if it builds one.
+    """
+    parts = [part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder]
+    if training:
+        from composer_sampling.callbacks.sample_ledger import SampleLedger
+
+        targets = [part for part in spec.callbacks if part.entry is None]
+        parts += [part for part in targets if isinstance(built := builder_of(part), type)
+                  and issubclass(built, SampleLedger)]
+    if len(parts) > 1:
+        raise RecipeError(f'{" and ".join(part.field for part in parts)} each record a ledger; a run records one '
+                          '(SampleLedger refuses a second on one Trainer): keep one')
+    if not parts:
+        return
+    part = parts[0]
+    folder = part.arguments.get('folder') or spec.ledger_folder or f'{spec.recipe.save_folder}/ledger'
+    if isinstance(folder, str) and uri_scheme(folder) is not None:
+        raise RecipeError(f'{part.field}: ' + remote_ledger_folder(folder, f'give {part.field} a local folder'))
 
 
 #: The recipe field of each quantity of the batch math.

@@ -2,7 +2,7 @@
 
     composer-sampling train RECIPE [field=value ...]   (several ranks: composer -n N -m composer_sampling.train RECIPE)
     composer-sampling plan RECIPE [--world-size N] [--epochs E] [--proof P] [field=value ...]
-    composer-sampling audit FOLDER [--plot coverage.png]
+    composer-sampling audit FOLDER [--lineage ID] [--plot coverage.png]   (a local folder; a URI is refused)
     composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
 
 Exit status: 0 when every guarantee holds, 1 when one fails (the message names
@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument('overrides', nargs='*', help='field=value overrides, as for train')
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
     audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger')
+    audit.add_argument('--lineage', metavar='ID', help='count this lineage (an id or its prefix) instead of the '
+                                                        "final checkpoint's")
     audit.add_argument('--plot', metavar='PNG', help='also draw coverage by rank and epoch (needs matplotlib)')
     recipes = commands.add_parser('recipes', help='list the example recipes shipped with the package, or copy one')
     recipes.add_argument('name', nargs='?', help='a recipe to copy, e.g. digits (or digits.yaml)')
@@ -147,6 +149,11 @@ def _plan(args: argparse.Namespace) -> int:
 def _print_audit(report: AuditReport) -> None:
     print(tabulate(report.attempts, headers='keys', tablefmt='github'))
     print(f'\nlineage counted: {" -> ".join(report.lineage)}')
+    print(f'lineage {report.lineage_id}: {report.chosen}')
+    for other in report.other_lineages:
+        print(f'other lineage {other["lineage"]} (run {other["run_name"]}, {other["attempts"]} attempt'
+              f'{"s" * (other["attempts"] != 1)}, to batch {other["last_batch"]}, {other["samples"]} samples of a '
+              f'dataset of {other["dataset_len"]}): not counted; audit it with --lineage {other["lineage"]}')
     if report.tie:
         print(f'tie: {report.tie}')
     for branch in report.abandoned:
@@ -155,6 +162,8 @@ def _print_audit(report: AuditReport) -> None:
     if report.superseded:
         print(f'{report.superseded} samples trained after the checkpoint a resume started from were superseded '
               '(lost with a crash or left behind by the resume, which trained those batches again)')
+    for skipped in report.skipped:
+        print(f'skipped: {skipped}')
     for torn in report.torn:
         print(f'torn record: {torn}; the records before it are counted')
     table = [(e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.status) for e in report.epochs]
@@ -191,7 +200,7 @@ def _plot(report: AuditReport, path: str) -> None:
 def _audit(args: argparse.Namespace) -> int:
     from composer_sampling.audit import audit_folder
 
-    report = audit_folder(Path(args.folder))
+    report = audit_folder(args.folder, args.lineage)  # a str: a URI's '//' must reach the check
     _print_audit(report)
     if args.plot:
         _plot(report, args.plot)
