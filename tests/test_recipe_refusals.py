@@ -13,11 +13,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.schema import RecipeError, load_recipe
+from composer_sampling.train import main as train_main
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
@@ -324,3 +329,104 @@ def test_copying_a_recipe_never_writes_through_a_link_or_outside_the_folder(tmp_
     assert 'is a folder; --force replaces a file only' in capsys.readouterr().err
     assert main(['recipes', 'digits', '--to', '/proc']) == 2
     assert 'error: --to /proc: ' in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The three commands that read a recipe refuse a bad one alike: plan, train and python -m composer_sampling.train
+
+ENTRY_POINTS: dict[str, Callable[[list[str]], int]] = {
+    'plan': lambda args: main(['plan', *args]),
+    'train': lambda args: main(['train', *args]),
+    'python -m composer_sampling.train': train_main,
+}
+
+
+def _refusal(entry: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``args`` through ``entry``; the one-line message of its exit 2 (no traceback)."""
+    assert ENTRY_POINTS[entry](args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and len(err.strip().splitlines()) == 1 and 'Traceback' not in err, err
+    return err.strip().removeprefix('error: ')
+
+
+@pytest.mark.parametrize(('text', 'problem'), [
+    ('seed: 3\nmax_duration: [1ep\n',
+     "line 3, column 1: did not find expected ',' or ']' (while parsing a flow sequence at line 2, column 15)"),
+    ('seed: 3\n\tmax_duration: 1ep\n',
+     'line 2, column 1: found a tab character that violates indentation (while scanning a plain scalar at line 1, '
+     'column 7)'),
+    ('seed: 3\nmax_duration: 1ep: 2\n', 'line 2, column 18: mapping values are not allowed in this context'),
+])
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_a_yaml_syntax_error_is_named_with_its_line_column_and_reason(
+        entry: str, text: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / 'recipe.yaml'
+    path.write_text(text)
+    assert _refusal(entry, [str(path)], capsys) == f'cannot read the recipe {path}: {problem}'
+
+
+SCALAR_FIELDS = ['seed', 'max_duration', 'global_train_batch_size', 'run_name', 'save_interval', 'dist_timeout']
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from([*SCALAR_FIELDS, 'train_loader.num_workers', 'optimizer.lr']),
+       before=st.lists(st.sampled_from(SCALAR_FIELDS), max_size=4, unique=True), between=st.integers(0, 3))
+def test_a_duplicate_key_is_named_with_the_key_and_both_places(tmp_path: Path, key: str, before: list[str],
+                                                                between: int) -> None:
+    section, _, name = key.rpartition('.')
+    indent = '  ' if section else ''
+    filler = [f'{field}: null' if field == 'run_name' else f'# {field}' for field in before if field != name]
+    lines = [*filler, *([f'{section}:'] if section else []), f'{indent}{name}: 1',
+             *[f'{indent}# comment {k}' for k in range(between)], f'{indent}{name}: 2']
+    path = tmp_path / 'duplicate.yaml'
+    path.write_text('\n'.join(lines) + '\n')
+    first = len(filler) + 1 + bool(section)  # 1-based line of the first occurrence
+    top = next(k for k, line in enumerate(lines) if not line.startswith('#')) + 1  # where a mapping starts
+    mapping = f'line {len(filler) + 2}, column 3' if section else f'line {top}, column 1'
+    with pytest.raises(RecipeError) as refused:
+        load_recipe(path)
+    assert str(refused.value) == (f'cannot read the recipe {path}: line {first + between + 1}, column '
+                                  f"{len(indent) + 1}: duplicate key {name!r} in the mapping at {mapping}; write "
+                                  'each key once')
+
+
+def test_a_duplicate_key_in_an_override_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    for entry in ENTRY_POINTS:
+        assert _refusal(entry, [DIGITS, 'optimizer={name: adamw, lr: 0.1, lr: 0.2}'], capsys) == (
+            "override 'optimizer={name: adamw, lr: 0.1, lr: 0.2}' cannot be read: duplicate key 'lr' in the mapping; "
+            'write each key once')
+
+
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_a_folder_given_as_the_recipe_is_named_as_a_folder(entry: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert _refusal(entry, [str(tmp_path)], capsys) == (
+        f'the recipe {tmp_path} is a folder, not a YAML file; give the path of a recipe file')
+    (tmp_path / 'mine.yaml').write_text('seed: 3\n')
+    assert _refusal(entry, [str(tmp_path), 'seed=4'], capsys) == (
+        f'the recipe {tmp_path} is a folder, not a YAML file (it holds mine.yaml); give the path of a recipe file')
+
+
+@pytest.mark.parametrize('where', ['before the recipe', 'after the recipe', 'between overrides', 'after overrides'])
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_verbose_is_taken_anywhere_by_every_command(entry: str, where: str, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv('COMPOSER_SAMPLING_VERBOSE', '0')  # restored after the test: --verbose sets it
+    overrides = ['max_duration=1ba', 'train_loader.dataset={target: "user_parts:failing", kwargs: {size: 10}}']
+    at = {'before the recipe': 0, 'after the recipe': 1, 'between overrides': 2, 'after overrides': 3}[where]
+    args = [DIGITS, *overrides]
+    args.insert(at, '--verbose')
+    assert ENTRY_POINTS[entry](args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: train_loader.dataset: user_parts:failing raised ValueError: no sample 10 in this '
+                          'folder\nTraceback (most recent call last)'), err
+
+
+@pytest.mark.parametrize('flag', ['--help', '-h'])
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_help_is_taken_by_every_command(entry: str, flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for args in ([flag], [DIGITS, flag], [DIGITS, 'seed=3', flag]):
+        with pytest.raises(SystemExit) as exited:
+            ENTRY_POINTS[entry](args)
+        out = capsys.readouterr().out
+        assert exited.value.code == 0 and 'recipe' in out and '[overrides ...]' in out and '--verbose' in out, out

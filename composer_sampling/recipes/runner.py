@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import warnings
@@ -35,8 +36,9 @@ NO_SAMPLER_SYNC = (
     'at its position, and nothing checks that the ranks share one seed and split the data; add '
     'callbacks.sampler_sync={} unless this is what you want'
 )
-USAGE = ('usage: composer-sampling train RECIPE.yaml [field=value ...]   '
-         '(several ranks: composer -n N -m composer_sampling.train RECIPE.yaml ...)')
+#: What ``train --help`` says besides the arguments, in both commands that train.
+TRAIN_HELP = 'Train a recipe in this process (one rank of the launcher, or alone).'
+TRAIN_EPILOG = 'several ranks: composer -n N -m composer_sampling.train RECIPE.yaml [field=value ...]'
 
 
 @dataclass
@@ -105,19 +107,48 @@ def held_out_metrics(trainer: Trainer) -> dict[str, float]:
     return values
 
 
+def recipe_arguments(parser: argparse.ArgumentParser, verbose_default: Any = False) -> argparse.ArgumentParser:
+    """Add what ``train`` and ``plan`` take alike: the recipe, its ``field=value`` overrides and ``--verbose``.
+
+    ``verbose_default=argparse.SUPPRESS`` leaves a ``--verbose`` given before the command in force.
+
+    Example:
+        >>> parser = recipe_arguments(argparse.ArgumentParser())
+        >>> vars(parse_recipe_arguments(parser, ['digits.yaml', 'seed=3', '--verbose', 'max_duration=1ep']))
+        {'recipe': 'digits.yaml', 'overrides': ['seed=3', 'max_duration=1ep'], 'verbose': True}
+    """
+    parser.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
+    parser.add_argument('overrides', nargs='*', default=None, help='field=value overrides')
+    parser.add_argument('--verbose', action='store_true', default=verbose_default,
+                        help='show the traceback of a part of yours that failed')
+    return parser
+
+
+def parse_recipe_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; overrides may come before and after the options (argparse takes one run of them).
+
+    A command without overrides (``audit``, ``recipes`` of the ``composer-sampling`` parser) takes no extra word.
+    """
+    args, extra = parser.parse_known_args(argv)
+    unknown = [item for item in extra if item.startswith('-') or not hasattr(args, 'overrides')]
+    if unknown:
+        parser.error(f'unrecognized arguments: {" ".join(unknown)}')
+    if hasattr(args, 'overrides'):
+        args.overrides = [*(args.overrides or ()), *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry: exit 0 after training, 2 for a bad recipe (before any training)."""
-    args = sys.argv[1:] if argv is None else argv
-    if '--verbose' in args:
-        args = [arg for arg in args if arg != '--verbose']
+    parser = argparse.ArgumentParser(prog='python -m composer_sampling.train', description=TRAIN_HELP,
+                                     epilog=TRAIN_EPILOG)
+    args = parse_recipe_arguments(recipe_arguments(parser), argv)
+    if args.verbose:
         os.environ['COMPOSER_SAMPLING_VERBOSE'] = '1'
-    if not args or args[0] in ('-h', '--help'):
-        print(USAGE)
-        return 0 if args else 2
     # Composer warns whenever a last, partial batch is smaller than the microbatch: expected here.
     warnings.filterwarnings('ignore', message='Cannot split tensor of length')
     try:
-        train(load_recipe(args[0], args[1:]))
+        train(load_recipe(args.recipe, args.overrides))
     except RecipeError as error:
         if int(os.environ.get('LOCAL_RANK', '0')) == 0:  # as composer.utils.dist reads it, without importing Composer
             print(f'error: {error}', file=sys.stderr, flush=True)
