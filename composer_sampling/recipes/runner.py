@@ -14,10 +14,12 @@ Example:
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from composer_sampling.recipes.errors import RecipeError
@@ -27,8 +29,10 @@ if TYPE_CHECKING:
     from composer import Trainer
 
     from composer_sampling.recipes.build_training import Run
+    from composer_sampling.recipes.resolve import RunSpec
 
-__all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'train']
+__all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'parse_recipe_arguments', 'recipe_arguments',
+           'set_aside_interrupted_saves', 'train']
 
 NO_SAMPLER_SYNC = (
     'training without callbacks.sampler_sync: a sampler Composer does not reach (any but a DistributedSampler set '
@@ -83,6 +87,8 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
+    if dist.get_global_rank() == 0:  # the only rank that writes a single-file checkpoint
+        set_aside_interrupted_saves(run.spec)
     _print_rank_zero(summarize(run.train_loader, batch_sizes=run.plan, data_seed=run.data_seed,
                                seed_source=run.seed_source))
     try:
@@ -95,6 +101,32 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     _print_rank_zero(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}')
     trainer.close()
     return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
+
+
+def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
+    """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
+
+    Only when the run resumes from the save folder's latest checkpoint
+    (:func:`~composer_sampling.recipes.checks.interrupted_saves`): the files are checkpoints
+    later than it, which Composer would refuse to start over. They are moved, never
+    deleted; the folder they went to is returned (``None``: nothing to move).
+    """
+    from composer_sampling.recipes.checks import interrupted_saves
+
+    later = interrupted_saves(spec)
+    if later is None:
+        return None
+    folder = later.link.parent
+    target = next(folder / f'interrupted-{k}' for k in itertools.count(1) if not (folder / f'interrupted-{k}').exists())
+    target.mkdir()
+    moved = []
+    for path in later.files:
+        moved.append(f'{path.name} ({path.stat().st_size} bytes)')
+        os.replace(path, target / path.name)  # a rename within the folder: the bytes are never copied
+    print(f'save_folder {folder}: moved {", ".join(moved)} to {target}: written after {later.resumed.name}, the '
+          'latest checkpoint, which this run resumes, by a run that stopped while saving; Composer would refuse to '
+          'write over them', flush=True)
+    return target
 
 
 def held_out_metrics(trainer: Trainer) -> dict[str, float]:
