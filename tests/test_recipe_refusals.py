@@ -11,6 +11,7 @@ the save folders looked at, which ``plan`` does not do: ``plan`` accepts them.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -284,6 +285,59 @@ def test_folders_are_checked_before_the_summary(tmp_path: Path, checkpoint: Path
         assert code == 2 and message in err and 'run summary' not in err, err
     assert main(['train', DIGITS, 'max_duration=2ba', f'save_folder={checkpoint.parent}',
                  'save_overwrite=true']) == 0
+
+
+def test_a_save_folder_template_is_checked_as_composer_fills_it(tmp_path: Path, checkpoint: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv('COMPOSER_RUN_NAME', raising=False)
+    monkeypatch.delenv('RUN_NAME', raising=False)
+    afile = tmp_path / 'a-file'
+    afile.write_text('')
+    (tmp_path / 'rank0').write_text('')
+    earlier = checkpoint.parent
+    cases = [  # the run named by the recipe, by the environment, or not yet (Composer names it at fit start)
+        ([f'save_folder={afile}/{{run_name}}', 'run_name=mine'],
+         f"save_folder '{afile}/{{run_name}}' ({afile}/mine for this run) cannot be created: {afile} is not a folder"),
+        ([f'save_folder={afile}/runs/{{run_name}}'], f"save_folder '{afile}/runs/{{run_name}}' cannot be created: "
+                                                      f'{afile} is not a folder'),
+        ([f'save_folder={tmp_path}/rank{{rank}}'], f"save_folder '{tmp_path}/rank{{rank}}' ({tmp_path}/rank0 for this "
+                                                    'run) is a file, not a folder'),
+        ([f'save_folder={earlier.parent}/{{run_name}}', f'run_name={earlier.name}'],
+         f"save_folder '{earlier.parent}/{{run_name}}' ({earlier} for this run) holds the checkpoints of an earlier "
+         'run (ep0-'),
+        ([f'save_folder={tmp_path}/{{run_name}}', 'run_name=x', f'callbacks.sample_ledger.folder={afile}/{{rank}}'],
+         f"the ledger folder '{afile}/{{rank}}' ({afile}/0 for this run) cannot be created: {afile} is not a folder"),
+        ([f'save_folder={tmp_path}/{{run_name', 'run_name=x'],
+         f"save_folder '{tmp_path}/{{run_name' cannot be filled as Composer fills it (expected '}}' before end of "
+         'string); its placeholders may be {run_name}, {rank}, {local_rank}, {node_rank}, {world_size}, '
+         '{local_world_size}'),
+    ]
+    for overrides, message in cases:
+        code, err = _run('train', overrides, capsys)
+        assert code == 2 and message in err and 'run summary' not in err, err
+    monkeypatch.setenv('COMPOSER_RUN_NAME', earlier.name)
+    code, err = _run('train', [f'save_folder={earlier.parent}/{{run_name}}'], capsys)
+    assert code == 2 and f'({earlier} for this run) holds the checkpoints of an earlier run' in err, err
+
+
+def test_a_resume_from_an_earlier_checkpoint_into_a_folder_with_later_ones_is_refused(
+        tmp_path: Path, checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not the folder's latest: the later checkpoints are another lineage's, and this run would write them again."""
+    later = [tmp_path / 'ep0-ba4-rank0.pt', tmp_path / 'ep0-ba5-rank0.pt']
+    for path in (tmp_path / checkpoint.name, *later):
+        shutil.copyfile(checkpoint, path)
+    (tmp_path / 'latest-rank0.pt').symlink_to('ep0-ba5-rank0.pt')
+    overrides = ['train_loader.dataset={name: synthetic, size: 400}', 'max_duration=6ba', 'save_interval=1ba',
+                 f'save_folder={tmp_path}', f'load_path={tmp_path}/{checkpoint.name}']
+    code, err = _run('train', overrides, capsys)
+    assert (code, err.strip()) == (2, (
+        f'error: save_folder {tmp_path} holds ep0-ba4-rank0.pt, ep0-ba5-rank0.pt, checkpoints later than the one '
+        'load_path resumes (ep0-ba3-rank0.pt), which this run would write again; Composer refuses to write over '
+        f'them. Resume from the folder\'s latest (load_path={tmp_path}/latest-rank0.pt), or choose another '
+        'save_folder for this run, or set save_overwrite: true to replace them'))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ['ep0-ba3-rank0.pt', *[p.name for p in later],
+                                                                 'latest-rank0.pt'], 'nothing moved'
 
 
 def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -242,7 +242,7 @@ def check_folders(spec: RunSpec) -> None:
         if template is None or uri_scheme(template) is not None:
             continue
         folder = rank_zero_folder(field, template, run_name)
-        shown = folder if folder == template else f'{template!r} ({folder} for this run)'
+        shown = _shown(template, folder)
         known, unknown, _ = folder.partition('{run_name}')  # the run is named when Composer starts
         path = Path(known) if not unknown or known.endswith('/') else Path(known).parent
         if not unknown and path.exists() and not path.is_dir():
@@ -255,7 +255,7 @@ def check_folders(spec: RunSpec) -> None:
     if save is None or recipe.save_overwrite or uri_scheme(save) is not None:
         return
     folder = rank_zero_folder('save_folder', save, run_name)
-    shown = folder if folder == save else f'{save!r} ({folder} for this run)'
+    shown = _shown(save, folder)
     if '{run_name}' in folder or not Path(folder).is_dir():
         return
     if recipe.load_path is None:
@@ -334,6 +334,13 @@ def _checkpoint_pattern() -> re.Pattern[str]:
     """Composer's pattern for rank 0's checkpoint names (``ensure_folder_has_no_conflicting_files``)."""
     pattern = f'^{CHECKPOINT_NAME}$'.replace('{epoch}', '(?P<epoch>\\d+)').replace('{batch}', '(?P<batch>\\d+)')
     return re.compile(pattern.replace('{rank}', '0'))
+
+
+def _shown(template: str, folder: str) -> str:
+    """A folder in a message: the template as written, and what it is for this run if that differs."""
+    if '{' not in template:
+        return folder
+    return f'{template!r}' + (f' ({folder} for this run)' if folder != template else '')
 
 
 def _names(names: list[str]) -> str:
