@@ -21,7 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from composer_sampling.recipes.checks import check_folders
 from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.resolve import resolve
+from composer_sampling.recipes.runner import set_aside_interrupted_saves
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main as train_main
 
@@ -338,6 +341,26 @@ def test_a_resume_from_an_earlier_checkpoint_into_a_folder_with_later_ones_is_re
         'save_folder for this run, or set save_overwrite: true to replace them'))
     assert sorted(path.name for path in tmp_path.iterdir()) == ['ep0-ba3-rank0.pt', *[p.name for p in later],
                                                                  'latest-rank0.pt'], 'nothing moved'
+
+
+def test_what_a_full_disk_left_after_the_latest_checkpoint_is_moved_aside_never_deleted(
+        tmp_path: Path, checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torch.save cut short by ENOSPC leaves a truncated file; Composer links the latest only after a whole one."""
+    shutil.copyfile(checkpoint, tmp_path / checkpoint.name)
+    (tmp_path / 'latest-rank0.pt').symlink_to(checkpoint.name)
+    whole = checkpoint.read_bytes()
+    spec = resolve(load_recipe(DIGITS, ['train_loader.dataset={name: synthetic, size: 400}', 'save_interval=1ba',
+                                        f'save_folder={tmp_path}', f'load_path={tmp_path}/latest-rank{{rank}}.pt']))
+    for attempt in (1, 2):  # the same crash twice: each resume sets its leftovers aside in a folder of its own
+        (tmp_path / 'ep0-ba4-rank0.pt').write_bytes(whole[:len(whole) // 2])
+        check_folders(spec)  # the latest is resumed: no refusal
+        assert set_aside_interrupted_saves(spec) == tmp_path / f'interrupted-{attempt}'
+        assert (tmp_path / f'interrupted-{attempt}' / 'ep0-ba4-rank0.pt').read_bytes() == whole[:len(whole) // 2]
+        assert f'moved ep0-ba4-rank0.pt ({len(whole) // 2} bytes) to {tmp_path}/interrupted-{attempt}' in \
+            capsys.readouterr().out
+    assert sorted(path.name for path in tmp_path.iterdir()) == [checkpoint.name, 'interrupted-1', 'interrupted-2',
+                                                                 'latest-rank0.pt']
+    assert set_aside_interrupted_saves(spec) is None, 'nothing left to move'
 
 
 def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
