@@ -16,7 +16,7 @@ from composer_sampling.recipes.registry import REGISTRIES
 RUNNER = Path(__file__).resolve().parent.parent / 'composer_sampling' / 'recipes'
 #: Each runner module and its floor: it may import runner modules of lower floors only.
 FLOORS = {
-    'errors': 0, 'durations': 1, 'schema': 2, 'registry': 3, 'resolve': 4, 'checks': 5, 'build_data': 6,
+    'errors': 0, 'durations': 1, 'schema': 2, 'registry': 3, 'resolve': 4, 'folders': 4, 'checks': 5, 'build_data': 6,
     'models': 6, 'build_training': 7, 'dry_run': 8, 'runner': 8, 'cli': 9,
 }
 MAX_LINES = 400

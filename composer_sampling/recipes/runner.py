@@ -107,13 +107,13 @@ def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
     """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
 
     Only when the run resumes from the save folder's latest checkpoint
-    (:func:`~composer_sampling.recipes.checks.interrupted_saves`): the files are checkpoints
+    (:func:`~composer_sampling.recipes.folders.interrupted_saves`): the files are checkpoints
     later than it, which Composer would refuse to start over. They are moved, never
     deleted; the folder they went to is returned (``None``: nothing to move).
     """
-    from composer_sampling.recipes.checks import interrupted_saves
+    from composer_sampling.recipes.folders import interrupted_saves
 
-    later = interrupted_saves(spec)
+    later = interrupted_saves(spec.recipe)
     if later is None:
         return None
     folder = later.link.parent
