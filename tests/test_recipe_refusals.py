@@ -11,6 +11,7 @@ the save folders looked at, which ``plan`` does not do: ``plan`` accepts them.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,11 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from composer.utils import format_name_with_dist
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from composer_sampling.recipes.checks import check_folders
 from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.folders import rank_zero_folder
 from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.runner import set_aside_interrupted_saves
 from composer_sampling.recipes.schema import RecipeError, load_recipe
@@ -324,6 +327,28 @@ def test_a_save_folder_template_is_checked_as_composer_fills_it(tmp_path: Path, 
     assert code == 2 and f'({earlier} for this run) holds the checkpoints of an earlier run' in err, err
 
 
+PLACEHOLDERS = st.sampled_from(['{run_name}', '{rank}', '{local_rank}', '{node_rank}', '{world_size}',
+                                 '{local_world_size}', '{rank:>3}', '{run_name!r}', '{{rank}}', '{other}'])
+
+
+@settings(max_examples=60, deadline=None)
+@given(pieces=st.lists(st.one_of(PLACEHOLDERS, st.text('ab/_-.', max_size=4)), max_size=6),
+       run_name=st.text('ab{}_-', min_size=1, max_size=6))
+def test_a_save_folder_is_filled_as_composers_format_name_with_dist_fills_it_on_rank_0(pieces: list[str],
+                                                                                       run_name: str) -> None:
+    template = ''.join(pieces)
+    try:
+        expected: str | None = format_name_with_dist(template, run_name)  # this process is rank 0 of 1
+    except (ValueError, AttributeError, TypeError, IndexError):
+        expected = None
+    if expected is None:
+        with pytest.raises(RecipeError, match=re.escape(f'save_folder {template!r} cannot be filled as Composer '
+                                                        'fills it')):
+            rank_zero_folder('save_folder', template, run_name)
+    else:
+        assert rank_zero_folder('save_folder', template, run_name) == expected
+
+
 def test_a_resume_from_an_earlier_checkpoint_into_a_folder_with_later_ones_is_refused(
         tmp_path: Path, checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Not the folder's latest: the later checkpoints are another lineage's, and this run would write them again."""
@@ -337,7 +362,7 @@ def test_a_resume_from_an_earlier_checkpoint_into_a_folder_with_later_ones_is_re
     assert (code, err.strip()) == (2, (
         f'error: save_folder {tmp_path} holds ep0-ba4-rank0.pt, ep0-ba5-rank0.pt, checkpoints later than the one '
         'load_path resumes (ep0-ba3-rank0.pt), which this run would write again; Composer refuses to write over '
-        f'them. Resume from the folder\'s latest (load_path={tmp_path}/latest-rank0.pt), or choose another '
+        f'them. Resume from the folder\'s latest (load_path={tmp_path}/latest-rank0.pt), choose another '
         'save_folder for this run, or set save_overwrite: true to replace them'))
     assert sorted(path.name for path in tmp_path.iterdir()) == ['ep0-ba3-rank0.pt', *[p.name for p in later],
                                                                  'latest-rank0.pt'], 'nothing moved'

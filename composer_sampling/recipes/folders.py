@@ -103,11 +103,13 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None) -> None:
         return
     later = _later_checkpoints(recipe, Path(folder))
     if later is not None and not later.latest and later.files:
-        resume = f'resume from the folder\'s latest (load_path={later.link}), ' if later.link.is_symlink() else ''
+        ways = ['choose another save_folder for this run', 'set save_overwrite: true to replace them']
+        if later.link.is_symlink():
+            ways.insert(0, f"resume from the folder's latest (load_path={later.link})")
         raise RecipeError(f'save_folder {shown} holds {_names([path.name for path in later.files])}, checkpoints '
                           f'later than the one load_path resumes ({later.resumed.name}), which this run would write '
-                          f'again; Composer refuses to write over them. {resume.capitalize()}{"or " * bool(resume)}'
-                          'choose another save_folder for this run, or set save_overwrite: true to replace them')
+                          f'again; Composer refuses to write over them. {ways[0][0].upper()}{ways[0][1:]}, '
+                          f'{", ".join(ways[1:-1]) + ", " if len(ways) > 2 else ""}or {ways[-1]}')
 
 
 @dataclass(frozen=True)
@@ -156,13 +158,13 @@ def _later_checkpoints(recipe: Recipe, folder: Path) -> LaterCheckpoints | None:
         return None
     epoch, batch = int(found['epoch']), int(found['batch'])
     later = []
-    for path in sorted(folder.iterdir()):
+    for path in folder.iterdir():
         match = pattern.match(path.name)
         if match is not None and (int(match['epoch']) > epoch or int(match['batch']) > batch):
-            later.append(path)
+            later.append((int(match['epoch']), int(match['batch']), path))
     link = folder / LATEST_NAME.format(rank=0)
     latest = link.is_symlink() and link.resolve() == resumed.resolve()
-    return LaterCheckpoints(resumed.resolve(), link, latest, later)
+    return LaterCheckpoints(resumed.resolve(), link, latest, [path for *_, path in sorted(later)])
 
 
 def _checkpoint_pattern() -> re.Pattern[str]:
