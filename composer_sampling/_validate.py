@@ -13,6 +13,7 @@ from composer_sampling.permutation import MAX_DATASET_LEN
 
 __all__ = [
     'MAX_EPOCH',
+    'MAX_REPLICAS',
     'dataset_length',
     'first_outside',
     'is_integer',
@@ -26,6 +27,8 @@ __all__ = [
 #: The largest epoch a sampler takes (as ``PerSampleRNG``): the order mixes the epoch in as 64 bits, so a larger
 #: one would silently repeat an earlier epoch's order.
 MAX_EPOCH = 2**63 - 1
+#: The most ranks a sampler takes: global positions (below dataset length + ranks) stay within int64.
+MAX_REPLICAS = 2**62
 
 
 def is_integer(value: Any) -> TypeGuard[int]:
@@ -125,16 +128,22 @@ def dataset_length(dataset: Any) -> int:
 def resolve_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     """Fill ``num_replicas``/``rank`` from ``composer.utils.dist`` and check them as torch does.
 
+    ``num_replicas`` must be in ``[1, 2**62]`` (:data:`MAX_REPLICAS`).
+
     Example:
         >>> resolve_replicas(4, 3)
         (4, 3)
+        >>> resolve_replicas(2**63, 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: num_replicas must be in the interval [1, 4611686018427387904], got 9223372036854775808
     """
     if num_replicas is None or rank is None:
         from composer.utils import dist
 
         num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
         rank = dist.get_global_rank() if rank is None else rank
-    num_replicas = valid_int('num_replicas', num_replicas, minimum=1)
+    num_replicas = valid_int('num_replicas', num_replicas, 1, MAX_REPLICAS)
     rank = _as_int('rank', rank)
     if not 0 <= rank < num_replicas:
         raise ValueError(f'Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]')

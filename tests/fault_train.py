@@ -5,7 +5,10 @@
 Every rank appends to ``LEDGER_DIR/trained-{run}-rank{r}.jsonl`` one line per trained
 batch ({"epoch", "batch", "indices"}) and to ``reads-{run}-rank{r}.jsonl`` one line per
 dataset read. ``KILL_RANK`` -1 kills nobody; otherwise that rank sends itself SIGKILL
-at the end of batch ``KILL_AT_BATCH`` (a global batch count).
+at the end of batch ``KILL_AT_BATCH`` (a global batch count), or, for ``KILL_AT_BATCH``
+written ``N-save``, while the checkpoint of batch ``N`` is written: after Composer's
+file is opened and before a byte of it is, as a crash mid-save leaves it (one process,
+``save_interval`` in batches).
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ class LoggedReads(Dataset):
 
 
 class TrainedLedger(Callback):
-    def __init__(self, path: Path, kill_rank: int, kill_at_batch: int) -> None:
+    def __init__(self, path: Path, kill_rank: int, kill_at: str, save_folder: str | None) -> None:
         self.log = path.open('a', buffering=1)
-        self.kill_rank, self.kill_at_batch = kill_rank, kill_at_batch
+        self.kill_rank, self.kill_in_save = kill_rank, kill_at.endswith('-save')
+        self.kill_at_batch, self.save_folder = int(kill_at.removesuffix('-save')), save_folder
 
     def batch_end(self, state: State, logger: Logger) -> None:
         record = {'epoch': int(state.timestamp.epoch), 'batch': int(state.timestamp.batch),
@@ -53,8 +57,18 @@ class TrainedLedger(Callback):
         self.log.write(json.dumps(record) + '\n')
         self.log.flush()
         os.fsync(self.log.fileno())
-        if dist.get_global_rank() == self.kill_rank and int(state.timestamp.batch) == self.kill_at_batch:
+        if self._killing(state) and not self.kill_in_save:
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def batch_checkpoint(self, state: State, logger: Logger) -> None:
+        """Runs before Composer's CheckpointSaver (the Trainer appends it after the run's callbacks)."""
+        if self._killing(state) and self.kill_in_save and self.save_folder is not None:
+            name = f'ep{int(state.timestamp.epoch)}-ba{int(state.timestamp.batch)}-rank0.pt'
+            with open(Path(self.save_folder) / name, 'wb'):  # Composer's open(filename, 'wb'), then torch.save
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def _killing(self, state: State) -> bool:
+        return dist.get_global_rank() == self.kill_rank and int(state.timestamp.batch) == self.kill_at_batch
 
 
 def main() -> None:
@@ -66,8 +80,8 @@ def main() -> None:
     logged = LoggedReads(run.train_dataset, Path(ledger_dir) / f'reads-{tag}.jsonl')
     logged_loader = DataLoader(logged, batch_size=loader.batch_size, sampler=loader.sampler)
     run = dataclasses.replace(run, train_loader=logged_loader)
-    train(recipe, run=run, callbacks=[TrainedLedger(Path(ledger_dir) / f'trained-{tag}.jsonl', int(kill_rank),
-                                                    int(kill_at))])
+    trained = TrainedLedger(Path(ledger_dir) / f'trained-{tag}.jsonl', int(kill_rank), kill_at, recipe.save_folder)
+    train(recipe, run=run, callbacks=[trained])
 
 
 if __name__ == '__main__':

@@ -9,19 +9,29 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from test_launcher import launch
+from composer_sampling.recipes.cli import main as cli_main
+from composer_sampling.recipes.schema import load_recipe
+from composer_sampling.train import main as train_main
+from composer_sampling.train import train
+
+from test_launcher import ROOT, launch
 
 COMPOSER_SAMPLING = str(Path(sys.executable).parent / 'composer-sampling')
 
 pytestmark = pytest.mark.launcher
+
+DIGITS = 'yamls/digits.yaml'
 
 DIGITS_TRAIN = 1438  # digits.yaml's train split
 KILL_AT = 30  # global batches: 23 per epoch at global batch 64, so epoch 1, 7 batches in
@@ -80,3 +90,39 @@ def test_sigkill_then_resume_on_two_ranks_and_on_one(tmp_path: Path) -> None:
         assert rows == [(str(epoch), str(DIGITS_TRAIN), str(DIGITS_TRAIN), '0', '0', 'ok') for epoch in (0, 1)]
         lost = sum(len(r['indices']) for r in _records(ledger, 'trained', 'first') if r['batch'] > latest)
         assert f'{lost} samples trained after the checkpoint' in audit.stdout or lost == 0
+
+
+def test_a_run_killed_while_saving_resumes_from_latest_into_its_own_folder(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGKILL between Composer's open() of ep0-ba2 and its first byte; `train ... load_path=latest` just works.
+
+    The file cut short is moved aside (never deleted), the resumed run ends with the
+    weights and optimizer state of the run that never stopped, and its ledger audits.
+    """
+    common = [DIGITS, 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=4ba', 'save_interval=1ba',
+              'run_name=synthetic', 'callbacks.sample_ledger={}']
+    whole = train(load_recipe(DIGITS, [*common[1:], f'save_folder={tmp_path / "whole"}']))
+    assert whole.trainer.state.timestamp.batch.value == 4
+    folder = tmp_path / 'crashed'
+    killed = subprocess.run([sys.executable, 'tests/fault_train.py', str(tmp_path), '0', '2-save', *common,
+                             f'save_folder={folder}'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    partial = folder / 'ep0-ba2-rank0.pt'
+    assert partial.stat().st_size == 0 and os.readlink(folder / 'latest-rank0.pt') == 'ep0-ba1-rank0.pt'
+    capsys.readouterr()
+
+    assert train_main([*common, f'save_folder={folder}', f'load_path={folder}/latest-rank{{rank}}.pt']) == 0
+    out = capsys.readouterr().out
+    assert (f'save_folder {folder}: moved ep0-ba2-rank0.pt (0 bytes) to {folder / "interrupted-1"}: written after '
+            'ep0-ba1-rank0.pt, the latest checkpoint, which this run resumes') in out
+    assert (folder / 'interrupted-1' / 'ep0-ba2-rank0.pt').stat().st_size == 0, 'kept, not deleted'
+    assert os.readlink(folder / 'latest-rank0.pt') == 'ep0-ba4-rank0.pt'
+    resumed = torch.load(folder / 'ep0-ba4-rank0.pt', weights_only=False)['state']
+    never_stopped = torch.load(tmp_path / 'whole' / 'ep0-ba4-rank0.pt', weights_only=False)['state']
+    torch.testing.assert_close(resumed['model'], never_stopped['model'], rtol=0, atol=0)  # bit for bit
+    optimizer, uninterrupted = resumed['optimizers']['AdamW'], never_stopped['optimizers']['AdamW']
+    torch.testing.assert_close(optimizer['state'], uninterrupted['state'], rtol=0, atol=0)
+    assert optimizer['param_groups'] == uninterrupted['param_groups']
+    assert cli_main(['audit', str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert '64 samples trained after the checkpoint a resume started from were superseded' in out, out

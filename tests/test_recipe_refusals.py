@@ -11,14 +11,26 @@ the save folders looked at, which ``plan`` does not do: ``plan`` accepts them.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from composer.utils import format_name_with_dist
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from composer_sampling.recipes.checks import check_folders
 from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.folders import rank_zero_folder
+from composer_sampling.recipes.resolve import resolve
+from composer_sampling.recipes.runner import set_aside_interrupted_saves
+from composer_sampling.recipes.schema import RecipeError, load_recipe
+from composer_sampling.train import main as train_main
 
 from helpers import DOCS_ALLOW_LIST, write_escapes_package
 
@@ -284,6 +296,101 @@ def test_folders_are_checked_before_the_summary(tmp_path: Path, checkpoint: Path
                  'save_overwrite=true']) == 0
 
 
+def test_a_save_folder_template_is_checked_as_composer_fills_it(tmp_path: Path, checkpoint: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv('COMPOSER_RUN_NAME', raising=False)
+    monkeypatch.delenv('RUN_NAME', raising=False)
+    afile = tmp_path / 'a-file'
+    afile.write_text('')
+    (tmp_path / 'rank0').write_text('')
+    earlier = checkpoint.parent
+    cases = [  # the run named by the recipe, by the environment, or not yet (Composer names it at fit start)
+        ([f'save_folder={afile}/{{run_name}}', 'run_name=mine'],
+         f"save_folder '{afile}/{{run_name}}' ({afile}/mine for this run) cannot be created: {afile} is not a folder"),
+        ([f'save_folder={afile}/runs/{{run_name}}'], f"save_folder '{afile}/runs/{{run_name}}' cannot be created: "
+                                                      f'{afile} is not a folder'),
+        ([f'save_folder={tmp_path}/rank{{rank}}'], f"save_folder '{tmp_path}/rank{{rank}}' ({tmp_path}/rank0 for this "
+                                                    'run) is a file, not a folder'),
+        ([f'save_folder={earlier.parent}/{{run_name}}', f'run_name={earlier.name}'],
+         f"save_folder '{earlier.parent}/{{run_name}}' ({earlier} for this run) holds the checkpoints of an earlier "
+         'run (ep0-'),
+        ([f'save_folder={tmp_path}/{{run_name}}', 'run_name=x', f'callbacks.sample_ledger.folder={afile}/{{rank}}'],
+         f"the ledger folder '{afile}/{{rank}}' ({afile}/0 for this run) cannot be created: {afile} is not a folder"),
+        ([f'save_folder={tmp_path}/{{run_name', 'run_name=x'],
+         f"save_folder '{tmp_path}/{{run_name' cannot be filled as Composer fills it (expected '}}' before end of "
+         'string); its placeholders may be {run_name}, {rank}, {local_rank}, {node_rank}, {world_size}, '
+         '{local_world_size}'),
+    ]
+    for overrides, message in cases:
+        code, err = _run('train', overrides, capsys)
+        assert code == 2 and message in err and 'run summary' not in err, err
+    monkeypatch.setenv('COMPOSER_RUN_NAME', earlier.name)
+    code, err = _run('train', [f'save_folder={earlier.parent}/{{run_name}}'], capsys)
+    assert code == 2 and f'({earlier} for this run) holds the checkpoints of an earlier run' in err, err
+
+
+PLACEHOLDERS = st.sampled_from(['{run_name}', '{rank}', '{local_rank}', '{node_rank}', '{world_size}',
+                                 '{local_world_size}', '{rank:>3}', '{run_name!r}', '{{rank}}', '{other}'])
+
+
+@settings(max_examples=60, deadline=None)
+@given(pieces=st.lists(st.one_of(PLACEHOLDERS, st.text('ab/_-.', max_size=4)), max_size=6),
+       run_name=st.text('ab{}_-', min_size=1, max_size=6))
+def test_a_save_folder_is_filled_as_composers_format_name_with_dist_fills_it_on_rank_0(pieces: list[str],
+                                                                                       run_name: str) -> None:
+    template = ''.join(pieces)
+    try:
+        expected: str | None = format_name_with_dist(template, run_name)  # this process is rank 0 of 1
+    except (ValueError, AttributeError, TypeError, IndexError):
+        expected = None
+    if expected is None:
+        with pytest.raises(RecipeError, match=re.escape(f'save_folder {template!r} cannot be filled as Composer '
+                                                        'fills it')):
+            rank_zero_folder('save_folder', template, run_name)
+    else:
+        assert rank_zero_folder('save_folder', template, run_name) == expected
+
+
+def test_a_resume_from_an_earlier_checkpoint_into_a_folder_with_later_ones_is_refused(
+        tmp_path: Path, checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not the folder's latest: the later checkpoints are another lineage's, and this run would write them again."""
+    later = [tmp_path / 'ep0-ba4-rank0.pt', tmp_path / 'ep0-ba5-rank0.pt']
+    for path in (tmp_path / checkpoint.name, *later):
+        shutil.copyfile(checkpoint, path)
+    (tmp_path / 'latest-rank0.pt').symlink_to('ep0-ba5-rank0.pt')
+    overrides = ['train_loader.dataset={name: synthetic, size: 400}', 'max_duration=6ba', 'save_interval=1ba',
+                 f'save_folder={tmp_path}', f'load_path={tmp_path}/{checkpoint.name}']
+    code, err = _run('train', overrides, capsys)
+    assert (code, err.strip()) == (2, (
+        f'error: save_folder {tmp_path} holds ep0-ba4-rank0.pt, ep0-ba5-rank0.pt, checkpoints later than the one '
+        'load_path resumes (ep0-ba3-rank0.pt), which this run would write again; Composer refuses to write over '
+        f'them. Resume from the folder\'s latest (load_path={tmp_path}/latest-rank0.pt), choose another '
+        'save_folder for this run, or set save_overwrite: true to replace them'))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ['ep0-ba3-rank0.pt', *[p.name for p in later],
+                                                                 'latest-rank0.pt'], 'nothing moved'
+
+
+def test_what_a_full_disk_left_after_the_latest_checkpoint_is_moved_aside_never_deleted(
+        tmp_path: Path, checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torch.save cut short by ENOSPC leaves a truncated file; Composer links the latest only after a whole one."""
+    shutil.copyfile(checkpoint, tmp_path / checkpoint.name)
+    (tmp_path / 'latest-rank0.pt').symlink_to(checkpoint.name)
+    whole = checkpoint.read_bytes()
+    spec = resolve(load_recipe(DIGITS, ['train_loader.dataset={name: synthetic, size: 400}', 'save_interval=1ba',
+                                        f'save_folder={tmp_path}', f'load_path={tmp_path}/latest-rank{{rank}}.pt']))
+    for attempt in (1, 2):  # the same crash twice: each resume sets its leftovers aside in a folder of its own
+        (tmp_path / 'ep0-ba4-rank0.pt').write_bytes(whole[:len(whole) // 2])
+        check_folders(spec)  # the latest is resumed: no refusal
+        assert set_aside_interrupted_saves(spec) == tmp_path / f'interrupted-{attempt}'
+        assert (tmp_path / f'interrupted-{attempt}' / 'ep0-ba4-rank0.pt').read_bytes() == whole[:len(whole) // 2]
+        assert f'moved ep0-ba4-rank0.pt ({len(whole) // 2} bytes) to {tmp_path}/interrupted-{attempt}' in \
+            capsys.readouterr().out
+    assert sorted(path.name for path in tmp_path.iterdir()) == [checkpoint.name, 'interrupted-1', 'interrupted-2',
+                                                                 'latest-rank0.pt']
+    assert set_aside_interrupted_saves(spec) is None, 'nothing left to move'
+
+
 def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     marker = tmp_path / 'RAN'
     overrides = [f'train_loader.dataset={{target: "os:system", kwargs: {{command: "touch {marker}"}}}}']
@@ -414,3 +521,104 @@ def test_a_builder_returning_a_checkpoint_loader_is_refused(evil_checkpoint: tup
     assert code == 2 and err.startswith('error: callbacks.mine: the builder returned a LoadCheckpoint, which unpickles '
                                         'a checkpoint the check never saw'), err
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The three commands that read a recipe refuse a bad one alike: plan, train and python -m composer_sampling.train
+
+ENTRY_POINTS: dict[str, Callable[[list[str]], int]] = {
+    'plan': lambda args: main(['plan', *args]),
+    'train': lambda args: main(['train', *args]),
+    'python -m composer_sampling.train': train_main,
+}
+
+
+def _refusal(entry: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``args`` through ``entry``; the one-line message of its exit 2 (no traceback)."""
+    assert ENTRY_POINTS[entry](args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and len(err.strip().splitlines()) == 1 and 'Traceback' not in err, err
+    return err.strip().removeprefix('error: ')
+
+
+@pytest.mark.parametrize(('text', 'problem'), [
+    ('seed: 3\nmax_duration: [1ep\n',
+     "line 3, column 1: did not find expected ',' or ']' (while parsing a flow sequence at line 2, column 15)"),
+    ('seed: 3\n\tmax_duration: 1ep\n',
+     'line 2, column 1: found a tab character that violates indentation (while scanning a plain scalar at line 1, '
+     'column 7)'),
+    ('seed: 3\nmax_duration: 1ep: 2\n', 'line 2, column 18: mapping values are not allowed in this context'),
+])
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_a_yaml_syntax_error_is_named_with_its_line_column_and_reason(
+        entry: str, text: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / 'recipe.yaml'
+    path.write_text(text)
+    assert _refusal(entry, [str(path)], capsys) == f'cannot read the recipe {path}: {problem}'
+
+
+SCALAR_FIELDS = ['seed', 'max_duration', 'global_train_batch_size', 'run_name', 'save_interval', 'dist_timeout']
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from([*SCALAR_FIELDS, 'train_loader.num_workers', 'optimizer.lr']),
+       before=st.lists(st.sampled_from(SCALAR_FIELDS), max_size=4, unique=True), between=st.integers(0, 3))
+def test_a_duplicate_key_is_named_with_the_key_and_both_places(tmp_path: Path, key: str, before: list[str],
+                                                                between: int) -> None:
+    section, _, name = key.rpartition('.')
+    indent = '  ' if section else ''
+    filler = [f'{field}: null' if field == 'run_name' else f'# {field}' for field in before if field != name]
+    lines = [*filler, *([f'{section}:'] if section else []), f'{indent}{name}: 1',
+             *[f'{indent}# comment {k}' for k in range(between)], f'{indent}{name}: 2']
+    path = tmp_path / 'duplicate.yaml'
+    path.write_text('\n'.join(lines) + '\n')
+    first = len(filler) + 1 + bool(section)  # 1-based line of the first occurrence
+    top = next(k for k, line in enumerate(lines) if not line.startswith('#')) + 1  # where a mapping starts
+    mapping = f'line {len(filler) + 2}, column 3' if section else f'line {top}, column 1'
+    with pytest.raises(RecipeError) as refused:
+        load_recipe(path)
+    assert str(refused.value) == (f'cannot read the recipe {path}: line {first + between + 1}, column '
+                                  f"{len(indent) + 1}: duplicate key {name!r} in the mapping at {mapping}; write "
+                                  'each key once')
+
+
+def test_a_duplicate_key_in_an_override_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    for entry in ENTRY_POINTS:
+        assert _refusal(entry, [DIGITS, 'optimizer={name: adamw, lr: 0.1, lr: 0.2}'], capsys) == (
+            "override 'optimizer={name: adamw, lr: 0.1, lr: 0.2}' cannot be read: duplicate key 'lr' in the mapping; "
+            'write each key once')
+
+
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_a_folder_given_as_the_recipe_is_named_as_a_folder(entry: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert _refusal(entry, [str(tmp_path)], capsys) == (
+        f'the recipe {tmp_path} is a folder, not a YAML file; give the path of a recipe file')
+    (tmp_path / 'mine.yaml').write_text('seed: 3\n')
+    assert _refusal(entry, [str(tmp_path), 'seed=4'], capsys) == (
+        f'the recipe {tmp_path} is a folder, not a YAML file (it holds mine.yaml); give the path of a recipe file')
+
+
+@pytest.mark.parametrize('where', ['before the recipe', 'after the recipe', 'between overrides', 'after overrides'])
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_verbose_is_taken_anywhere_by_every_command(entry: str, where: str, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv('COMPOSER_SAMPLING_VERBOSE', '0')  # restored after the test: --verbose sets it
+    overrides = ['max_duration=1ba', 'train_loader.dataset={target: "user_parts:failing", kwargs: {size: 10}}']
+    at = {'before the recipe': 0, 'after the recipe': 1, 'between overrides': 2, 'after overrides': 3}[where]
+    args = [DIGITS, *overrides]
+    args.insert(at, '--verbose')
+    assert ENTRY_POINTS[entry](args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: train_loader.dataset: user_parts:failing raised ValueError: no sample 10 in this '
+                          'folder\nTraceback (most recent call last)'), err
+
+
+@pytest.mark.parametrize('flag', ['--help', '-h'])
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_help_is_taken_by_every_command(entry: str, flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for args in ([flag], [DIGITS, flag], [DIGITS, 'seed=3', flag]):
+        with pytest.raises(SystemExit) as exited:
+            ENTRY_POINTS[entry](args)
+        out = capsys.readouterr().out
+        assert exited.value.code == 0 and 'recipe' in out and '[overrides ...]' in out and '--verbose' in out, out

@@ -24,7 +24,6 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from pathlib import Path
 from typing import Any
 
 from composer_sampling._checkpoint_check import uri_scheme
@@ -32,6 +31,7 @@ from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
 from composer_sampling.ledger_format import remote_ledger_folder
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.folders import check_save_folders
 from composer_sampling.recipes.registry import ImportTargetError, NotAllowedError, RegistryError, check_arguments
 from composer_sampling.recipes.registry import import_target as _import_target
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
@@ -174,38 +174,8 @@ def _check_builder(part: PartSpec) -> None:
 
 
 def check_folders(spec: RunSpec) -> None:
-    """The save and ledger folders can be written, and a fresh run would not write over an earlier run's checkpoints.
-
-    Nothing is left behind: a folder is made in the nearest existing folder and removed, to see that one can be.
-    """
-    recipe = spec.recipe
-    for field, folder in (('save_folder', recipe.save_folder), ('the ledger folder', spec.ledger_folder)):
-        if folder is None or uri_scheme(folder) is not None or '{' in folder:
-            continue
-        path = Path(folder)
-        if path.exists() and not path.is_dir():
-            raise RecipeError(f'{field} {folder} is a file, not a folder; choose another {field.split()[-1]}')
-        existing = next(parent for parent in (path, *path.parents) if parent.exists())
-        if not existing.is_dir() or not _writable(existing):
-            raise RecipeError(f'{field} {folder} cannot be created: {existing} is not a folder this process may '
-                              'write to')
-    save = recipe.save_folder
-    if save is None or recipe.save_overwrite or recipe.load_path is not None or '{' in save or uri_scheme(save):
-        return
-    earlier = sorted(path.name for path in Path(save).glob('*.pt')) if Path(save).is_dir() else []
-    if earlier:
-        raise RecipeError(f'save_folder {save} holds the checkpoints of an earlier run ({", ".join(earlier[:3])}'
-                          f'{", ..." if len(earlier) > 3 else ""}); Composer would refuse to write over them. Choose '
-                          'another save_folder, set save_overwrite: true to replace them, or load_path to resume')
-
-
-def _writable(folder: Path) -> bool:
-    """Whether a folder can be made in ``folder`` (tried, and removed at once: the permission bits do not say it)."""
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix='.composer-sampling-', dir=folder))
-    except OSError:
-        return False
-    return True
+    """The save and ledger folders: :func:`~composer_sampling.recipes.folders.check_save_folders` of the recipe."""
+    check_save_folders(spec.recipe, spec.ledger_folder)
 
 
 def check_data(spec: RunSpec, plan: BatchSizes, train: Any, held_out: Any, sources: list[Any] | None) -> None:

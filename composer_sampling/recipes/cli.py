@@ -22,6 +22,7 @@ from tabulate import tabulate
 
 from composer_sampling.ledger_format import LedgerError
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.runner import TRAIN_EPILOG, TRAIN_HELP, parse_recipe_arguments, recipe_arguments
 from composer_sampling.recipes.schema import load_recipe
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: --help and a bad recipe stay quick
@@ -36,16 +37,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument('--verbose', action='store_true', help='show the traceback of a part of yours that failed')
     commands = parser.add_subparsers(dest='command', required=True)
     train = commands.add_parser('train', help='train a recipe in this process (several ranks: composer -n N -m '
-                                              'composer_sampling.train RECIPE)')
-    train.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
-    train.add_argument('overrides', nargs='*', help='field=value overrides')
+                                              'composer_sampling.train RECIPE)', description=TRAIN_HELP,
+                                epilog=TRAIN_EPILOG)
+    recipe_arguments(train, argparse.SUPPRESS)
     plan = commands.add_parser('plan', help='dry-run a recipe: batch math, sampler graph, guarantees per epoch')
-    plan.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
+    recipe_arguments(plan, argparse.SUPPRESS)
     plan.add_argument('--world-size', type=int, default=1, help='number of ranks to plan for (default: 1)')
     plan.add_argument('--epochs', type=int, default=2, help='trainer epochs to check (default: 2)')
     plan.add_argument('--proof', choices=('auto', 'construction', 'counted'), default='auto',
                       help='auto (default): by construction where every rank\'s order is ours, else counted')
-    plan.add_argument('overrides', nargs='*', help='field=value overrides, as for train')
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
     audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger')
     audit.add_argument('--lineage', metavar='ID', help='count this lineage (an id or its prefix) instead of the '
@@ -214,11 +214,7 @@ def _audit(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``composer-sampling`` console script."""
     parser = _parser()
-    args, extra = parser.parse_known_args(argv)
-    if args.command in ('plan', 'train') and not any(item.startswith('-') for item in extra):
-        args.overrides += extra  # overrides may come after the options; the recipe loader judges them
-    elif extra:
-        parser.error(f'unrecognized arguments: {" ".join(extra)}')
+    args = parse_recipe_arguments(parser, argv)
     if args.verbose:
         os.environ['COMPOSER_SAMPLING_VERBOSE'] = '1'
     if args.command == 'train':

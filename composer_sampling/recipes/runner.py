@@ -13,10 +13,13 @@ Example:
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import os
 import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from composer_sampling.recipes.errors import RecipeError
@@ -26,8 +29,10 @@ if TYPE_CHECKING:
     from composer import Trainer
 
     from composer_sampling.recipes.build_training import Run
+    from composer_sampling.recipes.resolve import RunSpec
 
-__all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'train']
+__all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'parse_recipe_arguments', 'recipe_arguments',
+           'set_aside_interrupted_saves', 'train']
 
 NO_SAMPLER_SYNC = (
     'training without callbacks.sampler_sync: a sampler Composer does not reach (any but a DistributedSampler set '
@@ -35,8 +40,9 @@ NO_SAMPLER_SYNC = (
     'at its position, and nothing checks that the ranks share one seed and split the data; add '
     'callbacks.sampler_sync={} unless this is what you want'
 )
-USAGE = ('usage: composer-sampling train RECIPE.yaml [field=value ...]   '
-         '(several ranks: composer -n N -m composer_sampling.train RECIPE.yaml ...)')
+#: What ``train --help`` says besides the arguments, in both commands that train.
+TRAIN_HELP = 'Train a recipe in this process (one rank of the launcher, or alone).'
+TRAIN_EPILOG = 'several ranks: composer -n N -m composer_sampling.train RECIPE.yaml [field=value ...]'
 
 
 @dataclass
@@ -81,6 +87,8 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
+    if dist.get_global_rank() == 0:  # the only rank that writes a single-file checkpoint
+        set_aside_interrupted_saves(run.spec)
     _print_rank_zero(summarize(run.train_loader, batch_sizes=run.plan, data_seed=run.data_seed,
                                seed_source=run.seed_source))
     try:
@@ -95,6 +103,32 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
 
 
+def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
+    """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
+
+    Only when the run resumes from the save folder's latest checkpoint
+    (:func:`~composer_sampling.recipes.folders.interrupted_saves`): the files are checkpoints
+    later than it, which Composer would refuse to start over. They are moved, never
+    deleted; the folder they went to is returned (``None``: nothing to move).
+    """
+    from composer_sampling.recipes.folders import interrupted_saves
+
+    later = interrupted_saves(spec.recipe)
+    if later is None:
+        return None
+    folder = later.link.parent
+    target = next(folder / f'interrupted-{k}' for k in itertools.count(1) if not (folder / f'interrupted-{k}').exists())
+    target.mkdir()
+    moved = []
+    for path in later.files:
+        moved.append(f'{path.name} ({path.stat().st_size} bytes)')
+        os.replace(path, target / path.name)  # a rename within the folder: the bytes are never copied
+    print(f'save_folder {folder}: moved {", ".join(moved)} to {target}: written after {later.resumed.name}, the '
+          'latest checkpoint, which this run resumes, by a run that stopped while saving; Composer would refuse to '
+          'write over them', flush=True)
+    return target
+
+
 def held_out_metrics(trainer: Trainer) -> dict[str, float]:
     """Every scalar eval metric the model defines, computed over the held-out loader (empty before an eval)."""
     values = {}
@@ -105,19 +139,48 @@ def held_out_metrics(trainer: Trainer) -> dict[str, float]:
     return values
 
 
+def recipe_arguments(parser: argparse.ArgumentParser, verbose_default: Any = False) -> argparse.ArgumentParser:
+    """Add what ``train`` and ``plan`` take alike: the recipe, its ``field=value`` overrides and ``--verbose``.
+
+    ``verbose_default=argparse.SUPPRESS`` leaves a ``--verbose`` given before the command in force.
+
+    Example:
+        >>> parser = recipe_arguments(argparse.ArgumentParser())
+        >>> vars(parse_recipe_arguments(parser, ['digits.yaml', 'seed=3', '--verbose', 'max_duration=1ep']))
+        {'recipe': 'digits.yaml', 'overrides': ['seed=3', 'max_duration=1ep'], 'verbose': True}
+    """
+    parser.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
+    parser.add_argument('overrides', nargs='*', default=None, help='field=value overrides')
+    parser.add_argument('--verbose', action='store_true', default=verbose_default,
+                        help='show the traceback of a part of yours that failed')
+    return parser
+
+
+def parse_recipe_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; overrides may come before and after the options (argparse takes one run of them).
+
+    A command without overrides (``audit``, ``recipes`` of the ``composer-sampling`` parser) takes no extra word.
+    """
+    args, extra = parser.parse_known_args(argv)
+    unknown = [item for item in extra if item.startswith('-') or not hasattr(args, 'overrides')]
+    if unknown:
+        parser.error(f'unrecognized arguments: {" ".join(unknown)}')
+    if hasattr(args, 'overrides'):
+        args.overrides = [*(args.overrides or ()), *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry: exit 0 after training, 2 for a bad recipe (before any training)."""
-    args = sys.argv[1:] if argv is None else argv
-    if '--verbose' in args:
-        args = [arg for arg in args if arg != '--verbose']
+    parser = argparse.ArgumentParser(prog='python -m composer_sampling.train', description=TRAIN_HELP,
+                                     epilog=TRAIN_EPILOG)
+    args = parse_recipe_arguments(recipe_arguments(parser), argv)
+    if args.verbose:
         os.environ['COMPOSER_SAMPLING_VERBOSE'] = '1'
-    if not args or args[0] in ('-h', '--help'):
-        print(USAGE)
-        return 0 if args else 2
     # Composer warns whenever a last, partial batch is smaller than the microbatch: expected here.
     warnings.filterwarnings('ignore', message='Cannot split tensor of length')
     try:
-        train(load_recipe(args[0], args[1:]))
+        train(load_recipe(args.recipe, args.overrides))
     except RecipeError as error:
         if int(os.environ.get('LOCAL_RANK', '0')) == 0:  # as composer.utils.dist reads it, without importing Composer
             print(f'error: {error}', file=sys.stderr, flush=True)

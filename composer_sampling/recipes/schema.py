@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Iterator
@@ -114,7 +115,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         try:
             layer = OmegaConf.from_dotlist([item])
         except Exception as error:
-            raise RecipeError(f'override {item!r} cannot be read: {_first_line(error)}') from None
+            raise RecipeError(f'override {item!r} cannot be read: {yaml_problem(error, marks=False)}') from None
         part = key.rpartition('.')[0] if key.endswith(('.name', '.target')) else key
         merged = _merge(merged, layer, f'override {item!r}', [part] if part in PART_SECTIONS else [])
     where = (f'the recipe {path}' if path is not None else 'the recipe') + (' or its overrides' if overrides else '')
@@ -124,12 +125,16 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 
 
 def _read_file(path: Path) -> DictConfig | ListConfig:
+    if path.is_dir():
+        inside = sorted(child.name for child in path.glob('*.yaml'))
+        holds = f' (it holds {", ".join(inside[:3])}{", ..." if len(inside) > 3 else ""})' if inside else ''
+        raise RecipeError(f'the recipe {path} is a folder, not a YAML file{holds}; give the path of a recipe file')
     if not path.is_file():
         raise RecipeError(f'recipe file {path} does not exist')
     try:
         loaded = OmegaConf.load(path)
     except Exception as error:  # YAML syntax errors and the like
-        raise RecipeError(f'cannot read the recipe {path}: {_first_line(error)}') from None
+        raise RecipeError(f'cannot read the recipe {path}: {yaml_problem(error)}') from None
     if isinstance(loaded, DictConfig) and not loaded:
         raise RecipeError(f'the recipe {path} is empty; a recipe sets at least what it trains (copy one with '
                           'composer-sampling recipes NAME)')
@@ -180,6 +185,34 @@ def _to_recipe(merged: DictConfig, where: str) -> Recipe:
 
 def _first_line(error: BaseException) -> str:
     return str(getattr(error, 'msg', error)).strip().splitlines()[0]
+
+
+def yaml_problem(error: BaseException, marks: bool = True) -> str:
+    """The parser's reason for refusing a YAML text, with its line and column (1-based) when ``marks``.
+
+    A duplicate key (which omegaconf's loader refuses) is named with the key.
+
+    Example:
+        >>> from omegaconf import OmegaConf
+        >>> try:
+        ...     OmegaConf.create('seed: 3\\nseed: 4\\n')
+        ... except Exception as error:
+        ...     print(yaml_problem(error))
+        line 2, column 1: duplicate key 'seed' in the mapping at line 1, column 1; write each key once
+    """
+    problem, where = getattr(error, 'problem', None), getattr(error, 'problem_mark', None)
+    if not isinstance(problem, str):  # not PyYAML's MarkedYAMLError (or one without a reason)
+        return _first_line(error)
+    context, context_where = getattr(error, 'context', None), getattr(error, 'context_mark', None)
+    duplicate = re.fullmatch(r'found duplicate key (.*)', problem)
+    at = (lambda mark: f' at line {mark.line + 1}, column {mark.column + 1}') if marks else (lambda mark: '')
+    if duplicate and context_where is not None:
+        reason = f'duplicate key {duplicate.group(1)!r} in the mapping{at(context_where)}; write each key once'
+    elif context and context_where is not None:
+        reason = f'{problem} ({context}{at(context_where)})'
+    else:
+        reason = problem
+    return f'line {where.line + 1}, column {where.column + 1}: {reason}' if marks and where is not None else reason
 
 
 def _unwrap(hint: Any) -> Any:

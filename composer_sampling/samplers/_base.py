@@ -135,15 +135,19 @@ class OrderedSampler(DistributedSampler[int]):
         """
         start = valid_int('sample_in_epoch', sample_in_epoch)
         limit = self._offset_limit()
-        if limit is not None and start > limit:
-            raise ValueError(f'sample_in_epoch must be in the interval [0, {limit}] (the dataset length, or the '
-                             f'samples of a pass across all {self.num_replicas} ranks if more), got {start}')
+        if start > limit:
+            raise ValueError(f'sample_in_epoch must be in the interval [0, {limit}] ({self._offset_rule()}), got '
+                             f'{start}')
         self._next_start = min(start, self._pass_end())
         self._cursor = None
 
-    def _offset_limit(self) -> int | None:
-        """The largest start offset taken (``None``: any); beyond the pass's end, offsets mean the pass is over."""
+    def _offset_limit(self) -> int:
+        """The largest start offset taken; beyond the pass's end, offsets mean the pass is over."""
         return max(self._pass_end(), self.dataset_len)
+
+    def _offset_rule(self) -> str:
+        """Where :meth:`_offset_limit` comes from, for the message that refuses an offset past it."""
+        return f'the dataset length, or the samples of a pass across all {self.num_replicas} ranks if more'
 
     def __iter__(self) -> Iterator[int]:
         """This rank's indices of the current pass; the iterator pickles (with its sampler) as torch's does."""

@@ -9,6 +9,7 @@ from torch.utils.data import DistributedSampler
 
 from composer_sampling._graph import iter_samplers
 from composer_sampling._index_tap import IndexTap
+from composer_sampling._validate import resolve_replicas
 from composer_sampling.protocols import is_epoch_aware, is_seeded, is_sharded
 from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
 
@@ -73,7 +74,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
                 f'the samplers below {type(batch_sampler).__name__} disagree on (num_replicas, rank): '
                 f'{sorted(shapes)}; every sharding sampler of one rank must use the same values',
             )
-        (self.num_replicas, self.rank), = shapes
+        (self.num_replicas, self.rank), = (resolve_replicas(*shape) for shape in shapes)
         self.epoch = 0
 
     def _below(self) -> list[Any]:

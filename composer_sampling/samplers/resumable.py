@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from composer_sampling._validate import dataset_length
+from composer_sampling._validate import MAX_REPLICAS, dataset_length
 from composer_sampling.positions import (
     IndexArray,
     global_indices,
@@ -79,10 +79,14 @@ class ResumableDistributedSampler(OrderedSampler):
     def _pass_end(self) -> int:
         return self.total_size
 
-    def _offset_limit(self) -> int | None:
-        # Elastic: a pass on W' ranks ends up to W' - 1 positions past the dataset length (padding), whatever W' was,
-        # so every offset at or past the end of this pass means the epoch is over; it is recorded as that end.
-        return None
+    def _offset_limit(self) -> int:
+        # Elastic: a pass on W' ranks ends up to W' - 1 positions past the dataset length N (padding), so an offset
+        # at or past the end of this pass means the epoch is over and is recorded as that end. Any W' up to
+        # MAX_REPLICAS ends before N + MAX_REPLICAS: an offset past that came from no pass of this epoch.
+        return self.dataset_len + MAX_REPLICAS - 1
+
+    def _offset_rule(self) -> str:
+        return f'a pass over the {self.dataset_len} samples on at most 2**62 ranks ends by then'
 
     def _iter_pass(self, start: int) -> Iterator[int]:
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)

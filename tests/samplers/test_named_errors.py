@@ -14,10 +14,18 @@ from itertools import islice
 from typing import Any
 
 import pytest
-from torch.utils.data import DistributedSampler
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from composer_sampling import MixtureDistributedSampler, ResumableDistributedSampler, SubEpochDistributedSampler
-from composer_sampling._validate import MAX_EPOCH
+from composer_sampling import (
+    DistributedBatchAdapter,
+    MixtureDistributedSampler,
+    ResumableDistributedSampler,
+    SubEpochDistributedSampler,
+    distribute,
+)
+from composer_sampling._validate import MAX_EPOCH, MAX_REPLICAS
 
 SAMPLERS: dict[str, Callable[[], Any]] = {
     'resumable': lambda: ResumableDistributedSampler(range(37), 3, 1, seed=4),
@@ -68,11 +76,52 @@ def test_an_offset_at_or_past_the_pass_end_is_recorded_as_the_end(kind: str) -> 
     assert list(sampler) == []
 
 
-def test_the_resumable_sampler_takes_the_end_of_a_pass_on_any_world_size_as_its_end() -> None:
-    sampler = ResumableDistributedSampler(5, 1, 0)
-    sampler.set_sample_in_epoch(10**9)  # a pass on 10**9 ranks ends there (padding): the epoch is over
-    assert sampler.state_dict()['sample_in_epoch'] == 5
-    assert list(sampler) == []
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 2**62), world=st.integers(1, 64), data=st.data())
+def test_the_resumable_sampler_takes_the_end_of_a_pass_on_any_world_size_and_refuses_what_is_past_them(
+        n: int, world: int, data: st.DataObject) -> None:
+    sampler = ResumableDistributedSampler(n, world, world - 1)
+    other = data.draw(st.integers(1, MAX_REPLICAS), label='world size of the run that saved')
+    ended = -(-n // other) * other  # where a pass on that world size ends (padding)
+    sampler.set_sample_in_epoch(ended)  # the epoch is over on that world size: here too, once past this pass's end
+    recorded = min(ended, sampler.total_size)
+    assert sampler.state_dict()['sample_in_epoch'] == recorded
+    limit = n + MAX_REPLICAS - 1
+    assert ended <= limit
+    far = data.draw(st.integers(limit + 1, 2**80), label='sample_in_epoch')
+    with pytest.raises(ValueError, match=re.escape(
+            f'sample_in_epoch must be in the interval [0, {limit}] (a pass over the {n} samples on at most 2**62 '
+            f'ranks ends by then), got {far}')):
+        sampler.set_sample_in_epoch(far)
+    assert sampler.state_dict()['sample_in_epoch'] == recorded, 'the refused offset changed nothing'
+    state = ResumableDistributedSampler(n, world, 0).state_dict()
+    with pytest.raises(ValueError, match=re.escape(f'got {far}')):
+        ResumableDistributedSampler(n, world, 0).load_state_dict({**state, 'sample_in_epoch': far})
+
+
+#: Every sampler of ours, built with ``num_replicas`` (rank 0).
+WITH_REPLICAS: dict[str, Callable[[int], Any]] = {
+    'resumable': lambda w: ResumableDistributedSampler(10, w, 0),
+    'sub-epoch': lambda w: SubEpochDistributedSampler(10, 1, w, 0),
+    'mixture': lambda w: MixtureDistributedSampler([10, 6], 1, w, 0),
+    'adapter': lambda w: DistributedBatchAdapter(BatchSampler(DistributedSampler(range(10), w, 0), 2, False)),
+    'distribute': lambda w: distribute(DataLoader(range(10), batch_size=2), w, 0),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(sorted(WITH_REPLICAS)), num_replicas=st.integers(MAX_REPLICAS + 1, 2**128))
+def test_num_replicas_beyond_2_62_is_refused_at_construction(kind: str, num_replicas: int) -> None:
+    with pytest.raises(ValueError, match=re.escape(
+            f'num_replicas must be in the interval [1, {MAX_REPLICAS}], got {num_replicas}')):
+        WITH_REPLICAS[kind](num_replicas)
+
+
+@pytest.mark.parametrize('kind', ['resumable', 'sub-epoch'])
+def test_the_most_replicas_taken_still_read_the_right_index(kind: str) -> None:
+    last = {'resumable': lambda: ResumableDistributedSampler(10, MAX_REPLICAS, MAX_REPLICAS - 1, shuffle=False),
+            'sub-epoch': lambda: SubEpochDistributedSampler(10, 1, MAX_REPLICAS, MAX_REPLICAS - 1, shuffle=False)}
+    assert list(last[kind]()) == [(MAX_REPLICAS - 1) % 10]  # the pass is padded by wrapping around
 
 
 # ---------------------------------------------------------------------------------------------------------------

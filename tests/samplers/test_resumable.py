@@ -157,7 +157,8 @@ def test_corrupt_states_are_refused() -> None:
     [
         ({'rank': 2, 'num_replicas': 2}, ValueError, r'Invalid rank 2, rank should be in the interval \[0, 1\]'),
         ({'rank': -1, 'num_replicas': 2}, ValueError, 'Invalid rank -1'),
-        ({'num_replicas': 0, 'rank': 0}, ValueError, r'num_replicas must be in the interval \[1, inf\), got 0'),
+        ({'num_replicas': 0, 'rank': 0}, ValueError,
+         r'num_replicas must be in the interval \[1, 4611686018427387904\], got 0'),
         ({'num_replicas': True, 'rank': 0}, TypeError, r'num_replicas must be an int, got True \(bool\)'),
         ({'rank': 1.0, 'num_replicas': 2}, TypeError, 'rank must be an int, got 1.0'),
         ({'seed': -3}, ValueError, r'seed must be in the interval \[0, 18446744073709551615\], got -3'),
