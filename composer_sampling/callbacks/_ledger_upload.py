@@ -129,6 +129,19 @@ class RemoteLedger:
         """The object a local ledger file is uploaded to: the same file name under the URI's path."""
         return f'{self.prefix}/{path.name}' if self.prefix else path.name
 
+    def check(self) -> None:
+        """List the folder once, so that a missing bucket or bad credentials stop the fit before it trains.
+
+        Stores that cannot list are not checked here; their first upload is.
+        """
+        try:
+            self.store.list_objects(f'{self.prefix}/' if self.prefix else '')
+        except NotImplementedError:
+            return
+        except Exception as error:
+            raise ValueError(f'SampleLedger cannot reach its ledger folder {self.uri} ({type(error).__name__}: '
+                             f'{error}); check the bucket and the credentials of the object store') from None
+
     def upload(self, path: Path) -> None:
         """Upload ``path`` whole, replacing the object of an earlier upload; transient errors are retried twice."""
         from composer.utils import ObjectStoreTransientError, retry

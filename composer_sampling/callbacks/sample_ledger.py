@@ -149,6 +149,8 @@ class SampleLedger(Callback):
         self._saver = _saver_of(state)
         folder = self._ledger_folder(state)
         remote = RemoteLedger(folder) if uri_scheme(folder) is not None else None
+        if remote is not None:
+            remote.check()
         lineage_start = self._new_lineage(state)
         resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
         shared: list[Any] = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
