@@ -59,7 +59,11 @@ class SampleLedger(Callback):
 
     The folder defaults to ``{save_folder}/ledger`` of the Trainer's
     ``CheckpointSaver``, its placeholders (``{run_name}``, ``{rank}``, ...) filled as
-    Composer fills them for rank 0, so every rank writes into one folder. Files
+    Composer fills them for rank 0, so every rank writes into one folder. A remote
+    folder (a URI, such as the ``ledger/`` of ``save_folder='s3://bucket/run'``) is
+    written in a local staging folder and uploaded whole through Composer's object
+    store before every checkpoint the saver saves and at fit end
+    (:mod:`~composer_sampling.callbacks._ledger_upload`). Files
     ``{folder}/{attempt}-rank{r}.bin`` are created when the first batch has trained:
     a run refused at fit start, or one that dies before training, leaves the folder
     as it was. Their header holds the attempt's start batch, a *lineage* id shared by
@@ -70,7 +74,7 @@ class SampleLedger(Callback):
     takes one SampleLedger (a second is refused when the Trainer is built).
 
     Args:
-        folder (str, optional): where the ledger files go. Default: ``{save_folder}/ledger``.
+        folder (str, optional): where the ledger files go, a local path or a URI. Default: ``{save_folder}/ledger``.
         index_key (str | int | Callable, optional): read the indices from the batch here instead of
             the sampler graph. Default: ``None``.
 
