@@ -137,6 +137,7 @@ class SampleLedger(Callback):
         self._remote: RemoteLedger | None = None  # where the file goes when the folder is a URI
         self._saver: Any = None  # the Trainer's CheckpointSaver, if it has one
         self._schedule = UploadSchedule(covered=None)
+        self._sent: int | None = None  # the size of the file the bucket has (it only grows)
 
     def __repr__(self) -> str:
         return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'
@@ -187,6 +188,7 @@ class SampleLedger(Callback):
         self._header = header
         self._remote = remote
         self._schedule = UploadSchedule(covered=_saved_batch(self._saver))
+        self._sent = None
         local = staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
         self._path = local / f'{attempt}-rank{rank}.bin'
         self._attempt, self._batch = attempt, header['start_batch']
@@ -286,9 +288,12 @@ class SampleLedger(Callback):
             self._schedule.covered = covered
 
     def _upload(self) -> None:
+        """Upload the file unless the bucket has it as it is (it only grows: the same size is the same file)."""
         assert self._remote is not None and self._path is not None
-        if self._path.exists():  # none before the first trained batch
+        size = self._path.stat().st_size if self._path.exists() else None  # none before the first trained batch
+        if size is not None and size != self._sent:
             self._remote.upload(self._path)
+            self._sent = size
 
     def _new_lineage(self, state: State) -> int | None:
         """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.
