@@ -73,7 +73,8 @@ def main() -> None:
         print(f'| {number} | {size:,} | {seconds:.3f} |')
     seconds = [seconds for _, seconds in uploads]
     median = statistics.median(seconds)
-    print(f'\n{len(uploads)} uploads (one before each checkpoint, one at fit end), median {median:.3f} s, '
+    print(f'\n{len(uploads)} uploads (one before each checkpoint; at fit end if batches trained after the last), '
+          f'median {median:.3f} s, '
           f'max {max(seconds):.3f} s, {sum(seconds):.2f} s in all of a {total:.1f} s run (the run includes '
           "Composer's own upload processes starting and finishing).")
 
