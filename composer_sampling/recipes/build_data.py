@@ -234,8 +234,9 @@ def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, A
     the forking thread: a lock another thread held at that instant stays held in the
     worker, and a worker that needs it never delivers its batch. There the workers
     are forked by a fork server instead, a process of one thread started once, with
-    ``torch`` and the dataset's modules imported; the dataset (and a collate function)
-    must then be picklable by name. On one rank, torch's default (``fork``) is kept.
+    the main script, ``torch`` and the dataset's modules imported; the dataset (and a
+    collate function) must then be picklable by name, and a script guard its top level
+    with ``if __name__ == '__main__':``. On one rank, torch's default (``fork``) is kept.
 
     Example:
         >>> worker_start(2, 1, range(4))
@@ -248,7 +249,7 @@ def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, A
     from composer_sampling._per_sample_rng import iter_datasets
 
     context = multiprocessing.get_context('forkserver')
-    modules = ['torch', *dict.fromkeys(type(node).__module__ for node in iter_datasets(dataset))]
+    modules = ['__main__', 'torch', *dict.fromkeys(type(node).__module__ for node in iter_datasets(dataset))]
     context.set_forkserver_preload(modules)  # read once, when this process starts its fork server
     return {'num_workers': num_workers, 'multiprocessing_context': context}
 
