@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 from composer import Trainer
@@ -129,7 +130,7 @@ def _sharded_batches(data: Dataset, world: int, rank: int, workers: int, batch: 
     """A DistributedSampler subclass that yields whole batches, set as the batch sampler (what DataSpec accepts)."""
     from user_parts import ShardedBatchSampler
 
-    return DataLoader(data, batch_sampler=ShardedBatchSampler(data, batch, world, rank), num_workers=workers)
+    return DataLoader(data, batch_sampler=ShardedBatchSampler(data, batch, world, rank), **_workers(workers, data))
 
 
 def _sharded_arrays(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
@@ -137,7 +138,7 @@ def _sharded_arrays(data: Dataset, world: int, rank: int, workers: int, batch: i
     from user_parts import ShardedBatchSampler
 
     sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=np.array)
-    return DataLoader(data, batch_sampler=sampler, num_workers=workers)
+    return DataLoader(data, batch_sampler=sampler, **_workers(workers, data))
 
 
 def _sharded_tuples(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
@@ -145,7 +146,7 @@ def _sharded_tuples(data: Dataset, world: int, rank: int, workers: int, batch: i
     from user_parts import ShardedBatchSampler
 
     sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=tuple)
-    return DataLoader(data, batch_sampler=sampler, num_workers=workers)
+    return DataLoader(data, batch_sampler=sampler, **_workers(workers, data))
 
 
 def _batch_subclass(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
@@ -156,7 +157,7 @@ def _batch_subclass(data: Dataset, world: int, rank: int, workers: int, batch: i
 
     custom = NamedBatchSampler(DistributedSampler(data, world, rank), batch, False)
     return DataLoader(data, batch_sampler=custom if world == 1 else DistributedBatchAdapter(custom),
-                      num_workers=workers)
+                      **_workers(workers, data))
 
 
 LOADERS: dict[str, Callable[..., DataLoader]] = {
