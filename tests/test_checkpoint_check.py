@@ -305,8 +305,12 @@ def test_the_path_checked_is_the_path_composer_reads(template: str, run_name: st
     try:  # without a run name, Composer invents one: the check refuses exactly when the path depends on it
         unnamed = composer_load_path(template)
     except CheckpointError as error:
+        try:
+            invented = {composers_own_path(template, name)[0] for name in ('run-x', 'run-y')}
+        except Exception:  # Composer stops on the name it would invent: refused either way
+            return
         assert 'but the run has no run_name' in str(error)
-        assert composers_own_path(template, 'run-x')[0] != composers_own_path(template, 'run-y')[0]
+        assert len(invented) == 2
     else:
         assert unnamed == composers_own_path(template, 'run-x')[0] == composers_own_path(template, 'run-y')[0]
 
