@@ -175,21 +175,30 @@ def two_lineages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _upload_folder(folder: Path, uri: str) -> None:
-    """Every file under ``folder`` (symbolic links followed) to ``uri``, through Composer's own object store."""
+def _upload_folder(folder: Path, uri: str, scratch: Path) -> None:
+    """Every file under ``folder`` to ``uri`` through Composer's own object store, laid out as Composer uploads a
+    save folder: a symbolic link (``latest-rank0.pt``) becomes a ``.symlink`` object holding its target's name."""
     from composer.utils import maybe_create_object_store_from_uri, parse_uri
 
     store = maybe_create_object_store_from_uri(uri)
     assert store is not None
+    key = parse_uri(uri)[2]
     for path in sorted(folder.rglob('*')):
-        if path.is_file():
-            store.upload_object(f'{parse_uri(uri)[2]}/{path.relative_to(folder)}', path)
+        name = f'{key}/{path.relative_to(folder)}'
+        if path.is_symlink():
+            pointer = scratch / 'pointer.symlink'
+            pointer.write_text(f'{key}/{path.resolve().relative_to(folder.resolve())}')
+            store.upload_object(f'{name}.symlink', pointer)
+        elif path.is_file():
+            store.upload_object(name, path)
 
 
 @pytest.mark.s3
-def test_audit_of_a_bucket_equals_the_audit_of_the_local_folder(two_lineages: Path, s3_bucket: str, capsys) -> None:
+def test_audit_of_a_bucket_equals_the_audit_of_the_local_folder(two_lineages: Path, s3_bucket: str, tmp_path: Path,
+                                                                capsys) -> None:
     uri = f'{s3_bucket}/runs/digits'
-    _upload_folder(two_lineages, uri)
+    assert (two_lineages / 'latest-rank0.pt').is_symlink()
+    _upload_folder(two_lineages, uri, tmp_path)
     local, remote = audit_folder(two_lineages), audit_folder(uri)
     assert len(local.other_lineages) == 1 and local.chosen.startswith('the lineage of the final checkpoint')
     assert remote.chosen == local.chosen.replace(str(two_lineages), uri)  # the same final checkpoint, downloaded
