@@ -12,11 +12,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from s3_server import S3Server, loopback_environment
 
 # Property tests check invariants, not speed: no per-example deadline, so a loaded CI machine cannot fail them.
 settings.register_profile('composer-sampling', deadline=None)
@@ -58,3 +61,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         wanted = marker.args[0] if marker else 1
         if wanted != world_size:
             item.add_marker(pytest.mark.skip(reason=f'needs world size {wanted}; this process is one of {world_size}'))
+
+
+_S3_STARTS: list[float] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how long the S3 server took to start, when a test started it."""
+    for seconds in _S3_STARTS:
+        terminalreporter.write_line(f'SeaweedFS S3 server ready in {seconds:.1f} s')
+
+
+@pytest.fixture(scope='session')
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One SeaweedFS S3 server on loopback for the whole run, started when a test first asks for it."""
+    server = S3Server(tmp_path_factory.mktemp('seaweedfs'))
+    server.start()
+    _S3_STARTS.append(server.start_seconds)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A new empty bucket of the test S3 server, as ``s3://NAME``.
+
+    For the test's duration ``S3_ENDPOINT_URL`` and the test keys are in ``os.environ`` (so Composer's
+    ``S3ObjectStore`` and launched subprocesses reach the server), and the user's AWS files are shut out.
+    """
+    for name, value in loopback_environment(s3_server.endpoint_url, tmp_path_factory.getbasetemp()).items():
+        monkeypatch.setenv(name, value)
+    for name in ('AWS_PROFILE', 'AWS_SESSION_TOKEN', 'AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_S3'):
+        monkeypatch.delenv(name, raising=False)
+    return s3_server.make_bucket()
