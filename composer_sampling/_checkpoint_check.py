@@ -48,7 +48,9 @@ __all__ = [
     'checked_copy',
     'composer_handoff',
     'composer_load_path',
+    'composer_object_name',
     'composer_safe_globals',
+    'downloaded_checked_copy',
     'load_checked_checkpoint',
     'resolve_safe_global',
 ]
@@ -184,6 +186,57 @@ def composer_load_path(load_path: str, run_name: str | None = None) -> str:
     return _uri_path(path)
 
 
+def composer_object_name(load_path: str, run_name: str | None = None) -> str:
+    """The object Composer 0.32.1 downloads for the remote ``load_path`` (``scheme://bucket/key``): rank 0's key.
+
+    Composer's steps for a URI: ``parse_uri`` splits off the scheme and bucket (the
+    object store is made from the unformatted URI); ``load_checkpoint`` fills
+    ``{run_name}`` in the key with ``partial_format``; ``download_checkpoint`` fills
+    the rank fields with rank 0's and hands the key to ``get_file``.
+
+    Raises:
+        CheckpointError: as :func:`composer_load_path` does for the key.
+
+    Example:
+        >>> composer_object_name('s3://bucket/{run_name}/ep1-rank{rank}.pt', run_name='digits')
+        'digits/ep1-rank0.pt'
+    """
+    key = urlparse(load_path).path.lstrip('/')
+    key = _with_run_name(key, run_name, load_path)
+    if _is_archive(key):
+        raise CheckpointError(f'{load_path} is an archive Composer would unpack before unpickling; only a plain .pt '
+                              'file can be checked', reason='unchecked')
+    try:
+        return key.format(**RANK_ZERO)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as error:
+        raise _unformattable(load_path, error) from None
+
+
+def downloaded_checked_copy(load_path: str, run_name: str | None, folder: str,
+                            extra_safe_globals: Iterable[Any] = ()) -> tuple[str, dict[str, Any], str]:
+    """Download the remote ``load_path`` as Composer would, into ``folder``, and check the copy.
+
+    The object is the one Composer reads (:func:`composer_object_name`), fetched by
+    Composer's own ``get_file`` through Composer's object store for the URI (so a
+    ``.symlink`` pointer is followed as Composer follows it). Returns what to give
+    Composer (the local copy, :func:`composer_handoff`), what it holds, and the URI
+    of the object read. Errors (the store unreachable, the object missing, the
+    check refusing it) raise :class:`CheckpointError` naming that URI.
+    """
+    from composer_sampling._remote import RemoteError, download_file, object_store_of
+
+    key = composer_object_name(load_path, run_name)
+    parsed = urlparse(load_path)
+    shown = f'{parsed.scheme}://{parsed.netloc}/{key}'
+    copy = os.path.join(folder, COPY_NAME)
+    try:
+        download_file(object_store_of(load_path), key, copy, shown)
+    except RemoteError as error:
+        raise CheckpointError(str(error)) from None
+    loaded = load_checked_checkpoint(copy, extra_safe_globals, shown_as=shown)
+    return composer_handoff(copy), loaded, shown
+
+
 def _uri_path(path: str) -> str:
     """What Composer's ``parse_uri`` keeps of a path without a scheme (it renames ``AZURE_BLOBS`` first)."""
     return urlparse(path.replace('AZURE_BLOBS', 'azure')).path
@@ -296,7 +349,8 @@ def _local_file(path: str) -> Path:
     scheme = uri_scheme(path)
     unchecked = None
     if scheme is not None:
-        unchecked = f'is a URI ({scheme}://) that Composer would download and unpickle unchecked; download it first'
+        unchecked = (f'is a URI ({scheme}://) that Composer would download and unpickle unchecked; download it first '
+                     '(composer.utils.get_file) and check the copy')
     elif path.endswith('.symlink') or (not file.exists() and Path(path + '.symlink').is_file()):
         unchecked = 'is a Composer .symlink pointer; give the checkpoint file it points to'
     elif file.is_dir():

@@ -27,7 +27,9 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,7 +220,8 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
     return lineages
 
 
-def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted: str | None) -> tuple[str, str]:
+def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted: str | None,
+                  final_checkpoint: FinalCheckpoint | None = None) -> tuple[str, str]:
     """Which lineage to count, and why: the one asked for, else the final checkpoint's, else the one written last.
 
     The final checkpoint is ``latest-rank0.pt`` of the save folder (``folder``, or the
@@ -226,6 +229,7 @@ def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted:
     ``SampleLedger`` state names the lineage. It is read with ``weights_only=True``, as
     ``load_path`` is checked. Without one, the lineage whose ledger files were written
     last among those that trained a batch is counted, and the report says so.
+    ``final_checkpoint`` finds the checkpoint elsewhere (an object store) instead.
     """
     if wanted is not None:
         found = [lineage for lineage in lineages if lineage == wanted] or [
@@ -236,7 +240,7 @@ def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted:
         return found[0], 'as asked'
     if len(lineages) == 1:  # nothing to choose: no checkpoint is read
         return next(iter(lineages)), 'the only lineage in the folder'
-    checkpoint, lineage, why = _checkpoint_lineage(folder)
+    checkpoint, lineage, why = _checkpoint_lineage(*(final_checkpoint or _local_final_checkpoint)(folder))
     if lineage in lineages:
         return lineage, f'the lineage of the final checkpoint {checkpoint}'
     trained = [lineage for lineage, attempts in lineages.items()
@@ -247,29 +251,40 @@ def _pick_lineage(folder: Path, lineages: dict[str, dict[str, Attempt]], wanted:
     return last, f'the lineage whose ledger files were written last ({why})'
 
 
-def _checkpoint_lineage(folder: Path) -> tuple[Path | None, str | None, str]:
-    """The save folder's final checkpoint, the lineage its SampleLedger state names, and what was found if none."""
+#: Finds a run's final checkpoint: the local file to read and the name to show, or None and what was found instead.
+FinalCheckpoint = Callable[[Path], tuple[Path | None, str]]
+
+
+def _local_final_checkpoint(folder: Path) -> tuple[Path | None, str]:
+    """``latest-rank0.pt`` of the save folder (``folder``, or the one above ``ledger/``), else its newest ``*.pt``."""
     for place in ((folder.parent, folder) if folder.name == 'ledger' else (folder,)):
         latest = place / 'latest-rank0.pt'
         checkpoints = [latest] if latest.is_file() else sorted(
             (path for path in place.glob('*.pt') if path.is_file()), key=lambda path: path.stat().st_mtime)
         if checkpoints:
-            break
-    else:
-        return None, None, f'no checkpoint in {folder}'
-    checkpoint = checkpoints[-1]
+            return checkpoints[-1], str(checkpoints[-1])
+    return None, f'no checkpoint in {folder}'
+
+
+def _checkpoint_lineage(checkpoint: Path | None, shown: str) -> tuple[str | None, str | None, str]:
+    """The checkpoint's name, the lineage its SampleLedger state names, and what was found if none.
+
+    Read with ``weights_only=True``, as ``load_path`` is checked.
+    """
+    if checkpoint is None:
+        return None, None, shown
     from composer_sampling._checkpoint_check import CheckpointError, load_checked_checkpoint
     from composer_sampling._checkpoint_envelope import payload_of
 
     try:
-        loaded = load_checked_checkpoint(checkpoint)
+        loaded = load_checked_checkpoint(checkpoint, shown_as=shown)
     except CheckpointError as error:
-        return checkpoint, None, f'the final checkpoint cannot be read: {error}'
+        return shown, None, f'the final checkpoint cannot be read: {error}'
     state = payload_of((loaded['state'].get('callbacks') or {}).get('SampleLedger')) or {}
     lineage = state.get('lineage')
     if not isinstance(lineage, str):
-        return checkpoint, None, f'the final checkpoint {checkpoint} holds no SampleLedger state'
-    return checkpoint, lineage, ''
+        return shown, None, f'the final checkpoint {shown} holds no SampleLedger state'
+    return shown, lineage, ''
 
 
 def _ancestors(attempt: Attempt, attempts: dict[str, Attempt]) -> list[str]:
@@ -332,19 +347,12 @@ def _span(first: int, last: int) -> str:
     return f'batches {first + 1}-{last}' if last > first else 'no batch'
 
 
-def _local_folder(folder: str | os.PathLike[str]) -> Path:
-    """``folder`` as a local path; a URI is refused naming its scheme, never read as the local folder ``s3:/...``."""
-    text = os.fspath(folder)
-    scheme = uri_scheme(text)
-    if scheme is not None:
-        raise LedgerError(f'{text} is a URI ({scheme}://): audit reads a local folder only, and reading this one from '
-                          f'its object store is not supported yet; copy the run folder out of {scheme}:// and audit '
-                          'the copy (a local folder whose name ends in a colon: give its absolute path)')
-    return Path(text)
-
-
 def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> AuditReport:
     """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``).
+
+    ``folder`` may be a URI (``s3://bucket/run``, or any scheme Composer has an
+    object store for): its ledger files are downloaded through Composer's object
+    store into a temporary folder and audited there (:func:`_audit_uri`).
 
     A folder may hold several lineages (a rerun with ``save_overwrite``, a later fit on
     another dataloader): one is counted, ``lineage`` (an id or a prefix of one) or
@@ -356,21 +364,89 @@ def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> 
     and every other record is checked. A damaged ledger is refused as a whole read
     of each file refuses it: on any error, the files are checked in order first.
     """
+    text = os.fspath(folder)
+    scheme = uri_scheme(text)
+    if scheme is not None and f'{scheme}://' in text:
+        return _audit_uri(text, lineage)
+    if scheme is not None:
+        raise LedgerError(f'{text} looks like a URI ({scheme}:) whose "//" was lost (a path joined as a local one?): '
+                          f'give it as {scheme}://..., or give a local folder whose name ends in a colon by its '
+                          'absolute path')
+    return _audit_local(Path(text), lineage)
+
+
+def _audit_local(folder: Path, lineage: str | None, final_checkpoint: FinalCheckpoint | None = None) -> AuditReport:
     torn: list[str] = []
     scans: list[LedgerScan] = []
     skipped: list[str] = []
     try:
-        return _audit(_local_folder(folder), lineage, torn, scans, skipped)
+        return _audit(folder, lineage, torn, scans, skipped, final_checkpoint)
     except LedgerError:
         for scan in scans:
             verify_ledger(scan)  # damage is named before what it may have caused, file by file
         raise
 
 
+def _is_ledger_object(name: str) -> bool:
+    """A ``*.bin`` object in the save folder or its ``ledger/`` folder (where a local audit looks)."""
+    parts = name.split('/')
+    return name.endswith('.bin') and (len(parts) == 1 or (len(parts) == 2 and parts[0] == 'ledger'))
+
+
+_CHECKPOINT_BATCH = re.compile(r'ba(\d+)')
+
+
+def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
+    """Audit the run at ``uri``: its ledger objects downloaded through Composer's object store, then as a folder.
+
+    Only the ledger files are downloaded, and the final checkpoint only when the
+    folder holds more than one lineage: ``latest-rank0.pt`` (Composer uploads it as
+    ``latest-rank0.pt.symlink``, which Composer's ``get_file`` follows), else the
+    ``*.pt`` of the save folder with the highest batch in its name (an object store
+    gives no write times). Errors name the URI, not the temporary folder.
+    """
+    from composer_sampling._remote import RemoteError, download_file, download_folder, object_store_of, split_uri
+
+    shown = uri.rstrip('/')
+    with tempfile.TemporaryDirectory(prefix='composer-sampling-audit-') as temporary:
+        local = Path(temporary)
+        try:
+            names = download_folder(uri, local, _is_ledger_object)
+        except RemoteError as error:
+            raise LedgerError(str(error)) from None
+        if not any(_is_ledger_object(name) for name in names):
+            raise LedgerError(f'nothing recorded: no ledger file in {shown} or {shown}/ledger (it holds '
+                              f'{len(names)} other objects); a run with the sample_ledger callback writes its files '
+                              'there once its first batch has trained')
+
+        def final_checkpoint(_: Path) -> tuple[Path | None, str]:
+            top = {name for name in names if '/' not in name}
+            latest = next((name for name in ('latest-rank0.pt', 'latest-rank0.pt.symlink') if name in top), None)
+            candidates = sorted((name for name in top if name.endswith('.pt')),
+                                key=lambda name: [int(n) for n in _CHECKPOINT_BATCH.findall(name)] or [-1])
+            chosen = latest.removesuffix('.symlink') if latest else (candidates[-1] if candidates else None)
+            if chosen is None:
+                return None, f'no checkpoint in {shown}'
+            target = local / 'final-checkpoint' / 'checkpoint.pt'
+            target.parent.mkdir()
+            key = split_uri(uri)[2].rstrip('/')
+            try:
+                download_file(object_store_of(uri), f'{key}/{chosen}' if key else chosen, str(target),
+                              f'{shown}/{chosen}')
+            except RemoteError as error:
+                return None, f'the final checkpoint cannot be downloaded: {error}'
+            return target, f'{shown}/{chosen}'
+
+        try:
+            return _audit_local(local, lineage, final_checkpoint)
+        except LedgerError as error:
+            raise LedgerError(str(error).replace(temporary, shown)) from None
+
+
 def _audit(folder: Path, wanted: str | None, torn: list[str], scans: list[LedgerScan],
-           skipped: list[str]) -> AuditReport:
+           skipped: list[str], final_checkpoint: FinalCheckpoint | None) -> AuditReport:
     lineages = _load(folder, torn, scans, skipped)
-    chosen, why = _pick_lineage(folder, lineages, wanted)
+    chosen, why = _pick_lineage(folder, lineages, wanted, final_checkpoint)
     attempts = lineages[chosen]
     path, tie = choose_lineage(attempts)
     if not any(scan.trained.any() for attempt in path for scan in attempt.ranks.values()):

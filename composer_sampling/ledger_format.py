@@ -306,10 +306,10 @@ def scan_ledger(path: Path) -> LedgerScan:
             if not head.startswith(MAGIC):
                 raise LedgerError(f'{path} is not a composer-sampling ledger (it does not start with {MAGIC!r})')
             length = _LENGTH.unpack_from(head, len(MAGIC))[0] if len(head) == len(MAGIC) + _LENGTH.size else 0
-            if len(head) + length + _CRC.size > size:  # before reading: the field may be damaged, memory is bounded
+            if len(head) + length > size:  # before reading: the field may be damaged, memory is bounded
                 raise LedgerError(f'{path} is truncated inside its header, or its length field (byte {len(MAGIC)}) '
                                   f'is corrupted: it says {length} bytes of header, {size - len(head)} bytes follow')
-            head += file.read(length + _CRC.size)
+            head += file.read(min(length + _CRC.size, size - len(head)))  # a version 1 header has no checksum
             header, offset = _header(path, head, len(MAGIC))
             width = _width(path, header)
             if 'dataset_len' in header:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -62,11 +63,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f'needs world size {wanted}; this process is one of {world_size}'))
 
 
+_S3_STARTS: list[float] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how long the S3 server took to start, when a test started it."""
+    for seconds in _S3_STARTS:
+        terminalreporter.write_line(f'SeaweedFS S3 server ready in {seconds:.1f} s')
+
+
 @pytest.fixture(scope='session')
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """One SeaweedFS S3 server on loopback for the whole run, started when a test first asks for it."""
     server = S3Server(tmp_path_factory.mktemp('seaweedfs'))
     server.start()
+    _S3_STARTS.append(server.start_seconds)
     try:
         yield server
     finally:

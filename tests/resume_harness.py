@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from composer.core import Callback, Event, State
 from composer.loggers import Logger
 from composer.models import ComposerModel
 from composer.utils import dist
+from harness_data import CountedData
 from torch import nn
 from torch.utils.data import (
     BatchSampler,
@@ -52,6 +52,7 @@ from composer_sampling import (
     SubEpochDistributedSampler,
     distribute,
 )
+from composer_sampling.recipes.build_data import worker_start
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.recipes.demo.data import NUM_CLASSES, NUM_FEATURES, SyntheticDataset
 
@@ -59,35 +60,6 @@ SIZE = 40
 BATCH = 4  # device batch
 RANDOMNESS = ('none', 'global', 'per_sample')
 STOPS = ('boundary', 'end_of_epoch', 'last_batch', 'mid')
-
-
-class CountedData(Dataset):
-    """Synthetic samples, optionally augmented from the global RNGs, with every read counted (workers too).
-
-    Reads are counted in shared memory, one row per worker, so the count survives worker
-    processes and no two processes write the same cell.
-    """
-
-    def __init__(self, size: int, augment: bool, max_workers: int = 4) -> None:
-        self.base = SyntheticDataset(size, seed=0)
-        self.augment = augment
-        self.reads = torch.zeros(max_workers + 1, size, dtype=torch.int32).share_memory_()
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        worker = torch.utils.data.get_worker_info()
-        self.reads[0 if worker is None else worker.id + 1, index] += 1
-        sample = self.base[index]
-        if self.augment:  # one draw from each global RNG a random augmentation may use
-            noise = 0.1 * torch.randn(NUM_FEATURES) + random.random() * 1e-3 + float(np.random.rand()) * 1e-3
-            sample['input'] = sample['input'] + noise
-        return sample
-
-    def read_counts(self) -> collections.Counter[int]:
-        totals = self.reads.sum(dim=0)
-        return collections.Counter({i: int(n) for i, n in enumerate(totals.tolist()) if n})
 
 
 class DropoutMLP(ComposerModel):
@@ -105,34 +77,39 @@ class DropoutMLP(ComposerModel):
         return F.cross_entropy(outputs, batch['target'])
 
 
+def _workers(workers: int, data: Dataset) -> dict[str, Any]:
+    """DataLoader worker settings as the recipe runner's: on two ranks, workers started by a fork server."""
+    return worker_start(workers, dist.get_world_size(), data)
+
+
 def _resumable(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     return DataLoader(data, batch_size=batch, sampler=ResumableDistributedSampler(data, world, rank),
-                      num_workers=workers)
+                      **_workers(workers, data))
 
 
 def _sub_epoch(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     return DataLoader(data, batch_size=batch, sampler=SubEpochDistributedSampler(data, 2, world, rank),
-                      num_workers=workers)
+                      **_workers(workers, data))
 
 
 def _mixture(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     sources = ConcatDataset([Subset(data, range(24)), Subset(data, range(24, SIZE))])
     sampler = MixtureDistributedSampler([24, SIZE - 24], batch_size=batch, num_replicas=world, rank=rank)
-    return DataLoader(sources, batch_size=batch, sampler=sampler, num_workers=workers)
+    return DataLoader(sources, batch_size=batch, sampler=sampler, **_workers(workers, sources))
 
 
 def _nested(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     nested = NestedBatchSampler(BatchSampler(RandomSampler(data), batch // 2, False), num_batches=2)
-    return distribute(DataLoader(data, batch_sampler=nested, num_workers=workers), num_replicas=world, rank=rank)
+    return distribute(DataLoader(data, batch_sampler=nested, **_workers(workers, data)), num_replicas=world, rank=rank)
 
 
 def _torch_distributed(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
-    return DataLoader(data, batch_size=batch, sampler=DistributedSampler(data, world, rank), num_workers=workers)
+    return DataLoader(data, batch_size=batch, sampler=DistributedSampler(data, world, rank), **_workers(workers, data))
 
 
 def _torch_random(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     assert world == 1, 'RandomSampler does not shard'
-    return DataLoader(data, batch_size=batch, shuffle=True, num_workers=workers)
+    return DataLoader(data, batch_size=batch, shuffle=True, **_workers(workers, data))
 
 
 def _user_batch(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
@@ -141,19 +118,19 @@ def _user_batch(data: Dataset, world: int, rank: int, workers: int, batch: int =
 
     custom = BatchShuffleSampler(BatchSampler(DistributedSampler(data, world, rank), batch, False))
     return DataLoader(data, batch_sampler=custom if world == 1 else DistributedBatchAdapter(custom),
-                      num_workers=workers)
+                      **_workers(workers, data))
 
 
 def _distributed_user_batch(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     custom = BatchShuffleSampler(BatchSampler(RandomSampler(data), batch, False))
-    return distribute(DataLoader(data, batch_sampler=custom, num_workers=workers), num_replicas=world, rank=rank)
+    return distribute(DataLoader(data, batch_sampler=custom, **_workers(workers, data)), num_replicas=world, rank=rank)
 
 
 def _sharded_batches(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     """A DistributedSampler subclass that yields whole batches, set as the batch sampler (what DataSpec accepts)."""
     from user_parts import ShardedBatchSampler
 
-    return DataLoader(data, batch_sampler=ShardedBatchSampler(data, batch, world, rank), num_workers=workers)
+    return DataLoader(data, batch_sampler=ShardedBatchSampler(data, batch, world, rank), **_workers(workers, data))
 
 
 def _sharded_arrays(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
@@ -161,7 +138,7 @@ def _sharded_arrays(data: Dataset, world: int, rank: int, workers: int, batch: i
     from user_parts import ShardedBatchSampler
 
     sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=np.array)
-    return DataLoader(data, batch_sampler=sampler, num_workers=workers)
+    return DataLoader(data, batch_sampler=sampler, **_workers(workers, data))
 
 
 def _sharded_tuples(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
@@ -169,7 +146,7 @@ def _sharded_tuples(data: Dataset, world: int, rank: int, workers: int, batch: i
     from user_parts import ShardedBatchSampler
 
     sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=tuple)
-    return DataLoader(data, batch_sampler=sampler, num_workers=workers)
+    return DataLoader(data, batch_sampler=sampler, **_workers(workers, data))
 
 
 def _batch_subclass(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
@@ -180,7 +157,7 @@ def _batch_subclass(data: Dataset, world: int, rank: int, workers: int, batch: i
 
     custom = NamedBatchSampler(DistributedSampler(data, world, rank), batch, False)
     return DataLoader(data, batch_sampler=custom if world == 1 else DistributedBatchAdapter(custom),
-                      num_workers=workers)
+                      **_workers(workers, data))
 
 
 LOADERS: dict[str, Callable[..., DataLoader]] = {
@@ -320,7 +297,7 @@ def fit(row: Row, folder: Path, *, load: Path | None = None, save: dict[str, int
 def _with_persistent_workers(loader: DataLoader) -> DataLoader:
     assert loader.batch_size is not None, 'only loaders that batch an index sampler are rebuilt'
     return DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=loader.sampler,
-                      num_workers=loader.num_workers, persistent_workers=True)
+                      **_workers(loader.num_workers, loader.dataset), persistent_workers=True)
 
 
 def shared_folder(tmp_path: Path) -> Path:

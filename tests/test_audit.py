@@ -131,12 +131,16 @@ def test_bad_input_exits_2(tmp_path: Path, capsys, setup: str, message: str) -> 
     assert re.search(message, err), err
 
 
+#: The schemes Composer has an object store for (maybe_create_object_store_from_uri): audit reads those.
+COMPOSER_SCHEMES = {'s3', 'gs', 'oci', 'azure', 'dbfs'}
+
+
 @settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scheme=st.sampled_from(['s3', 'gs', 'oci', 'https', 'hf']) | st.from_regex(r'[a-z][a-z0-9+.-]{1,9}',
-                                                                                  fullmatch=True))
-def test_a_uri_is_refused_naming_its_scheme_and_never_read_as_a_local_folder(tmp_path: Path, monkeypatch, capsys,
-                                                                             scheme: str) -> None:
-    """Path('s3://bucket/run') is s3:/bucket/run: a stale local folder of that name must not be audited instead."""
+@given(scheme=st.sampled_from(['https', 'hf', 'wandb']) | st.from_regex(r'[a-z][a-z0-9+.-]{1,9}', fullmatch=True)
+       .filter(lambda scheme: scheme not in COMPOSER_SCHEMES))
+def test_a_uri_composer_cannot_read_is_refused_naming_its_scheme_and_never_read_as_a_local_folder(
+        tmp_path: Path, monkeypatch, capsys, scheme: str) -> None:
+    """Path('hf://bucket/run') is hf:/bucket/run: a stale local folder of that name must not be audited instead."""
     monkeypatch.chdir(tmp_path)
     stale = Path(f'{scheme}:') / 'bucket' / 'run' / 'ledger'
     stale.mkdir(parents=True, exist_ok=True)
@@ -146,11 +150,93 @@ def test_a_uri_is_refused_naming_its_scheme_and_never_read_as_a_local_folder(tmp
         writer.close()
     uri = f'{scheme}://bucket/run'
     assert main(['audit', uri]) == 2
-    assert capsys.readouterr().err.startswith(f'error: {uri} is a URI ({scheme}://): audit reads a local folder only')
-    for given_as in (uri, Path(uri)):
-        with pytest.raises(LedgerError, match=re.escape(f'is a URI ({scheme}://)')):
-            audit_folder(given_as)
+    assert capsys.readouterr().err.startswith(f'error: {uri}: Composer has no object store for {scheme}://')
+    with pytest.raises(LedgerError, match=re.escape(f'Composer has no object store for {scheme}://')):
+        audit_folder(uri)
+    with pytest.raises(LedgerError, match=re.escape(f'looks like a URI ({scheme}:) whose "//" was lost')):
+        audit_folder(Path(uri))
     assert [e.status for e in audit_folder(tmp_path / stale.parent).epochs] == ['ok']  # the stale folder is a good run
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# audit of a URI: the ledger objects downloaded through Composer's object store, audited as a local folder
+
+DIGITS = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+
+
+@pytest.fixture(scope='module')
+def two_lineages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A save folder with two lineages: a run, then a save_overwrite rerun whose checkpoint is the final one."""
+    folder = tmp_path_factory.mktemp('remote-audit') / 'run'
+    common = ['train', DIGITS, 'train_loader.dataset={name: synthetic, size: 200}', 'callbacks.sample_ledger={}',
+              f'save_folder={folder}', 'save_interval=1ba']
+    assert main([*common, 'max_duration=3ba']) == 0
+    assert main([*common, 'max_duration=2ba', 'save_overwrite=true', 'seed=5']) == 0
+    return folder
+
+
+def _upload_folder(folder: Path, uri: str, scratch: Path) -> None:
+    """Every file under ``folder`` to ``uri`` through Composer's own object store, laid out as Composer uploads a
+    save folder: a symbolic link (``latest-rank0.pt``) becomes a ``.symlink`` object holding its target's name."""
+    from composer.utils import maybe_create_object_store_from_uri, parse_uri
+
+    store = maybe_create_object_store_from_uri(uri)
+    assert store is not None
+    key = parse_uri(uri)[2]
+    for path in sorted(folder.rglob('*')):
+        name = f'{key}/{path.relative_to(folder)}'
+        if path.is_symlink():
+            pointer = scratch / 'pointer.symlink'
+            pointer.write_text(f'{key}/{path.resolve().relative_to(folder.resolve())}')
+            store.upload_object(f'{name}.symlink', pointer)
+        elif path.is_file():
+            store.upload_object(name, path)
+
+
+@pytest.mark.s3
+def test_audit_of_a_bucket_equals_the_audit_of_the_local_folder(two_lineages: Path, s3_bucket: str, tmp_path: Path,
+                                                                capsys) -> None:
+    uri = f'{s3_bucket}/runs/digits'
+    assert (two_lineages / 'latest-rank0.pt').is_symlink()
+    _upload_folder(two_lineages, uri, tmp_path)
+    local, remote = audit_folder(two_lineages), audit_folder(uri)
+    assert len(local.other_lineages) == 1 and local.chosen.startswith('the lineage of the final checkpoint')
+    assert remote.chosen == local.chosen.replace(str(two_lineages), uri)  # the same final checkpoint, downloaded
+    for name in ('lineage_id', 'epochs', 'attempts', 'per_rank', 'other_lineages', 'superseded', 'abandoned', 'torn'):
+        assert getattr(remote, name) == getattr(local, name), name
+    assert main(['audit', str(two_lineages)]) == 0
+    printed = capsys.readouterr().out
+    assert main(['audit', uri]) == 0
+    assert capsys.readouterr().out == printed.replace(str(two_lineages), uri)
+
+
+def _stopped_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    from s3_server import free_loopback_ports
+
+    monkeypatch.setenv('S3_ENDPOINT_URL', f'http://127.0.0.1:{free_loopback_ports(1)[0]}')  # nothing listens there
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(('case', 'message'), [
+    ('missing bucket', "the bucket 'no-such-bucket-here' does not exist at this endpoint; check the bucket name"),
+    ('empty prefix', 'no object under this prefix (the bucket exists); check the path'),
+    ('bad credentials', 'the object store refuses the credentials (SignatureDoesNotMatch); check the credentials'),
+    ('server stopped', 'the object store does not answer (Could not connect to the endpoint URL'),
+])
+def test_audit_of_a_uri_that_cannot_be_read_is_a_named_error(case: str, message: str, s3_bucket: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    uri = 's3://no-such-bucket-here/run' if case == 'missing bucket' else f'{s3_bucket}/run'
+    if case == 'bad credentials':
+        monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'not-the-key')
+    if case == 'server stopped':
+        _stopped_server(monkeypatch)
+    monkeypatch.chdir(tmp_path)  # a stale local folder named like the URI is never read instead
+    stale = Path(str(Path(uri))) / 'ledger'
+    stale.mkdir(parents=True)
+    LedgerWriter(stale / 'a1-rank0.bin', _header()).append(0, 1, [0, 1, 2, 3])
+    assert main(['audit', uri]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'error: {uri}') and message in err and len(err.splitlines()) == 1, err
 
 
 def test_unknown_arguments_are_refused(capsys) -> None:

@@ -206,10 +206,8 @@ def _empty(tmp_path: Path) -> Path:
         (lambda written, tmp: _text(tmp), 'notes.pt is not a readable checkpoint', 'invalid'),
         (lambda written, tmp: _tensor(tmp), "tensor.pt is not a Composer checkpoint: it holds a Tensor", 'invalid'),
         (lambda written, tmp: _empty(tmp), 'empty.pt is empty, not a checkpoint', 'invalid'),
-        (lambda written, tmp: 's3://bucket/run/ep1-rank0.pt', 'is a URI (s3://)', 'unchecked'),
-        (lambda written, tmp: 'https://example.com/ep1.pt', 'is a URI (https://)', 'unchecked'),
     ],
-    ids=['missing', 'directory', 'truncated', 'text', 'tensor', 'empty', 's3', 'https'],
+    ids=['missing', 'directory', 'truncated', 'text', 'tensor', 'empty'],
 )
 def test_files_that_cannot_be_checked_are_named_errors(make, message, reason, written, tmp_path, capsys) -> None:
     path = make(written, tmp_path)
@@ -220,6 +218,17 @@ def test_files_that_cannot_be_checked_are_named_errors(make, message, reason, wr
     err = capsys.readouterr().err
     assert err.startswith(f'error: load_path: {path}') and message in err
     assert ('trust_checkpoint: true' in err) == (reason == 'unchecked')
+
+
+def test_check_checkpoint_is_local_only_and_a_scheme_composer_cannot_read_is_refused(capsys) -> None:
+    """check_checkpoint in Python refuses a URI (download it first); a recipe downloads what Composer can read."""
+    for uri in ('s3://bucket/run/ep1-rank0.pt', 'https://example.com/ep1.pt'):
+        with pytest.raises(CheckpointError, match=re.escape(f'{uri} is a URI')) as error:
+            check_checkpoint(uri)
+        assert error.value.reason == 'unchecked' and 'download it first' in str(error.value)
+    assert train_main([DIGITS, 'load_path=https://example.com/ep1.pt']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: load_path: https://example.com/ep1.pt: Composer has no object store for https://')
 
 
 def test_trust_checkpoint_passes_what_cannot_be_checked_but_not_a_missing_file(written, tmp_path) -> None:
@@ -305,8 +314,12 @@ def test_the_path_checked_is_the_path_composer_reads(template: str, run_name: st
     try:  # without a run name, Composer invents one: the check refuses exactly when the path depends on it
         unnamed = composer_load_path(template)
     except CheckpointError as error:
+        try:
+            invented = {composers_own_path(template, name)[0] for name in ('run-x', 'run-y')}
+        except Exception:  # Composer stops on the name it would invent: refused either way
+            return
         assert 'but the run has no run_name' in str(error)
-        assert composers_own_path(template, 'run-x')[0] != composers_own_path(template, 'run-y')[0]
+        assert len(invented) == 2
     else:
         assert unnamed == composers_own_path(template, 'run-x')[0] == composers_own_path(template, 'run-y')[0]
 
@@ -427,3 +440,66 @@ def test_an_empty_load_path_is_named_as_empty(value: str, capsys) -> None:
         err = capsys.readouterr().err
         assert err.startswith(f"error: load_path is empty ({value.strip(chr(39))!r}): give the checkpoint file to "
                               'load, or leave load_path out'), err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A remote load_path: downloaded as Composer downloads it, checked, and the checked local copy is what Composer loads
+
+
+def _upload(uri: str, source: Path) -> None:
+    """Put the local file ``source`` at ``uri`` (s3://bucket/key) through Composer's own object store."""
+    from composer.utils import maybe_create_object_store_from_uri, parse_uri
+
+    store = maybe_create_object_store_from_uri(uri)
+    assert store is not None
+    store.upload_object(parse_uri(uri)[2], source)
+
+
+@pytest.mark.s3
+def test_a_remote_load_path_trains_from_the_checked_copy(s3_bucket: str, written: Path,
+                                                         evil: tuple[Path, Path]) -> None:
+    """The object is fetched and checked before the Trainer exists; rewriting it afterwards changes nothing."""
+    _upload(f'{s3_bucket}/runs/remote/ep0-ba2-rank0.pt', written / 'ep0-ba2-rank0.pt')
+    template = f'{s3_bucket}/runs/{{run_name}}/ep0-ba2-rank{{rank}}.pt'  # placeholders filled as Composer fills them
+    recipe = load_recipe(DIGITS, [f'load_path={template}', 'run_name=remote', 'max_duration=3ba'])
+    run = build_run(resolve(recipe), world_size=1, rank=0)  # downloaded and checked here
+    handed = run.checked.checkpoints['load_path'].load_path
+    assert not handed.startswith('s3:') and Path(handed).read_bytes() == (written / 'ep0-ba2-rank0.pt').read_bytes()
+    crafted, marker = evil
+    _upload(f'{s3_bucket}/runs/remote/ep0-ba2-rank0.pt', crafted)  # rewritten in the bucket before Composer loads
+    result = train(recipe, run=run)
+    assert int(result.trainer.state.timestamp.batch) == 3  # resumed from batch 2 of the object checked
+    assert not marker.exists()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize('field', ['load_path', 'callbacks.load_checkpoint.load_path'])
+def test_a_crafted_checkpoint_in_the_bucket_is_refused_and_runs_nothing(field: str, s3_bucket: str,
+                                                                        evil: tuple[Path, Path], capsys) -> None:
+    crafted, marker = evil
+    uri = f'{s3_bucket}/run/evil.pt'
+    _upload(uri, crafted)
+    for command in ('plan', 'train'):
+        assert cli_main([command, DIGITS, f'{field}={uri}', 'max_duration=2ba']) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f'error: {field}: {uri} needs builtins.exec') and 'trust_checkpoint: true' in err, err
+        assert not marker.exists()
+
+
+@pytest.mark.s3
+def test_trust_checkpoint_hands_the_uri_to_composer_unchecked(s3_bucket: str, evil: tuple[Path, Path]) -> None:
+    """Only trust_checkpoint: true skips the check: Composer downloads and unpickles the object itself."""
+    crafted, marker = evil
+    uri = f'{s3_bucket}/run/evil.pt'
+    _upload(uri, crafted)
+    train_main([DIGITS, f'load_path={uri}', 'trust_checkpoint=true', 'max_duration=2ba'])
+    assert marker.read_text() == 'ran'  # unpickled by Composer: the payload ran
+
+
+@pytest.mark.s3
+def test_a_remote_checkpoint_that_cannot_be_fetched_is_a_named_error(s3_bucket: str, capsys) -> None:
+    for uri, message in ((f'{s3_bucket}/run/missing.pt', 'does not exist in its object store; check the path'),
+                         ('s3://no-such-bucket-here/run/ep1.pt', "the bucket 'no-such-bucket-here' does not exist")):
+        assert train_main([DIGITS, f'load_path={uri}']) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f'error: load_path: {uri}') and message in err and len(err.splitlines()) == 1, err

@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from composer_sampling import SamplerSync
 from composer_sampling.recipes.build_training import build_run
@@ -28,6 +30,24 @@ def test_every_recipe_loads_and_builds(path: Path) -> None:
     recipe = load_recipe(path)
     run = build_run(resolve(recipe), world_size=1)
     assert len(run.train_loader) > 0
+
+
+def test_on_two_ranks_the_train_loader_starts_its_workers_from_a_fork_server() -> None:
+    """A rank runs gloo's threads when the Trainer forks the workers: they come from a fork server (issue 22, 9)."""
+    data = ['train_loader.dataset={name: synthetic, size: 80}', 'train_loader.per_sample_rng=true']
+
+    def built(world_size: int, *overrides: str) -> Any:
+        return build_run(resolve(load_recipe(None, [*data, *overrides])), world_size=world_size, rank=1 % world_size)
+
+    one_rank = built(1, 'train_loader.num_workers=2').train_loader
+    two_ranks = built(2, 'train_loader.num_workers=2').train_loader
+    in_process = built(2).train_loader
+    assert one_rank.multiprocessing_context is None  # torch's default, fork
+    assert two_ranks.multiprocessing_context.get_start_method() == 'forkserver'
+    read = [(batch['index'].tolist(), batch['input']) for batch in two_ranks]  # the dataset reached the workers
+    expected = [(batch['index'].tolist(), batch['input']) for batch in in_process]
+    assert [indices for indices, _ in read] == [indices for indices, _ in expected]
+    assert all(torch.equal(got, want) for (_, got), (_, want) in zip(read, expected, strict=True))
 
 
 def test_grad_accum_recipe_has_the_documented_batches() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import multiprocessing
 from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.nested import NestedBatchSampler
 
 __all__ = ['Data', 'Placement', 'Split', 'build_data', 'build_eval_loader', 'build_train_loader', 'cut_held_out',
-           'is_batch_sampler', 'split_into_sources']
+           'is_batch_sampler', 'split_into_sources', 'worker_start']
 
 
 @dataclass(frozen=True)
@@ -216,13 +217,41 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchSizes, where:
     if not isinstance(sampler, Sampler) and not callable(getattr(type(sampler), '__iter__', None)):
         raise RecipeError(f'{part.field}: the builder returned a {type(sampler).__name__}; return a sampler, a '
                           'batch sampler or a DataLoader')
-    common: dict[str, Any] = {'num_workers': spec.recipe.train_loader.num_workers}
+    common = worker_start(spec.recipe.train_loader.num_workers, plan.world_size, read_from)
     collate = _collate(spec, 'train_loader.collate_fn')
     if collate is not None:
         common['collate_fn'] = collate
     if is_batch_sampler(sampler):
         return DataLoader(read_from, batch_sampler=sampler, **common)
     return DataLoader(read_from, batch_size=plan.device_batch, sampler=sampler, **common)
+
+
+def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, Any]:
+    """The DataLoader keywords that start ``num_workers`` workers: on several ranks, from a fork server.
+
+    On several ranks the Trainer iterates the loader in a process that runs gloo's
+    threads (and torch's thread pools). Forking a worker copies that process with only
+    the forking thread: a lock another thread held at that instant stays held in the
+    worker, and a worker that needs it never delivers its batch. There the workers
+    are forked by a fork server instead, a process of one thread started once, with
+    the main script, ``torch`` and the dataset's modules imported; the dataset (and a
+    collate function) must then be picklable by name, and a script guard its top level
+    with ``if __name__ == '__main__':``. On one rank, torch's default (``fork``) is kept.
+
+    Example:
+        >>> worker_start(2, 1, range(4))
+        {'num_workers': 2}
+        >>> worker_start(2, 2, range(4))['multiprocessing_context'].get_start_method()
+        'forkserver'
+    """
+    if num_workers == 0 or world_size == 1 or 'forkserver' not in multiprocessing.get_all_start_methods():
+        return {'num_workers': num_workers}
+    from composer_sampling._per_sample_rng import iter_datasets
+
+    context = multiprocessing.get_context('forkserver')
+    modules = ['__main__', 'torch', *dict.fromkeys(type(node).__module__ for node in iter_datasets(dataset))]
+    context.set_forkserver_preload(modules)  # read once, when this process starts its fork server
+    return {'num_workers': num_workers, 'multiprocessing_context': context}
 
 
 def build_eval_loader(spec: RunSpec, dataset: Dataset) -> DataLoader:

@@ -30,6 +30,7 @@ from composer_sampling._checkpoint_check import (
     CheckpointError,
     checked_copy,
     composer_load_path,
+    downloaded_checked_copy,
     load_checked_checkpoint,
     resolve_safe_global,
     uri_scheme,
@@ -151,7 +152,9 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training:
         return CheckedCheckpoint(field_name, path, value)
     extra = _safe_globals(recipe.checkpoint_safe_globals)
     try:
-        if copies is None:
+        if uri_scheme(path) is not None:  # downloaded as Composer downloads it; the checked copy is what it loads
+            handed, loaded, path = _checked_download(value, run_name, copies, extra)
+        elif copies is None:
             handed, loaded = value, load_checked_checkpoint(path, extra)
         else:
             handed, loaded = checked_copy(path, tempfile.mkdtemp(dir=copies.name), extra)
@@ -164,6 +167,21 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training:
     sync_state = (state.get('callbacks') or {}).get('SamplerSync')
     _check_sync_state(where, path, sync_state, training)
     return CheckedCheckpoint(field_name, path, handed, shapes, sync_state)
+
+
+def _checked_download(value: str, run_name: str | None, copies: tempfile.TemporaryDirectory[str] | None,
+                      extra: list[Any]) -> tuple[str, dict[str, Any], str]:
+    """The remote checkpoint ``value`` downloaded and checked: what to give Composer, what it holds, its URI.
+
+    Into a folder of ``copies`` when this process hands Composer the copy; else
+    (``plan``, or another rank of the node, which Composer does not let read it)
+    into a temporary folder that is gone once checked, and Composer gets ``value``.
+    """
+    if copies is not None:
+        return downloaded_checked_copy(value, run_name, tempfile.mkdtemp(dir=copies.name), extra)
+    with tempfile.TemporaryDirectory(prefix='composer-sampling-check-') as folder:
+        _, loaded, shown = downloaded_checked_copy(value, run_name, folder, extra)
+    return value, loaded, shown
 
 
 def _hint(error: CheckpointError) -> str:

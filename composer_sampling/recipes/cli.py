@@ -2,7 +2,7 @@
 
     composer-sampling train RECIPE [field=value ...]   (several ranks: composer -n N -m composer_sampling.train RECIPE)
     composer-sampling plan RECIPE [--world-size N] [--epochs E] [--proof P] [field=value ...]
-    composer-sampling audit FOLDER [--lineage ID] [--plot coverage.png]   (a local folder; a URI is refused)
+    composer-sampling audit FOLDER [--lineage ID] [--plot coverage.png]  (a local folder, or a URI: s3://bucket/run)
     composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
 
 Exit status: 0 when every guarantee holds, 1 when one fails (the message names
@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument('--proof', choices=('auto', 'construction', 'counted'), default='auto',
                       help='auto (default): by construction where every rank\'s order is ours, else counted')
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
-    audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger')
+    audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger; a URI '
+                       "(s3://bucket/run) is read through Composer's object store")
     audit.add_argument('--lineage', metavar='ID', help='count this lineage (an id or its prefix) instead of the '
                                                         "final checkpoint's")
     audit.add_argument('--plot', metavar='PNG', help='also draw coverage by rank and epoch (needs matplotlib)')

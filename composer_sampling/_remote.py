@@ -1,0 +1,149 @@
+"""Reading a run's files from an object store, through Composer's own object stores and download path.
+
+``audit`` of a URI lists and downloads the ledger objects (:func:`download_folder`);
+a remote ``load_path`` is fetched with Composer's ``get_file`` (:func:`download_file`),
+the function Composer's ``download_checkpoint`` calls, so the bytes checked are the
+bytes Composer would have read. A URI whose scheme Composer has no object store for
+is refused naming the scheme; what goes wrong on the way (a missing bucket, bad
+credentials, a server that does not answer) is a :class:`RemoteError` naming the URI
+and what to check, never a traceback.
+
+Example:
+    >>> object_store_of('nosuch://bucket/run')
+    Traceback (most recent call last):
+    ...
+    composer_sampling._remote.RemoteError: nosuch://bucket/run: Composer has no object store for nosuch:// ...
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+__all__ = ['RemoteError', 'download_file', 'download_folder', 'object_store_of', 'split_uri']
+
+#: S3 error codes (botocore's ``Error.Code``) that mean the keys are wrong or not allowed.
+_CREDENTIAL_CODES = ('SignatureDoesNotMatch', 'InvalidAccessKeyId', 'AccessDenied', 'InvalidToken',
+                     'ExpiredToken', '403')
+_CREDENTIALS_HINT = ('check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile) and that '
+                     'they may read this bucket')
+
+
+class RemoteError(ValueError):
+    """An object store that cannot be reached or read: names the URI and what to check."""
+
+
+def split_uri(uri: str) -> tuple[str, str, str]:
+    """``(scheme, bucket, key)`` of ``uri``, as Composer's ``parse_uri`` splits it.
+
+    Example:
+        >>> split_uri('s3://bucket/runs/digits/')
+        ('s3', 'bucket', 'runs/digits/')
+    """
+    from composer.utils import parse_uri
+
+    return parse_uri(uri)
+
+
+def object_store_of(uri: str) -> Any:
+    """Composer's object store for ``uri`` (``maybe_create_object_store_from_uri``), or a :class:`RemoteError`.
+
+    A scheme Composer has no object store for, a client library that is not
+    installed, or a store that cannot be set up (missing credentials) is named.
+    """
+    scheme = urlparse(uri).scheme
+    try:
+        from composer.utils import maybe_create_object_store_from_uri
+
+        store = maybe_create_object_store_from_uri(uri)
+    except NotImplementedError:
+        raise RemoteError(f'{uri}: Composer has no object store for {scheme}:// (it reads s3://, gs://, oci://, '
+                          'azure://, dbfs:/Volumes and local paths); copy the files to a local folder or one of those '
+                          'stores') from None
+    except ImportError as error:
+        raise RemoteError(f'{uri}: the client library for {scheme}:// is not installed ({error}); install it to '
+                          f'read {scheme}:// through Composer') from None
+    except Exception as error:  # a store that checks its credentials or settings when built (gs://, oci://)
+        raise RemoteError(f'{uri}: the {scheme}:// object store cannot be set up ({type(error).__name__}: '
+                          f'{_first_line(error)}); check its credentials and settings') from None
+    if store is None:
+        raise RemoteError(f'{uri} is not a URI of an object store')
+    return store
+
+
+def describe(uri: str, error: BaseException) -> RemoteError:
+    """``error`` from an object store, as a :class:`RemoteError` naming ``uri`` and what to check."""
+    cause: BaseException | None = error
+    while cause is not None:  # Composer wraps S3's 403 and 404 in FileNotFoundError: the cause says which
+        code = _error_code(cause)
+        if code == 'NoSuchBucket':
+            return RemoteError(f'{uri}: the bucket {split_uri(uri)[1]!r} does not exist at this endpoint; check the '
+                               'bucket name (and S3_ENDPOINT_URL, if set)')
+        if code in _CREDENTIAL_CODES or type(cause).__name__ in ('NoCredentialsError', 'PartialCredentialsError'):
+            return RemoteError(f'{uri}: the object store refuses the credentials ({code or type(cause).__name__}); '
+                               f'{_CREDENTIALS_HINT}')
+        if type(cause).__name__ in ('EndpointConnectionError', 'ConnectTimeoutError', 'ReadTimeoutError',
+                                    'ConnectionClosedError') or isinstance(cause, ConnectionError):
+            endpoint = os.environ.get('S3_ENDPOINT_URL')
+            where = f'S3_ENDPOINT_URL={endpoint}' if endpoint and uri.startswith('s3:') else 'the endpoint'
+            return RemoteError(f'{uri}: the object store does not answer ({_first_line(cause)}); check that {where} '
+                               'is right and the server is running, and the network')
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(error, FileNotFoundError):
+        return RemoteError(f'{uri} does not exist in its object store; check the path')
+    return RemoteError(f'{uri}: the object store failed ({type(error).__name__}: {_first_line(error)})')
+
+
+def _error_code(error: BaseException) -> str | None:
+    response = getattr(error, 'response', None)
+    if isinstance(response, dict):
+        code = (response.get('Error') or {}).get('Code')
+        return str(code) if code is not None else None
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def download_file(store: Any, key: str, destination: str, shown_as: str) -> None:
+    """Download object ``key`` of ``store`` to ``destination`` with Composer's ``get_file`` (it follows a
+    Composer ``.symlink`` pointer as a load does); errors name ``shown_as``."""
+    from composer.utils import get_file
+
+    try:
+        get_file(key, destination, object_store=store, overwrite=True, progress_bar=False)
+    except Exception as error:
+        raise describe(shown_as, error) from None
+
+
+def download_folder(uri: str, destination: Path, wanted: Any = None) -> list[str]:
+    """Download every object under ``uri`` (a folder) whose name ``wanted(relative_name)`` accepts into
+    ``destination``, keeping the relative paths; return the relative names of all the objects listed.
+
+    An empty listing is a :class:`RemoteError` (nothing is there, or the prefix is wrong).
+    """
+    store = object_store_of(uri)
+    _, _, key = split_uri(uri)
+    prefix = key.rstrip('/') + '/' if key.strip('/') else ''
+    try:
+        names = [name[len(prefix):] for name in store.list_objects(prefix) if name.startswith(prefix)]
+    except NotImplementedError:
+        raise RemoteError(f'{uri}: Composer\'s {type(store).__name__} cannot list objects; copy the folder out of '
+                          'the store and give the local copy') from None
+    except Exception as error:
+        raise describe(uri, error) from None
+    if not names:
+        raise RemoteError(f'{uri}: no object under this prefix (the bucket exists); check the path, which should be '
+                          'the save folder of a run')
+    for name in names:
+        if wanted is None or wanted(name):
+            target = destination / name
+            if '..' in Path(name).parts or name.startswith('/'):
+                raise RemoteError(f'{uri}: the object name {name!r} leads outside the folder; it is not read')
+            target.parent.mkdir(parents=True, exist_ok=True)
+            download_file(store, prefix + name, str(target), f'{uri.rstrip("/")}/{name}')
+    return names
