@@ -81,8 +81,8 @@ def test_no_folder_or_an_unreachable_remote_one_is_refused_before_training(tmp_p
     monkeypatch.setenv('AWS_CONFIG_FILE', str(tmp_path / 'absent'))
     monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')  # no credentials anywhere: nothing leaves the machine
     trainer = make_trainer(_loader(), callbacks=[SampleLedger('s3://bucket/run/ledger')])
-    with pytest.raises(ValueError, match=r'SampleLedger cannot reach its ledger folder s3://bucket/run/ledger '
-                                         r'\(NoCredentialsError: .*\); check the bucket and the credentials'):
+    with pytest.raises(ValueError, match=r'SampleLedger cannot reach its ledger folder s3://bucket/run/ledger: the '
+                                         r'object store refuses the credentials \(NoCredentialsError\)'):
         trainer.fit()
     assert trainer.state.timestamp.batch == 0
     with pytest.raises(ValueError, match=r'SampleLedger has no folder: give the Trainer a save_folder'):

@@ -110,17 +110,15 @@ class RemoteLedger:
     """
 
     def __init__(self, uri: str) -> None:
-        from composer.utils import maybe_create_object_store_from_uri, parse_uri
+        from composer_sampling._remote import RemoteError, object_store_of, split_uri
 
         try:
-            store = maybe_create_object_store_from_uri(uri)
-        except (NotImplementedError, ValueError) as error:
-            raise ValueError(f'SampleLedger cannot upload its ledger to {uri}: {error}') from None
-        if store is None:
-            raise ValueError(f'SampleLedger: {uri} is a local folder, not a URI')
+            store = object_store_of(uri)
+        except RemoteError as error:
+            raise ValueError(f'SampleLedger cannot upload its ledger to {error}') from None
         self.uri = uri
         self.store: Any = store
-        self.prefix = parse_uri(uri)[2].strip('/')
+        self.prefix = split_uri(uri)[2].strip('/')
 
     def __repr__(self) -> str:
         return f'RemoteLedger({self.uri!r})'
@@ -134,13 +132,14 @@ class RemoteLedger:
 
         Stores that cannot list are not checked here; their first upload is.
         """
+        from composer_sampling._remote import describe
+
         try:
             self.store.list_objects(f'{self.prefix}/' if self.prefix else '')
         except NotImplementedError:
             return
         except Exception as error:
-            raise ValueError(f'SampleLedger cannot reach its ledger folder {self.uri} ({type(error).__name__}: '
-                             f'{error}); check the bucket and the credentials of the object store') from None
+            raise ValueError(f'SampleLedger cannot reach its ledger folder {describe(self.uri, error)}') from None
 
     def upload(self, path: Path) -> None:
         """Upload ``path`` whole, replacing the object of an earlier upload; transient errors are retried twice."""
@@ -155,5 +154,7 @@ class RemoteLedger:
         try:
             send()
         except Exception as error:
-            raise RuntimeError(f'SampleLedger could not upload its ledger {path} to {self.uri}/{path.name}: '
-                               f'{type(error).__name__}: {error}') from error
+            from composer_sampling._remote import describe
+
+            target = f'{self.uri.rstrip("/")}/{path.name}'
+            raise RuntimeError(f'SampleLedger could not upload its ledger {path}: {describe(target, error)}') from error
