@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -168,6 +169,10 @@ def test_a_run_killed_after_a_checkpoint_resumes_from_the_bucket_and_audits_exac
     (name,) = [name for name in objects if name.startswith('ledger/')]
     assert name.endswith('-rank0.bin')
     assert [batch for _, batch, _ in _records(tmp_path / 'killed' / 'ledger')] == [1, 2, 3]
+    killed_attempt = name.removeprefix('ledger/').removesuffix('-rank0.bin')
+    (staged,) = Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-*-{killed_attempt}')
+    assert [batch for _, batch, _ in _records(staged)] == [1, 2, 3, 4]  # lost: batch 4, in no checkpoint
+    shutil.rmtree(staged)
 
     resumed = tmp_path / 'resumed'
     assert train_main([*COMMON, f'save_folder={resumed}', f'load_path={run}/ep0-ba3-rank0.pt',
