@@ -59,7 +59,7 @@ from composer_sampling._validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
            'LedgerWriter', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger', 'read_records',
-           'remote_ledger_folder', 'scan_ledger', 'uri_scheme', 'verify_ledger']
+           'scan_ledger', 'uri_scheme', 'verify_ledger']
 
 MAGIC = b'CSLEDGER'
 LEDGER_VERSION = 3  # 3: narrow indices, plan records; 2 added the header checksum (still read); 1 is refused
@@ -84,8 +84,8 @@ _URI = re.compile(r'([A-Za-z][A-Za-z0-9+.-]+):(//?)')
 def uri_scheme(location: str) -> str | None:
     """The scheme of ``location`` if it is a URI (``scheme://...``, or ``scheme:/...`` as a Path collapses one).
 
-    A ledger is written and audited in a local folder only: a location with a scheme
-    is refused, never read as the local folder ``scheme:/...``. One-letter schemes
+    A location with a scheme is a URI, for an object store, never read as the local
+    folder ``scheme:/...``. One-letter schemes
     are Windows drive letters, not URIs.
 
     Example:
@@ -94,18 +94,6 @@ def uri_scheme(location: str) -> str | None:
     """
     match = _URI.match(location)
     return match.group(1) if match else None
-
-
-def remote_ledger_folder(folder: str, fix: str = 'pass SampleLedger(folder=...) with a local path') -> str:
-    """Why a ledger cannot go to ``folder``, a URI (:func:`uri_scheme`): the one message of SampleLedger and recipes.
-
-    Example:
-        >>> remote_ledger_folder('s3://bucket/run/ledger')
-        'SampleLedger writes its ledger to a local folder and the save folder is remote (s3://bucket/run/ledger); \
-pass SampleLedger(folder=...) with a local path (audit it there)'
-    """
-    return (f'SampleLedger writes its ledger to a local folder and the save folder is remote ({folder}); {fix} '
-            '(audit it there)')
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
 Every rank appends to ``LEDGER_DIR/trained-{run}-rank{r}.jsonl`` one line per trained
 batch ({"epoch", "batch", "indices"}) and to ``reads-{run}-rank{r}.jsonl`` one line per
 dataset read. ``KILL_RANK`` -1 kills nobody; otherwise that rank sends itself SIGKILL
-at the end of batch ``KILL_AT_BATCH`` (a global batch count), or, for ``KILL_AT_BATCH``
+at the end of batch ``KILL_AT_BATCH`` (a global batch count; with a remote ``save_folder``, once the
+checkpoints saved so far are uploaded), or, for ``KILL_AT_BATCH``
 written ``N-save``, while the checkpoint of batch ``N`` is written: after Composer's
 file is opened and before a byte of it is, as a crash mid-save leaves it (one process,
 ``save_interval`` in batches).
@@ -58,6 +59,7 @@ class TrainedLedger(Callback):
         self.log.flush()
         os.fsync(self.log.fileno())
         if self._killing(state) and not self.kill_in_save:
+            _wait_for_uploads(state)
             os.kill(os.getpid(), signal.SIGKILL)
 
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
@@ -69,6 +71,15 @@ class TrainedLedger(Callback):
 
     def _killing(self, state: State) -> bool:
         return dist.get_global_rank() == self.kill_rank and int(state.timestamp.batch) == self.kill_at_batch
+
+
+def _wait_for_uploads(state: State) -> None:
+    """With a remote save folder, the checkpoints saved so far are in the bucket before the kill (not their links)."""
+    from composer.callbacks import CheckpointSaver
+
+    for callback in state.callbacks:
+        if isinstance(callback, CheckpointSaver) and callback.remote_uploader is not None:
+            callback.remote_uploader.wait()
 
 
 def main() -> None:

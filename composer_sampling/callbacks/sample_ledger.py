@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from composer.core import Callback, State
+from composer.core import Callback, Event, State
 from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
@@ -24,8 +25,9 @@ from composer_sampling._seeding import is_streaming_dataset
 from composer_sampling._snapshot import GraphSnapshot
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
+from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
 from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
-from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter, remote_ledger_folder, uri_scheme
+from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -57,7 +59,11 @@ class SampleLedger(Callback):
 
     The folder defaults to ``{save_folder}/ledger`` of the Trainer's
     ``CheckpointSaver``, its placeholders (``{run_name}``, ``{rank}``, ...) filled as
-    Composer fills them for rank 0, so every rank writes into one folder. Files
+    Composer fills them for rank 0, so every rank writes into one folder. A remote
+    folder (a URI, such as the ``ledger/`` of ``save_folder='s3://bucket/run'``) is
+    written in a local staging folder and uploaded whole through Composer's object
+    store before every checkpoint the saver saves and at fit end
+    (:mod:`~composer_sampling.callbacks._ledger_upload`). Files
     ``{folder}/{attempt}-rank{r}.bin`` are created when the first batch has trained:
     a run refused at fit start, or one that dies before training, leaves the folder
     as it was. Their header holds the attempt's start batch, a *lineage* id shared by
@@ -68,7 +74,7 @@ class SampleLedger(Callback):
     takes one SampleLedger (a second is refused when the Trainer is built).
 
     Args:
-        folder (str, optional): where the ledger files go. Default: ``{save_folder}/ledger``.
+        folder (str, optional): where the ledger files go, a local path or a URI. Default: ``{save_folder}/ledger``.
         index_key (str | int | Callable, optional): read the indices from the batch here instead of
             the sampler graph. Default: ``None``.
 
@@ -128,6 +134,10 @@ class SampleLedger(Callback):
         self._plans: dict[int, np.ndarray] = {}
         self._loader: Any = None
         self._graph: GraphSnapshot | None = None  # the train dataloader's graph at fit start
+        self._remote: RemoteLedger | None = None  # where the file goes when the folder is a URI
+        self._saver: Any = None  # the Trainer's CheckpointSaver, if it has one
+        self._schedule = UploadSchedule(covered=None)
+        self._sent: int | None = None  # the size of the file the bucket has (it only grows)
 
     def __repr__(self) -> str:
         return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'
@@ -141,7 +151,11 @@ class SampleLedger(Callback):
                              f'{" and ".join(map(repr, others))}; keep one (its folder holds every rank\'s files)')
 
     def fit_start(self, state: State, logger: Logger) -> None:
+        self._saver = _saver_of(state)
         folder = self._ledger_folder(state)
+        remote = RemoteLedger(folder) if uri_scheme(folder) is not None else None
+        if remote is not None:
+            remote.check()
         lineage_start = self._new_lineage(state)
         resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
         shared: list[Any] = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
@@ -172,7 +186,11 @@ class SampleLedger(Callback):
         header.update(self._data_header(self._graph))
         self._dataset_len = header.get('dataset_len')
         self._header = header
-        self._path = folder / f'{attempt}-rank{rank}.bin'
+        self._remote = remote
+        self._schedule = UploadSchedule(covered=_saved_batch(self._saver))
+        self._sent = None
+        local = staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
+        self._path = local / f'{attempt}-rank{rank}.bin'
         self._attempt, self._batch = attempt, header['start_batch']
         self._spun = int(state.timestamp.batch_in_epoch)  # trained before this fit: spun past if Composer spins
         self._stream, self._stream_epoch = [], -1  # the stream's partition is computed when its iteration starts
@@ -199,8 +217,25 @@ class SampleLedger(Callback):
         self._writer.append(epoch, batch, indices)
         self._batch = batch
 
+    def batch_start(self, state: State, logger: Logger) -> None:
+        self._upload_if_due(state, saving=False)  # a checkpoint saved after this callback's turn at its event
+
+    def batch_checkpoint(self, state: State, logger: Logger) -> None:
+        self._at_checkpoint(state, Event.BATCH_CHECKPOINT)
+
+    def epoch_checkpoint(self, state: State, logger: Logger) -> None:
+        self._at_checkpoint(state, Event.EPOCH_CHECKPOINT)
+
+    def iteration_checkpoint(self, state: State, logger: Logger) -> None:
+        self._at_checkpoint(state, Event.ITERATION_CHECKPOINT)
+
     def fit_end(self, state: State, logger: Logger) -> None:
         self.close()
+        if self._remote is not None and self._path is not None and self._path.exists():
+            self._upload()  # before the saver's FIT_END waits for its uploads and uploads its last symlink
+            self._path.unlink()
+            with contextlib.suppress(OSError):
+                self._path.parent.rmdir()  # the last rank of the node to finish removes the staging folder
         if self._tap is not None:
             self._tap.forget(self._tell)
         end_top_tap(state)
@@ -224,6 +259,41 @@ class SampleLedger(Callback):
         self.lineage = state.get('lineage')
         self._attempt = state.get('attempt')
         self._batch = state.get('batch')
+
+    # uploads, when the folder is a URI -------------------------------------------------------------
+
+    def _at_checkpoint(self, state: State, event: Event) -> None:
+        """Upload before a checkpoint the saver is about to save in this event, or after one it saved.
+
+        The saver's turn comes after this callback's when it follows it among the callbacks
+        (the Trainer appends the saver it builds from ``save_folder`` after the user's): then
+        this asks the saver's ``save_interval``, as the saver is about to, whether it saves
+        now. Composer's own intervals give the same answer to the same question twice.
+        """
+        if self._remote is None:
+            return
+        saver = self._saver
+        saving = False
+        if saver is not None and state.callbacks.index(saver) > state.callbacks.index(self):
+            batch = state.timestamp.batch
+            saving = saver.last_checkpoint_batch != batch and bool(saver.save_interval(state, event))
+        self._upload_if_due(state, saving)
+
+    def _upload_if_due(self, state: State, saving: bool) -> None:
+        if self._remote is None:
+            return
+        covered = self._schedule.due(_saved_batch(self._saver), int(state.timestamp.batch), saving)
+        if covered is not None:
+            self._upload()
+            self._schedule.covered = covered
+
+    def _upload(self) -> None:
+        """Upload the file unless the bucket has it as it is (it only grows: the same size is the same file)."""
+        assert self._remote is not None and self._path is not None
+        size = self._path.stat().st_size if self._path.exists() else None  # none before the first trained batch
+        if size is not None and size != self._sent:
+            self._remote.upload(self._path)
+            self._sent = size
 
     def _new_lineage(self, state: State) -> int | None:
         """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.
@@ -363,27 +433,38 @@ class SampleLedger(Callback):
         return {'dataset_len': accounting.dataset_len, 'padded': accounting.padded, 'dropped': accounting.dropped,
                 'sub_epochs_per_epoch': graph.sub_epochs(), 'replication': replication}
 
-    def _ledger_folder(self, state: State) -> Path:
+    def _ledger_folder(self, state: State) -> str:
+        """The folder, placeholders filled for rank 0: a local path, or a URI (the saver's remote folder's ledger/)."""
         if self.folder is not None:
             folder = self.folder
         else:
-            from composer.callbacks import CheckpointSaver
-
-            saver = next((callback for callback in state.callbacks if isinstance(callback, CheckpointSaver)), None)
+            saver = self._saver
             if saver is None:
                 raise ValueError('SampleLedger has no folder: give the Trainer a save_folder (the ledger goes to '
                                  '{save_folder}/ledger) or pass SampleLedger(folder=...)')
-            folder = f'{saver.folder}/ledger'
+            uploader = getattr(saver, 'remote_uploader', None)  # a remote save folder: saver.folder is its staging
+            base = str(saver.folder) if uploader is None else str(uploader.remote_folder)
+            folder = f'{base.rstrip("/")}/ledger'
         from composer.utils import partial_format
 
-        folder = partial_format(folder, run_name=state.run_name, rank=0, local_rank=0, node_rank=0,
-                                world_size=dist.get_world_size(), local_world_size=dist.get_local_world_size())
-        if uri_scheme(folder) is not None:
-            raise ValueError(remote_ledger_folder(folder))
-        return Path(folder)
+        return partial_format(folder, run_name=state.run_name, rank=0, local_rank=0, node_rank=0,
+                              world_size=dist.get_world_size(), local_world_size=dist.get_local_world_size())
 
     def _where(self) -> str:
         return f'SampleLedger(index_key={_name(self.index_key)})'
+
+
+def _saver_of(state: State) -> Any:
+    """The Trainer's CheckpointSaver (the first, as the Trainer takes it), or ``None``."""
+    from composer.callbacks import CheckpointSaver
+
+    return next((callback for callback in state.callbacks if isinstance(callback, CheckpointSaver)), None)
+
+
+def _saved_batch(saver: Any) -> int | None:
+    """The batch of the saver's last checkpoint in this process, or ``None``."""
+    saved = None if saver is None else saver.last_checkpoint_batch
+    return None if saved is None else int(saved)
 
 
 def _replication_of(graph: GraphSnapshot, world: int, rank: int) -> int:

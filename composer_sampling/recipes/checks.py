@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
-from composer_sampling._checkpoint_check import uri_scheme
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
-from composer_sampling.ledger_format import remote_ledger_folder
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import check_save_folders
@@ -76,7 +74,7 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     for part in (*spec.parts.values(), *spec.callbacks):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
-    _check_ledger_folder(spec, training)
+    _check_one_ledger(spec, training)
     builders = {part.field: builder_of(part) for part in spec.callbacks if part.entry is None} if training else {}
     fields = checkpoint_fields(spec, builders)
     copies = None
@@ -86,8 +84,11 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     return Checked(plan, checked, copies)
 
 
-def _check_ledger_folder(spec: RunSpec, training: bool) -> None:
-    """One callback writes a ledger, to a local folder: SampleLedger's own refusals, before any run.
+def _check_one_ledger(spec: RunSpec, training: bool) -> None:
+    """One callback writes a ledger: SampleLedger's own refusal of a second, before any run.
+
+    Its folder may be a URI (a remote save folder's ``ledger/``): SampleLedger stages the
+    files locally and uploads them.
 
     Registered parts are known by name; a ``target`` part is imported (``train`` only) to see if it builds one.
     """
@@ -101,12 +102,6 @@ def _check_ledger_folder(spec: RunSpec, training: bool) -> None:
     if len(parts) > 1:
         raise RecipeError(f'{" and ".join(part.field for part in parts)} each record a ledger; a run records one '
                           '(SampleLedger refuses a second on one Trainer): keep one')
-    if not parts:
-        return
-    part = parts[0]
-    folder = part.arguments.get('folder') or spec.ledger_folder or f'{spec.recipe.save_folder}/ledger'
-    if isinstance(folder, str) and uri_scheme(folder) is not None:
-        raise RecipeError(f'{part.field}: ' + remote_ledger_folder(folder, f'give {part.field} a local folder'))
 
 
 #: The recipe field of each quantity of the batch math.

@@ -1,0 +1,160 @@
+"""A ledger beside remote checkpoints: written in a local staging folder, uploaded whole through Composer's store.
+
+When :class:`~composer_sampling.SampleLedger`'s folder is a URI (``{save_folder}/ledger``
+of a remote save folder, or ``SampleLedger(folder='s3://...')``), each rank writes its
+file ``{attempt}-rank{r}.bin`` in :func:`staging_folder` and uploads it, whole (an
+object store cannot append), to ``{folder}/{attempt}-rank{r}.bin`` with the object
+store Composer builds for that URI (``composer.utils.maybe_create_object_store_from_uri``).
+
+When: :class:`UploadSchedule` says. Before every checkpoint Composer's
+``CheckpointSaver`` is about to save (the ledger's handler of the checkpoint event runs
+before the saver's when the saver comes later among the callbacks, as the Trainer
+places the saver it builds from ``save_folder``), after any checkpoint it saved that
+no upload covers yet, and at fit end.
+
+Example:
+    >>> schedule = UploadSchedule(covered=None)
+    >>> schedule.due(saved=None, batch=3, saving=True)  # the saver is about to save batch 3: upload first
+    3
+    >>> schedule.covered = 3
+    >>> schedule.due(saved=3, batch=4, saving=False) is None  # batch 3's checkpoint is covered
+    True
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ['RECORD_BYTES', 'RemoteLedger', 'UploadSchedule', 'ledger_bytes', 'staging_folder']
+
+#: The bytes of a record besides its indices: epoch (u32), batch (i64), count (u32) and the record's CRC32.
+RECORD_BYTES = 20
+#: Before the header's JSON text: the magic (8 bytes) and its length (4); after it, its CRC32 (4).
+_HEADER_FRAME = 16
+
+
+def staging_folder(run_name: str, attempt: str) -> Path:
+    """Where the ranks of one node write an attempt's files before uploading them: under the system's temp folder.
+
+    Named by run and attempt, so two runs (or two attempts of one) never share a file;
+    the run name is kept to letters, digits, ``.``, ``_`` and ``-`` (other characters
+    become ``_``, at most 64 of them).
+
+    Example:
+        >>> staging_folder('my run/1', 'a1b2').name
+        'composer-sampling-ledger-my_run_1-a1b2'
+    """
+    safe = re.sub(r'[^A-Za-z0-9._-]+', '_', run_name)[:64]
+    return Path(tempfile.gettempdir()) / f'composer-sampling-ledger-{safe}-{attempt}'
+
+
+def ledger_bytes(header_text: int, batch_samples: list[int], index_bytes: int) -> int:
+    """The size of a rank's ledger file: ``16 + header_text + sum(20 + index_bytes * n for n in batch_samples)``.
+
+    ``header_text`` is the length of its JSON header (about 400 bytes), ``batch_samples``
+    the samples of each batch the rank trained (and of each plan record), ``index_bytes``
+    4 for a dataset below 2**32 samples, else 8. The staging file holds the whole
+    attempt, and every upload sends all of it.
+
+    Example:
+        >>> ledger_bytes(400, [32] * 100, 4)  # 100 batches of 32 samples
+        15216
+    """
+    return _HEADER_FRAME + header_text + sum(RECORD_BYTES + index_bytes * samples for samples in batch_samples)
+
+
+@dataclass
+class UploadSchedule:
+    """When to upload: before a checkpoint is saved, or after one no upload covers yet.
+
+    ``covered`` is the batch of the last checkpoint an upload covers (every one of its
+    batches had been recorded when the file was sent), or, at fit start, the saver's
+    last checkpoint from before this fit (``None`` if none).
+    """
+
+    covered: int | None
+
+    def due(self, saved: int | None, batch: int, saving: bool) -> int | None:
+        """The checkpoint batch an upload made now covers, or ``None`` if none is due.
+
+        Args:
+            saved: the batch of the saver's last checkpoint (``None`` before its first).
+            batch: the trainer's batch count now; every batch up to it has been recorded.
+            saving: the saver is about to save the checkpoint of ``batch`` in this event.
+
+        Example:
+            >>> UploadSchedule(covered=3).due(saved=6, batch=7, saving=False)  # saved after the ledger's turn
+            6
+        """
+        if saving and self.covered != batch:
+            return batch
+        if saved != self.covered:
+            return saved
+        return None
+
+
+class RemoteLedger:
+    """Uploads ledger files to the folder ``uri`` through the object store Composer builds for it.
+
+    Args:
+        uri (str): a URI Composer's ``maybe_create_object_store_from_uri`` accepts (``s3://bucket/run/ledger``).
+
+    Example:
+        >>> remote = RemoteLedger('s3://bucket/run/ledger')  # doctest: +SKIP
+        >>> remote.object_name(Path('/tmp/x/a1-rank0.bin'))  # doctest: +SKIP
+        'run/ledger/a1-rank0.bin'
+    """
+
+    def __init__(self, uri: str) -> None:
+        from composer_sampling._remote import RemoteError, object_store_of, split_uri
+
+        try:
+            store = object_store_of(uri)
+        except RemoteError as error:
+            raise ValueError(f'SampleLedger cannot upload its ledger to {error}') from None
+        self.uri = uri
+        self.store: Any = store
+        self.prefix = split_uri(uri)[2].strip('/')
+
+    def __repr__(self) -> str:
+        return f'RemoteLedger({self.uri!r})'
+
+    def object_name(self, path: Path) -> str:
+        """The object a local ledger file is uploaded to: the same file name under the URI's path."""
+        return f'{self.prefix}/{path.name}' if self.prefix else path.name
+
+    def check(self) -> None:
+        """List the folder once, so that a missing bucket or bad credentials stop the fit before it trains.
+
+        Stores that cannot list are not checked here; their first upload is.
+        """
+        from composer_sampling._remote import describe
+
+        try:
+            self.store.list_objects(f'{self.prefix}/' if self.prefix else '')
+        except NotImplementedError:
+            return
+        except Exception as error:
+            raise ValueError(f'SampleLedger cannot reach its ledger folder {describe(self.uri, error)}') from None
+
+    def upload(self, path: Path) -> None:
+        """Upload ``path`` whole, replacing the object of an earlier upload; transient errors are retried twice."""
+        from composer.utils import ObjectStoreTransientError, retry
+
+        name = self.object_name(path)
+
+        @retry(ObjectStoreTransientError, num_attempts=3)
+        def send() -> None:
+            self.store.upload_object(object_name=name, filename=str(path))
+
+        try:
+            send()
+        except Exception as error:
+            from composer_sampling._remote import describe
+
+            target = f'{self.uri.rstrip("/")}/{path.name}'
+            raise RuntimeError(f'SampleLedger could not upload its ledger {path}: {describe(target, error)}') from error
