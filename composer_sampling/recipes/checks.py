@@ -74,8 +74,8 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     for part in (*spec.parts.values(), *spec.callbacks):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
-    _check_one_ledger(spec, training)
     builders = {part.field: builder_of(part) for part in spec.callbacks if part.entry is None} if training else {}
+    _check_one_ledger(spec, builders)
     fields = checkpoint_fields(spec, builders)
     copies = None
     if training and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the process whose file Composer reads
@@ -84,20 +84,20 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     return Checked(plan, checked, copies)
 
 
-def _check_one_ledger(spec: RunSpec, training: bool) -> None:
+def _check_one_ledger(spec: RunSpec, builders: Mapping[str, Any]) -> None:
     """One callback writes a ledger: SampleLedger's own refusal of a second, before any run.
 
     Its folder may be a URI (a remote save folder's ``ledger/``): SampleLedger stages the
     files locally and uploads them.
 
-    Registered parts are known by name; a ``target`` part is imported (``train`` only) to see if it builds one.
+    Registered parts are known by name; a ``target`` part by its imported builder (``builders``, by field:
+    ``train`` only imports them).
     """
     parts = [part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder]
-    if training:
+    if builders:
         from composer_sampling.callbacks.sample_ledger import SampleLedger
 
-        targets = [part for part in spec.callbacks if part.entry is None]
-        parts += [part for part in targets if isinstance(built := builder_of(part), type)
+        parts += [part for part in spec.callbacks if isinstance(built := builders.get(part.field), type)
                   and issubclass(built, SampleLedger)]
     if len(parts) > 1:
         raise RecipeError(f'{" and ".join(part.field for part in parts)} each record a ledger; a run records one '
