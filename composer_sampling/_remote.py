@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ['RemoteError', 'download_file', 'download_folder', 'object_store_of', 'split_uri']
+__all__ = ['RemoteError', 'describe', 'download_file', 'download_folder', 'is_missing_object', 'object_store_of',
+           'split_uri']
 
 #: S3 error codes (botocore's ``Error.Code``) that mean the keys are wrong or not allowed.
 _CREDENTIAL_CODES = ('SignatureDoesNotMatch', 'InvalidAccessKeyId', 'AccessDenied', 'InvalidToken',
@@ -94,6 +95,17 @@ def describe(uri: str, error: BaseException) -> RemoteError:
     if isinstance(error, FileNotFoundError):
         return RemoteError(f'{uri} does not exist in its object store; check the path')
     return RemoteError(f'{uri}: the object store failed ({type(error).__name__}: {_first_line(error)})')
+
+
+def is_missing_object(error: BaseException) -> bool:
+    """Whether ``error`` says only that an object is not there (not that the bucket, the credentials or the server
+    failed, which Composer's stores may report as a ``FileNotFoundError`` too).
+
+    Example:
+        >>> is_missing_object(FileNotFoundError('ep1.pt')), is_missing_object(ConnectionError('refused'))
+        (True, False)
+    """
+    return isinstance(error, FileNotFoundError) and str(describe('?', error)) == str(describe('?', FileNotFoundError()))
 
 
 def _error_code(error: BaseException) -> str | None:

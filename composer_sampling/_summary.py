@@ -19,12 +19,14 @@ __all__ = ['render_rows', 'summarize', 'summary_rows']
 
 
 def summarize(dataloader: DataLoader, batch_sizes: BatchSizes | None = None, data_seed: int | None = None,
-              seed_source: str | None = None, graph: GraphSnapshot | None = None) -> str:
+              seed_source: str | None = None, graph: GraphSnapshot | None = None,
+              run_rows: list[tuple[str, Any]] | None = None) -> str:
     """The run summary for any DataLoader: batch math (when ``batch_sizes`` is given), epoch accounting, seed, graph.
 
     ``data_seed`` defaults to the seed the graph's samplers hold now (what
     :class:`~composer_sampling.SamplerSync` set at fit start, or their own). ``graph``
-    is the loader's snapshot when the caller has one (else it is taken here). A
+    is the loader's snapshot when the caller has one (else it is taken here); ``run_rows``
+    (name, value) describe the training run around the data (device, precision...). A
     DataLoader over an iterable dataset (which orders itself) gets a short summary
     of its dataset and seed.
 
@@ -41,7 +43,7 @@ def summarize(dataloader: DataLoader, batch_sizes: BatchSizes | None = None, dat
         raise TypeError(f'summarize expects a torch DataLoader (or a subclass), got {type(dataloader).__name__}')
     graph = take_snapshot(dataloader) if graph is None else graph
     if not graph.map_style:
-        return _iterable_summary(dataloader, data_seed, seed_source)
+        return _iterable_summary(dataloader, data_seed, seed_source, run_rows or [])
     shards = graph.sharding()
     ranks = batch_sizes.data_parallel if batch_sizes else (shards[0].num_replicas if shards else 1)
     if data_seed is None:
@@ -50,13 +52,14 @@ def summarize(dataloader: DataLoader, batch_sizes: BatchSizes | None = None, dat
     else:
         seed_text = f'{data_seed}' + (f' ({seed_source})' if seed_source else '')
     accounting = epoch_accounting(dataloader, ranks, sharding=shards)
-    rows = summary_rows(batch_sizes, accounting, seed_text, graph.sub_epochs(), graph.sources())
+    rows = summary_rows(batch_sizes, accounting, seed_text, graph.sub_epochs(), graph.sources()) + (run_rows or [])
     lines = ['composer-sampling run summary', *render_rows(rows), '  sampler graph (rank 0):']
     lines += ['    ' + line for line in render_tree(dataloader, graph.active).splitlines()]
     return '\n'.join(lines)
 
 
-def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source: str | None) -> str:
+def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source: str | None,
+                      run_rows: list[tuple[str, Any]]) -> str:
     """The summary of a DataLoader over an iterable dataset: no sampler orders it, the dataset does."""
     dataset = dataloader.dataset
     if data_seed is None:
@@ -68,6 +71,7 @@ def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source
         ('dataset', f'{type(dataset).__name__}, an iterable dataset that orders itself'),
         ('device batch', dataloader.batch_size),
         ('data seed', seed_text),
+        *run_rows,
     ]
     return '\n'.join(['composer-sampling run summary', *render_rows(rows)])
 

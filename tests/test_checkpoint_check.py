@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import os
 import re
@@ -503,3 +504,24 @@ def test_a_remote_checkpoint_that_cannot_be_fetched_is_a_named_error(s3_bucket: 
         assert train_main([DIGITS, f'load_path={uri}']) == 2
         err = capsys.readouterr().err
         assert err.startswith(f'error: load_path: {uri}') and message in err and len(err.splitlines()) == 1, err
+
+
+# autoresume: the checkpoint it picks is checked as load_path is
+
+def test_the_checkpoint_autoresume_picks_is_checked(tmp_path: Path, evil: tuple[Path, Path],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A crafted file behind the save folder's latest link is refused before Composer sees it; only
+    ``trust_checkpoint: true`` hands it to Composer, which unpickles it."""
+    crafted, marker = evil
+    folder = tmp_path / 'run'
+    folder.mkdir()
+    (folder / 'ep0-ba3-rank0.pt').write_bytes(crafted.read_bytes())
+    (folder / 'latest-rank0.pt').symlink_to('ep0-ba3-rank0.pt')
+    command = [DIGITS, f'save_folder={folder}', 'run_name=crafted', 'autoresume=true', 'max_duration=2ba']
+    assert train_main(command) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'error: load_path: {folder}/latest-rank0.pt needs builtins.exec'), err
+    assert 'trust_checkpoint: true' in err and not marker.exists()
+    with contextlib.suppress(Exception):  # Composer goes on with the crafted state once it has unpickled it
+        train_main([*command, 'trust_checkpoint=true'])
+    assert marker.read_text() == 'ran'

@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_
 from composer_sampling.recipes.checks import Checked, run_builder
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
+from composer_sampling.recipes.run_fields import machine_device
 
 if TYPE_CHECKING:
     from composer import Trainer
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from composer.models import ComposerModel
 
 __all__ = ['Run', 'build_callbacks', 'build_model', 'build_optimizer', 'build_run', 'build_trainer',
-           'check_model_shapes']
+           'check_model_shapes', 'run_rows']
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Run:
     eval_loader: DataLoader
     callbacks: list[Callback] = field(default_factory=list)
     checked: Checked | None = None  # the checkpoints the recipe names, checked (and the copies Composer loads)
+    device: str = 'cpu'  # the device this machine trains on: cpu, gpu or mps (machine_device)
 
     @property
     def checkpoint_seed(self) -> int | None:
@@ -118,7 +121,11 @@ def build_optimizer(spec: RunSpec, model: torch.nn.Module) -> torch.optim.Optimi
 
 
 def build_trainer(run: Run, **overrides: Any) -> Trainer:
-    """A CPU ``Trainer`` for the run; ``overrides`` go straight to ``Trainer`` (tests add callbacks)."""
+    """The run's ``Trainer``; ``overrides`` go straight to ``Trainer`` (tests add callbacks).
+
+    ``autoresume`` is not passed: :func:`build_run` gave its checkpoint to ``load_path``
+    (:mod:`~composer_sampling.recipes.autoresume`), so that it is checked before Composer loads it.
+    """
     from composer import Trainer
 
     recipe = run.recipe
@@ -135,7 +142,9 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
         'eval_interval': recipe.eval_interval,
         'max_duration': recipe.max_duration,
         'optimizers': build_optimizer(run.spec, model),
-        'device': 'cpu',
+        'device': run.device,
+        'precision': recipe.precision,
+        'parallelism_config': recipe.parallelism_config,
         'device_train_microbatch_size': run.plan.microbatch,
         'seed': recipe.seed,
         'callbacks': [*run.callbacks, *extra_callbacks],
@@ -185,11 +194,15 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     from composer.utils import dist
 
     from composer_sampling._graph import active_root, sharding_problem
+    from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.build_data import Placement, build_data, build_eval_loader, build_train_loader
     from composer_sampling.recipes.checks import check_folders, checked_spec
 
     world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
+    recipe = spec.recipe
+    device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
+    spec = replace(spec, recipe=autoresumed(recipe))  # the latest checkpoint, checked as load_path is
     checked = checked_spec(spec, world_size)
     check_folders(spec)
     plan = checked.plan
@@ -202,4 +215,25 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     if problem is not None:
         raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
     return Run(spec, plan, data.train, data.held_out, train_loader, build_eval_loader(spec, data.held_out), callbacks,
-               checked)
+               checked, device)
+
+
+def run_rows(run: Run) -> list[tuple[str, Any]]:
+    """The summary's rows about the training around the data: device, precision, parallelism, autoresume."""
+    recipe = run.recipe
+    device = run.device if recipe.device == run.device else f'{run.device} (device: {recipe.device})'
+    default = 'amp_fp16' if run.device == 'gpu' else 'fp32'
+    rows: list[tuple[str, Any]] = [
+        ('device', device),
+        ('precision', recipe.precision or f"{default} (Composer's default on {run.device})"),
+    ]
+    if recipe.parallelism_config:
+        rows.append(('parallelism', ', '.join(recipe.parallelism_config)))
+    if recipe.autoresume:
+        checked = run.checked.checkpoints.get('load_path') if run.checked is not None else None
+        resumed = checked.path if checked is not None else recipe.load_path
+        if resumed is not None and os.path.islink(resumed):
+            resumed = f'{resumed} ({os.readlink(resumed)})'
+        rows.append(('autoresume', f'resumes from {resumed}' if resumed is not None else
+                     'no checkpoint in save_folder yet: starts fresh'))
+    return rows

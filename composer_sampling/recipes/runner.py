@@ -75,14 +75,17 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
 
     from composer_sampling._summary import summarize
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
-    from composer_sampling.recipes.build_training import build_run, build_trainer
+    from composer_sampling.recipes.build_training import build_run, build_trainer, run_rows
     from composer_sampling.recipes.resolve import resolve
+    from composer_sampling.recipes.run_fields import machine_device
 
     if run is None:
         spec = resolve(recipe)
         if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
-            # The builders run inside the process group, so a dataset builder may use composer.utils.dist.
-            dist.initialize_dist(get_device(None), recipe.dist_timeout)
+            # The builders run inside the process group, so a dataset builder may use composer.utils.dist. The group's
+            # backend follows the device the Trainer gets (NCCL on GPUs, gloo on the CPU), as Composer picks it.
+            device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
+            dist.initialize_dist(get_device(device), recipe.dist_timeout)
         run = build_run(spec)
     if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
@@ -90,7 +93,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     if dist.get_global_rank() == 0:  # the only rank that writes a single-file checkpoint
         set_aside_interrupted_saves(run.spec)
     _print_rank_zero(summarize(run.train_loader, batch_sizes=run.plan, data_seed=run.data_seed,
-                               seed_source=run.seed_source))
+                               seed_source=run.seed_source, run_rows=run_rows(run)))
     try:
         trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
         trainer.fit()

@@ -33,6 +33,7 @@ from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseExceptio
 from composer_sampling._import_names import split_import_name
 from composer_sampling.recipes.durations import DURATION_UNITS, valid_duration
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.run_fields import check_run_fields
 
 __all__ = ['PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoaderConfig', 'Recipe', 'RecipeError', 'TrainLoaderConfig',
            'load_recipe']
@@ -88,6 +89,10 @@ class Recipe:
     dist_timeout: float = 120.0
     trust_checkpoint: bool = False
     checkpoint_safe_globals: list[str] = field(default_factory=list)
+    device: str = 'auto'  # 'auto' (the GPU when torch sees one, else the CPU, as Composer decides), cpu, gpu, mps
+    precision: str | None = None  # Composer's names; None: Composer's default for the device
+    autoresume: bool = False  # resume from the save folder's latest checkpoint, when it holds one
+    parallelism_config: dict[str, Any] | None = None  # Composer's: {fsdp: {...}, tp: {...}}; GPUs only
 
 
 def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
@@ -315,6 +320,7 @@ def check_recipe(recipe: Recipe) -> None:
     for name, arguments in recipe.callbacks.items():
         if arguments is not None and not isinstance(arguments, dict):
             raise RecipeError(f'callbacks.{name} must be a mapping of arguments (or empty), got {arguments!r}')
+    check_run_fields(recipe)
     for k, spec in enumerate(recipe.checkpoint_safe_globals):
         if split_import_name(spec) is None:
             raise RecipeError(f"checkpoint_safe_globals[{k}] must look like 'module:Name', e.g. "

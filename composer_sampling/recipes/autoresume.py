@@ -1,0 +1,97 @@
+"""``autoresume: true``: the checkpoint Composer's autoresume would pick, found first so that it is checked.
+
+Composer's ``Trainer(autoresume=True)`` loads the save folder's latest checkpoint
+(rank 0's ``latest-rank0.pt`` link, or in an object store the object Composer's
+``.symlink`` pointer names) without a hook before it unpickles it. The runner
+therefore finds that checkpoint itself, the way Composer does, and gives it to
+the run as its ``load_path``: it then passes the same check as any ``load_path``
+(the private checked copy is what Composer loads; ``trust_checkpoint`` skips it),
+and the folder checks see a resume from the latest. A save folder without one
+starts the run fresh (from ``load_path`` when the recipe gives one), as Composer does.
+
+Example:
+    >>> from composer_sampling.recipes.schema import load_recipe
+    >>> recipe = load_recipe(None, ['autoresume=true', 'save_folder=/nonexistent/runs/a', 'run_name=a'])
+    >>> autoresume_checkpoint(recipe) is None  # nothing saved yet: the run starts fresh
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from composer_sampling._checkpoint_check import uri_scheme
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.folders import LATEST_NAME, composer_run_name, rank_zero_folder
+from composer_sampling.recipes.schema import Recipe
+
+__all__ = ['autoresume_checkpoint', 'autoresumed']
+
+
+def autoresume_checkpoint(recipe: Recipe) -> str | None:
+    """The latest checkpoint of ``recipe``'s save folder when it autoresumes, as a ``load_path`` value; else ``None``.
+
+    A local folder's is its ``latest-rank0.pt`` link (Composer's default
+    ``save_latest_filename``, the file every rank loads); a remote folder's is the
+    object its ``latest-rank0.pt.symlink`` pointer names, read with Composer's
+    ``extract_path_from_symlink``. Braces in the path are escaped as a ``load_path``
+    needs (Composer formats it twice).
+    """
+    if not recipe.autoresume or recipe.save_folder is None:
+        return None
+    folder = rank_zero_folder('save_folder', recipe.save_folder, composer_run_name(recipe))
+    latest = LATEST_NAME.format(rank=0)
+    if uri_scheme(folder) is None:
+        link = Path(folder) / latest
+        return _escaped(str(link)) if link.exists() else None
+    found = _remote_latest(folder, latest)
+    return None if found is None else _escaped(found)
+
+
+def autoresumed(recipe: Recipe) -> Recipe:
+    """``recipe`` with ``load_path`` set to the checkpoint autoresume picks, when there is one.
+
+    Example:
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> autoresumed(load_recipe(None, ['load_path=a.pt'])).load_path
+        'a.pt'
+    """
+    found = autoresume_checkpoint(recipe)
+    return recipe if found is None else dataclasses.replace(recipe, load_path=found)
+
+
+def _remote_latest(folder: str, latest: str) -> str | None:
+    """The URI of the checkpoint a remote save folder's latest pointer names (or the object itself), else ``None``."""
+    from composer.utils import extract_path_from_symlink
+
+    from composer_sampling._remote import RemoteError, describe, is_missing_object, object_store_of, split_uri
+
+    scheme, bucket, key = split_uri(folder)
+    name = '/'.join(part for part in (key.strip('/'), latest) if part)
+    try:
+        store = object_store_of(folder)
+    except RemoteError as error:
+        raise RecipeError(f'save_folder (autoresume): {error}') from None
+    for candidate in (f'{name}.symlink', name):
+        try:
+            store.get_object_size(candidate)
+        except Exception as error:
+            if is_missing_object(error):
+                continue
+            raise RecipeError(f'save_folder (autoresume): {describe(f"{scheme}://{bucket}/{candidate}", error)}') \
+                from None
+        if candidate == name:
+            return f'{scheme}://{bucket}/{name}'
+        try:
+            target = extract_path_from_symlink(candidate, store).strip()
+        except Exception as error:
+            raise RecipeError(f'save_folder (autoresume): {describe(f"{scheme}://{bucket}/{candidate}", error)}') \
+                from None
+        return f'{scheme}://{bucket}/{target}'
+    return None
+
+
+def _escaped(path: str) -> str:
+    """``path`` as a ``load_path`` value Composer reads as written (it fills placeholders twice)."""
+    return path.replace('{', '{{{{').replace('}', '}}}}')

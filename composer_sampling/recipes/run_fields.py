@@ -1,0 +1,135 @@
+"""The hardware a recipe trains on: ``device``, ``precision``, ``parallelism_config``, and ``autoresume``'s needs.
+
+:func:`check_run_fields` is the static check (the schema runs it, so ``plan`` and
+``train`` refuse alike, without importing torch): the names Composer takes, the
+pairs Composer refuses whatever the machine (a mixed precision on the CPU, a
+parallelism on the CPU), and what ``autoresume`` needs. :func:`machine_device`
+is ``train``'s: the device this machine gives (``auto`` as Composer's
+``get_device(None)`` picks it) and the refusals only the machine can decide.
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> check_run_fields(SimpleNamespace(device='cpu', precision='amp_bf16', parallelism_config=None,
+    ...                                  autoresume=False, save_folder=None, run_name=None))
+    Traceback (most recent call last):
+    ...
+    composer_sampling.recipes.errors.RecipeError: precision=amp_bf16 cannot train on device=cpu: Composer trains ...
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from composer_sampling.recipes.errors import RecipeError
+
+__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_run_fields', 'machine_device']
+
+#: The devices a recipe names (``auto``: the GPU when torch sees one, else the CPU, as Composer's ``get_device``).
+DEVICES = ('auto', 'cpu', 'gpu', 'mps')
+#: Composer's ``Precision`` values.
+PRECISIONS = ('fp32', 'amp_fp16', 'amp_bf16', 'amp_fp8')
+#: What Composer's ``Trainer`` reads of a ``parallelism_config`` mapping (``_parse_parallelism_config``).
+PARALLELISM_KEYS = ('fsdp', 'tp')
+_CPU_ONLY_PRECISION = 'fp32'
+
+
+def check_run_fields(recipe: Any) -> None:
+    """``device``, ``precision``, ``parallelism_config`` and ``autoresume``, as far as no import is needed."""
+    if recipe.device not in DEVICES:
+        raise RecipeError(f'device must be one of {", ".join(DEVICES)}, got {recipe.device!r}')
+    if recipe.precision is not None and recipe.precision not in PRECISIONS:
+        raise RecipeError(f'precision must be one of {", ".join(PRECISIONS)} (Composer\'s names), or null for '
+                          f'Composer\'s default for the device, got {recipe.precision!r}')
+    _check_on_device(recipe.device, recipe.precision, recipe.parallelism_config)
+    _check_parallelism(recipe.parallelism_config)
+    if recipe.autoresume:
+        if recipe.save_folder is None:
+            raise RecipeError('autoresume: true resumes from the latest checkpoint in save_folder, but save_folder is '
+                              'not set; set save_folder (the run\'s checkpoints), or autoresume: false')
+        if not (recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')):
+            raise RecipeError('autoresume: true needs run_name (Composer refuses to invent one: a restarted run would '
+                              'get another name and miss its checkpoints); set run_name, or COMPOSER_RUN_NAME')
+
+
+def _check_on_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None) -> None:
+    """The pairs Composer refuses on ``device`` (``auto`` is judged once the machine is known)."""
+    if device != 'cpu':
+        return
+    if precision is not None and precision != _CPU_ONLY_PRECISION:
+        raise RecipeError(f'precision={precision} cannot train on device=cpu: Composer trains on the CPU in fp32 '
+                          'only; use precision: fp32 (or null), or a GPU device')
+    if parallelism:
+        raise RecipeError(f'parallelism_config ({", ".join(parallelism)}) cannot train on device=cpu: Composer\'s '
+                          'FSDP and tensor parallelism need GPUs; remove parallelism_config, or use device: gpu')
+
+
+def _check_parallelism(parallelism: Mapping[str, Any] | None) -> None:
+    for key, value in (parallelism or {}).items():
+        if key not in PARALLELISM_KEYS:
+            raise RecipeError(f'unknown field parallelism_config.{key} (valid: {", ".join(PARALLELISM_KEYS)}, '
+                              'as Composer\'s Trainer reads it)')
+        if value is not None and not isinstance(value, Mapping):
+            raise RecipeError(f'parallelism_config.{key} must be a mapping of Composer\'s '
+                              f'{"FSDPConfig" if key == "fsdp" else "TPConfig"} fields, got {value!r}')
+
+
+def machine_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None) -> str:
+    """The device this machine trains ``device`` on (``cpu``, ``gpu`` or ``mps``), or a refusal naming the fields.
+
+    ``auto`` is the GPU when ``torch.cuda.is_available()``, else the CPU, as Composer's
+    ``get_device(None)`` decides. A device the machine lacks, a precision Composer
+    refuses there (or whose library is missing), and a parallelism off the GPU are
+    refused before anything trains; the fields of ``parallelism_config`` are checked
+    against Composer's ``FSDPConfig`` and ``TPConfig``.
+
+    Example:
+        >>> machine_device('cpu', 'fp32', None)
+        'cpu'
+    """
+    import torch
+
+    _check_parallelism_fields(parallelism)
+    cuda = torch.cuda.is_available()
+    chosen = ('gpu' if cuda else 'cpu') if device == 'auto' else device
+    shown = f'device={device}' + (f' (this machine: {chosen}, no CUDA GPU is visible)' if device == 'auto' and
+                                  not cuda else '')
+    if chosen == 'gpu' and not cuda:
+        raise RecipeError('device=gpu, but torch sees no CUDA GPU on this machine (torch.cuda.is_available() is '
+                          f'False; torch {torch.__version__}, CUDA build {torch.version.cuda}); use device: auto or '
+                          'cpu, or check CUDA_VISIBLE_DEVICES and the driver')
+    if chosen == 'mps' and not torch.backends.mps.is_available():
+        raise RecipeError('device=mps, but this machine has no Apple MPS device (torch.backends.mps.is_available() is '
+                          'False); use device: auto or cpu')
+    if chosen == 'cpu' and precision is not None and precision != _CPU_ONLY_PRECISION:
+        raise RecipeError(f'precision={precision} cannot train on {shown}: Composer trains on the CPU in fp32 only; '
+                          'use precision: fp32 (or null), or run on a GPU')
+    if chosen == 'cpu' and parallelism:
+        raise RecipeError(f'parallelism_config ({", ".join(parallelism)}) cannot train on {shown}: Composer\'s FSDP '
+                          'and tensor parallelism need GPUs; remove parallelism_config, or run on GPUs')
+    if precision == 'amp_fp8' and importlib.util.find_spec('transformer_engine') is None:
+        raise RecipeError('precision=amp_fp8 needs NVIDIA\'s transformer_engine, which is not installed (Composer '
+                          'trains fp8 through it, on GPUs that support fp8); install it, or use amp_bf16')
+    if chosen == 'gpu' and precision == 'amp_bf16' and not torch.cuda.is_bf16_supported():
+        raise RecipeError(f'precision=amp_bf16 on device={device}: this GPU does not support bfloat16 '
+                          '(torch.cuda.is_bf16_supported() is False); use amp_fp16')
+    return chosen
+
+
+def _check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
+    """Each ``parallelism_config`` section's keys are fields of Composer's config class for it."""
+    if not parallelism:
+        return
+    import dataclasses
+
+    from composer.utils.parallelism import FSDPConfig, TPConfig
+
+    for key, config in (('fsdp', FSDPConfig), ('tp', TPConfig)):
+        section = parallelism.get(key) or {}
+        fields = [item.name for item in dataclasses.fields(config)]
+        unknown = sorted(set(section) - set(fields))
+        if unknown:
+            raise RecipeError(f'unknown field parallelism_config.{key}.{unknown[0]} (Composer\'s {config.__name__} '
+                              f'takes: {", ".join(fields)})')
