@@ -6,7 +6,7 @@ Every rank appends to ``LEDGER_DIR/trained-{run}-rank{r}.jsonl`` one line per tr
 batch ({"epoch", "batch", "indices"}) and to ``reads-{run}-rank{r}.jsonl`` one line per
 dataset read. ``KILL_RANK`` -1 kills nobody; otherwise that rank sends itself SIGKILL
 at the end of batch ``KILL_AT_BATCH`` (a global batch count; with a remote ``save_folder``, once the
-checkpoints saved so far are uploaded), or, for ``KILL_AT_BATCH``
+checkpoints saved so far and the latest pointer are uploaded), or, for ``KILL_AT_BATCH``
 written ``N-save``, while the checkpoint of batch ``N`` is written: after Composer's
 file is opened and before a byte of it is, as a crash mid-save leaves it (one process,
 ``save_interval`` in batches).
@@ -59,8 +59,16 @@ class TrainedLedger(Callback):
         self.log.flush()
         os.fsync(self.log.fileno())
         if self._killing(state) and not self.kill_in_save:
-            _wait_for_uploads(state)
+            _wait_for_uploads(state, logger)
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def fit_start(self, state: State, logger: Logger) -> None:
+        """Composer checks a remote checkpoint's upload every 30 s before it uploads the latest pointer: 1 s here."""
+        from composer.callbacks import CheckpointSaver
+
+        for callback in state.callbacks:
+            if isinstance(callback, CheckpointSaver):
+                callback._symlink_upload_wait_before_next_try_in_seconds = 1.0
 
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
         """Runs before Composer's CheckpointSaver (the Trainer appends it after the run's callbacks)."""
@@ -73,13 +81,14 @@ class TrainedLedger(Callback):
         return dist.get_global_rank() == self.kill_rank and int(state.timestamp.batch) == self.kill_at_batch
 
 
-def _wait_for_uploads(state: State) -> None:
-    """With a remote save folder, the checkpoints saved so far are in the bucket before the kill (not their links)."""
+def _wait_for_uploads(state: State, logger: Logger) -> None:
+    """With a remote save folder, the checkpoints saved so far and the latest pointer are in the bucket before the
+    kill: the saver's own ``fit_end`` waits for the uploads and uploads the pointer to the last checkpoint."""
     from composer.callbacks import CheckpointSaver
 
     for callback in state.callbacks:
         if isinstance(callback, CheckpointSaver) and callback.remote_uploader is not None:
-            callback.remote_uploader.wait()
+            callback.fit_end(state, logger)
 
 
 def main() -> None:

@@ -525,3 +525,32 @@ def test_the_checkpoint_autoresume_picks_is_checked(tmp_path: Path, evil: tuple[
     with contextlib.suppress(Exception):  # Composer goes on with the crafted state once it has unpickled it
         train_main([*command, 'trust_checkpoint=true'])
     assert marker.read_text() == 'ran'
+
+
+@pytest.mark.s3
+def test_the_checkpoint_a_remote_autoresume_picks_is_checked(s3_bucket: str, evil: tuple[Path, Path], tmp_path: Path,
+                                                              capsys) -> None:
+    """The latest pointer Composer uploads beside a remote checkpoint (``latest-rank0.pt.symlink``) is followed as
+    Composer follows it, and the object it names is checked before Composer sees it."""
+    crafted, marker = evil
+    _upload(f'{s3_bucket}/run/ep0-ba3-rank0.pt', crafted)
+    pointer = tmp_path / 'pointer'
+    pointer.write_text('run/ep0-ba3-rank0.pt')
+    _upload(f'{s3_bucket}/run/latest-rank0.pt.symlink', pointer)
+    assert train_main([DIGITS, f'save_folder={s3_bucket}/run', 'run_name=r', 'autoresume=true']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'error: load_path: {s3_bucket}/run/ep0-ba3-rank0.pt needs builtins.exec'), err
+    assert not marker.exists()
+
+
+@pytest.mark.s3
+def test_a_remote_save_folder_with_checkpoints_but_no_pointer_is_named(s3_bucket: str, written: Path,
+                                                                       capsys) -> None:
+    """Composer would start over and fail at the end, unable to upload over the checkpoints; the runner names them."""
+    for name in ('ep0-ba1-rank0.pt', 'ep0-ba2-rank0.pt'):
+        _upload(f'{s3_bucket}/run/{name}', written / name)
+    assert train_main([DIGITS, f'save_folder={s3_bucket}/run', 'run_name=r', 'autoresume=true']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'error: save_folder {s3_bucket}/run holds checkpoints (ep0-ba1-rank0.pt, ep0-ba2-rank0.pt) '
+                          'but no latest-rank0.pt.symlink pointer to the latest'), err
+    assert f'Resume with load_path={s3_bucket}/run/ep0-ba2-rank0.pt' in err and len(err.splitlines()) == 1

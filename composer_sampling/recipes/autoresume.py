@@ -19,11 +19,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
+from typing import Any
 
 from composer_sampling._checkpoint_check import uri_scheme
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LATEST_NAME, composer_run_name, rank_zero_folder
+from composer_sampling.recipes.folders import LATEST_NAME, checkpoint_pattern, composer_run_name, rank_zero_folder
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['autoresume_checkpoint', 'autoresumed']
@@ -89,7 +91,36 @@ def _remote_latest(folder: str, latest: str) -> str | None:
             raise RecipeError(f'save_folder (autoresume): {describe(f"{scheme}://{bucket}/{candidate}", error)}') \
                 from None
         return f'{scheme}://{bucket}/{target}'
+    _refuse_pointerless(store, folder, key)
     return None
+
+
+def _refuse_pointerless(store: Any, folder: str, key: str) -> None:
+    """Checkpoints without the latest pointer: Composer would start over and fail to upload over them, at the end.
+
+    Composer uploads the pointer only once it has seen the checkpoint's upload
+    complete (it looks every 30 s), so a run killed soon after a checkpoint can
+    leave one without a pointer; which one to resume from is the user's choice.
+    """
+    from composer_sampling._remote import describe
+
+    prefix = key.strip('/') + '/' if key.strip('/') else ''
+    try:
+        names = sorted(name[len(prefix):] for name in store.list_objects(prefix) if name.startswith(prefix))
+    except NotImplementedError:
+        return  # a store that cannot list: Composer's own refusal at upload time will do
+    except Exception as error:
+        raise RecipeError(f'save_folder (autoresume): {describe(folder, error)}') from None
+    found = [name for name in names if checkpoint_pattern().match(name)]
+    if not found:
+        return
+    latest = max(found, key=lambda name: [int(part) for part in re.findall(r'\d+', name)[:2]])
+    shown = ', '.join(found[:3]) + (', ...' if len(found) > 3 else '')
+    pointer = LATEST_NAME.format(rank=0) + '.symlink'
+    raise RecipeError(f'save_folder {folder} holds checkpoints ({shown}) but no {pointer} pointer to the latest '
+                      '(Composer uploads it some seconds after a checkpoint; the run that wrote them stopped before), '
+                      'so autoresume cannot tell where to resume, and Composer would refuse to upload over them. '
+                      f'Resume with load_path={folder.rstrip("/")}/{latest}, or choose another save_folder')
 
 
 def _escaped(path: str) -> str:

@@ -24,7 +24,8 @@ from composer_sampling._checkpoint_check import CheckpointError, composer_load_p
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
-__all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'check_save_folders', 'composer_run_name',
+__all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'check_save_folders', 'checkpoint_pattern',
+           'composer_run_name',
            'interrupted_saves', 'rank_zero_folder']
 
 #: The names Composer's Trainer gives checkpoints and the link to the latest (the runner keeps its defaults).
@@ -152,7 +153,7 @@ def _later_checkpoints(recipe: Recipe, folder: Path) -> LaterCheckpoints | None:
         return None
     if uri_scheme(str(resumed)) is not None or not resumed.exists():
         return None  # refused with the checkpoint's check, or downloaded by Composer: its name is all there is
-    pattern = _checkpoint_pattern()
+    pattern = checkpoint_pattern()
     found = pattern.match(resumed.resolve().name)
     if found is None:  # not named as Composer names its checkpoints: its timestamp is not known here
         return None
@@ -167,7 +168,7 @@ def _later_checkpoints(recipe: Recipe, folder: Path) -> LaterCheckpoints | None:
     return LaterCheckpoints(resumed.resolve(), link, latest, [path for *_, path in sorted(later)])
 
 
-def _checkpoint_pattern() -> re.Pattern[str]:
+def checkpoint_pattern() -> re.Pattern[str]:
     """Composer's pattern for rank 0's checkpoint names (``ensure_folder_has_no_conflicting_files``)."""
     pattern = f'^{CHECKPOINT_NAME}$'.replace('{epoch}', '(?P<epoch>\\d+)').replace('{batch}', '(?P<batch>\\d+)')
     return re.compile(pattern.replace('{rank}', '0'))
