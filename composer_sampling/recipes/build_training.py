@@ -1,5 +1,8 @@
 """The training side of a resolved recipe: callbacks, model, optimizer and the ``Trainer`` (Composer imported here).
 
+Composer's schedulers, loggers and algorithms come from
+:mod:`~composer_sampling.recipes.build_composer_parts`.
+
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -17,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from composer_sampling.batching import BatchSizes
+from composer_sampling.recipes.build_composer_parts import ComposerParts, build_composer_parts, console_arguments
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_argument_of
 from composer_sampling.recipes.checks import Checked, run_builder
 from composer_sampling.recipes.errors import RecipeError
@@ -43,6 +47,7 @@ class Run:
     eval_loader: DataLoader
     callbacks: list[Callback] = field(default_factory=list)
     checked: Checked | None = None  # the checkpoints the recipe names, checked (and the copies Composer loads)
+    composer_parts: ComposerParts | None = None  # the schedulers, loggers and algorithms (built here when None)
 
     @property
     def checkpoint_seed(self) -> int | None:
@@ -128,6 +133,7 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
     if checked is not None:
         check_model_shapes(checked, model, run.spec.parts['model'].label)
     extra_callbacks = list(overrides.pop('callbacks', []))
+    parts = run.composer_parts if run.composer_parts is not None else build_composer_parts(run.spec)
     arguments: dict[str, Any] = {
         'model': model,
         'train_dataloader': run.train_loader,
@@ -135,6 +141,11 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
         'eval_interval': recipe.eval_interval,
         'max_duration': recipe.max_duration,
         'optimizers': build_optimizer(run.spec, model),
+        'schedulers': parts.schedulers,
+        'scale_schedule_ratio': recipe.scale_schedule_ratio,
+        'loggers': parts.loggers,
+        'algorithms': parts.algorithms,
+        **console_arguments(recipe),  # progress_bar, log_to_console, console_log_interval
         'device': 'cpu',
         'device_train_microbatch_size': run.plan.microbatch,
         'seed': recipe.seed,
@@ -146,8 +157,6 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
         'load_path': run.load_path,
         'run_name': recipe.run_name,
         'dist_timeout': recipe.dist_timeout,
-        'progress_bar': False,
-        'log_to_console': False,
         'load_progress_bar': False,
     }
     arguments.update(overrides)
@@ -195,6 +204,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     plan = checked.plan
     data = build_data(spec, plan)
     callbacks = build_callbacks(spec, checked.checkpoints)
+    composer_parts = build_composer_parts(spec)
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     train_loader = build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank // plan.replication,
                                                                         seed))
@@ -202,4 +212,4 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     if problem is not None:
         raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
     return Run(spec, plan, data.train, data.held_out, train_loader, build_eval_loader(spec, data.held_out), callbacks,
-               checked)
+               checked, composer_parts)

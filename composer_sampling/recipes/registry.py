@@ -52,13 +52,13 @@ from composer_sampling._import_names import (
     split_import_name,
 )
 from composer_sampling.recipes import composer_names
-from composer_sampling.recipes.composer_names import CHECKPOINT_ARGUMENTS, REFUSED_ALGORITHMS, TIME_LISTS, TIMES_FROM_ZERO
+from composer_sampling.recipes.composer_names import CHECKPOINT_ARGUMENTS, REFUSED_ALGORITHMS, TIMES_FROM_ZERO
 from composer_sampling.recipes.options import Option, OptionError
 
 __all__ = ['ALGORITHMS', 'ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'LOGGERS', 'MODELS',
            'OPTIMIZERS', 'PART_KINDS', 'REGISTRIES', 'SAMPLERS', 'SCHEDULERS', 'Entry', 'ImportTargetError',
-           'NotAllowedError', 'Option', 'OptionError', 'Registry', 'RegistryError', 'allowed_modules', 'check_allowed', 'check_arguments', 'import_target',
-           'walk_refused']
+           'NotAllowedError', 'Option', 'OptionError', 'Registry', 'RegistryError', 'allowed_modules', 'check_allowed',
+           'check_arguments', 'import_target', 'walk_refused']
 
 #: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
 ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
@@ -326,7 +326,7 @@ CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
 
 def _times(required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Option]:
     """A scheduler's time arguments as options: ``plan`` checks them as Composer time strings."""
-    return {name: Option('durations' if name in TIME_LISTS else 'duration', minimum=0,
+    return {name: Option('durations' if name in composer_names.TIME_LISTS else 'duration', minimum=0,
                          exclusive=name not in TIMES_FROM_ZERO, required=name in required)
             for name in (*required, *optional)}
 

@@ -73,8 +73,9 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     """
     from composer.utils import dist, get_device
 
-    from composer_sampling._summary import summarize
+    from composer_sampling._summary import render_rows, summarize
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
+    from composer_sampling.recipes.build_composer_parts import summary_rows
     from composer_sampling.recipes.build_training import build_run, build_trainer
     from composer_sampling.recipes.resolve import resolve
 
@@ -89,8 +90,9 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
     if dist.get_global_rank() == 0:  # the only rank that writes a single-file checkpoint
         set_aside_interrupted_saves(run.spec)
-    _print_rank_zero(summarize(run.train_loader, batch_sizes=run.plan, data_seed=run.data_seed,
-                               seed_source=run.seed_source))
+    summary = summarize(run.train_loader, batch_sizes=run.plan, data_seed=run.data_seed, seed_source=run.seed_source)
+    rows = summary_rows(run.spec)  # the LR schedule, algorithms and loggers, when the recipe sets them
+    _print_rank_zero('\n'.join([summary, *(render_rows(rows) if rows else [])]))
     try:
         trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
         trainer.fit()

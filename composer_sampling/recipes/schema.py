@@ -34,8 +34,8 @@ from composer_sampling._import_names import split_import_name
 from composer_sampling.recipes.durations import DURATION_UNITS, valid_duration
 from composer_sampling.recipes.errors import RecipeError
 
-__all__ = ['MAPPED_SECTIONS', 'PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoaderConfig', 'Recipe', 'RecipeError', 'TrainLoaderConfig',
-           'load_recipe']
+__all__ = ['MAPPED_SECTIONS', 'PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoaderConfig', 'Recipe', 'RecipeError',
+           'TrainLoaderConfig', 'load_recipe']
 
 #: Composer seeds rank ``r`` with ``seed + r`` and refuses seeds of 2**32 and above.
 TRAINER_SEED_LIMIT = 2**32 - 1
