@@ -40,7 +40,7 @@ __all__ = ['ComposerParts', 'build_composer_parts', 'console_arguments', 'show_p
 
 @dataclass(frozen=True)
 class ComposerParts:
-    """The built schedulers (in order: their factors multiply), loggers and algorithms of a run."""
+    """The built schedulers (in the order Composer receives them), loggers and algorithms of a run."""
 
     schedulers: list[Any] = field(default_factory=list)
     loggers: list[LoggerDestination] = field(default_factory=list)

@@ -76,7 +76,7 @@ class RunSpec:
     recipe: Recipe
     parts: Mapping[str, PartSpec]
     callbacks: tuple[PartSpec, ...]
-    schedulers: tuple[PartSpec, ...]  # Composer's schedulers (their factors multiply), from scheduler or schedulers
+    schedulers: tuple[PartSpec, ...]  # from scheduler or schedulers, in order, as Composer's Trainer takes them
     loggers: tuple[PartSpec, ...]
     algorithms: tuple[PartSpec, ...]
     held_out_field: str

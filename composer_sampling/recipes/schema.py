@@ -321,7 +321,7 @@ def _check_schedule(recipe: Recipe) -> None:
     """One way to give the LR schedule, and a scale_schedule_ratio only where there is a schedule to scale."""
     if recipe.scheduler is not None and recipe.schedulers:
         raise RecipeError('scheduler and schedulers both set the LR schedule; give one: scheduler (one part) or '
-                          'schedulers (a list of parts, their factors multiplied)')
+                          'schedulers (a list of parts)')
     if not recipe.scale_schedule_ratio > 0:
         raise RecipeError(f'scale_schedule_ratio must be a number in (0, inf), got {recipe.scale_schedule_ratio:g}')
     if recipe.scale_schedule_ratio != 1 and recipe.scheduler is None and not recipe.schedulers:
