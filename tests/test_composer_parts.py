@@ -175,3 +175,22 @@ def test_wandb_offline_holds_the_runs_metrics(logged: dict[str, Any]) -> None:
     runs = list(logged['folder'].glob('wandb/offline-run-*/run-*.wandb'))
     assert len(runs) == 1, sorted(str(path) for path in logged['folder'].rglob('*'))
     assert _wandb_history(runs[0], 'loss/train/total') == pytest.approx(logged['losses'], rel=1e-6)
+
+
+def test_the_progress_bar_shows_by_default_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import os
+    import sys
+
+    from composer_sampling.recipes.build_composer_parts import show_progress_bar
+
+    leader, follower = os.openpty()
+    with open(follower, 'w') as terminal:
+        recipe = load_recipe(None)
+        for stdout, stderr, shown in [(terminal, terminal, True), (io.StringIO(), terminal, False),
+                                      (terminal, io.StringIO(), False)]:
+            monkeypatch.setattr(sys, 'stdout', stdout)
+            monkeypatch.setattr(sys, 'stderr', stderr)
+            assert show_progress_bar(recipe) is shown
+            assert show_progress_bar(load_recipe(None, ['progress_bar=false'])) is False
+    os.close(leader)
