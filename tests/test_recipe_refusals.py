@@ -183,6 +183,63 @@ CASES = [
                                                   "'window'"),
     (TRAIN, ['model.target=user_parts:raising_model'],
      'model: user_parts:raising_model raised RuntimeError: out of memory while building the model'),
+    # Composer's schedulers, loggers and algorithms: names and times by plan too, arguments by train
+    (BOTH, ['scheduler={name: cosine}'], "scheduler.name: 'cosine' is not a registered scheduler; choose one of: "
+                                         'constant, step, multi_step, linear, exponential, cosine_annealing, '),
+    (BOTH, ['scheduler={}'], 'scheduler needs a name (one of: constant, step, '),
+    (BOTH, ['scheduler={name: constant}', 'schedulers=[{name: linear}]'],
+     'scheduler and schedulers both set the LR schedule; give one: scheduler (one part) or schedulers (a list of '
+     'parts)'),
+    (BOTH, ['scheduler={name: cosine_annealing_with_warmup}'],
+     'scheduler.t_warmup is required for CosineAnnealingWithWarmupScheduler (a Composer time: a whole number ≥ 0 '
+     'followed by ep, ba, sp or tok, or a number ≥ 0 followed by dur (a fraction of max_duration), e.g. 100ba or '
+     '0.1dur)'),
+    (BOTH, ['scheduler={name: linear_with_warmup, t_warmup: 10 batches}'],
+     "scheduler.t_warmup must be a Composer time: a whole number ≥ 0 followed by ep, ba, sp or tok, or a number ≥ 0 "
+     "followed by dur (a fraction of max_duration), e.g. 100ba or 0.1dur, got '10 batches'"),
+    (BOTH, ['schedulers=[{name: constant}, {name: step, step_size: 0ep}]'],
+     "schedulers[1].step_size must be a Composer time: a whole number > 0 followed by ep, ba, sp or tok"),
+    (BOTH, ['scheduler={name: multi_step, milestones: [2ba, 1.5ep]}'],
+     "scheduler.milestones[1] must be a Composer time: a whole number ≥ 0"),
+    (BOTH, ['schedulers=[cosine]'], "schedulers[0] must be a mapping (a scheduler part), got 'cosine'"),
+    (BOTH, ['scale_schedule_ratio=0'], 'scale_schedule_ratio must be a number in (0, inf), got 0'),
+    (BOTH, ['scale_schedule_ratio=0.5'], 'scale_schedule_ratio=0.5 scales the LR schedule and max_duration, but the '
+                                         'recipe sets no scheduler'),
+    (BOTH, ['scale_schedule_ratio=fast'], "invalid value for field 'scale_schedule_ratio'"),
+    (BOTH, ['loggers.tensorbored={}'], "loggers.tensorbored.name: 'tensorbored' is not a registered logger; choose "
+                                       'one of: progress_bar, console, file, in_memory, wandb, mlflow, '),
+    (BOTH, ['loggers=[file]'], "loggers must be a mapping, got a list ['file']"),
+    (BOTH, ['loggers.file=log.txt'], "loggers.file must be a mapping of arguments (or empty), got 'log.txt'"),
+    (BOTH, ['progress_bar=sometimes'], "invalid value for field 'progress_bar'"),
+    (BOTH, ['log_to_console=[1]'], 'log_to_console must be a single value, got a list [1]'),
+    (BOTH, ['console_log_interval=100sp'], "console_log_interval='100sp': the unit sp is not one this run can count "
+                                           "(Composer's console logger counts epochs and batches only); use a whole "
+                                           'number of at least 1 followed by ep, ba'),
+    (BOTH, ['console_log_interval=0ba'], "console_log_interval='0ba' must be positive (0 would never log)"),
+    (BOTH, ['console_log_interval=often'], "console_log_interval='often' is not a duration this run can count"),
+    (BOTH, ['algorithms.label_smoothin={}'], "algorithms.label_smoothin.name: 'label_smoothin' is not a registered "
+                                             'algorithm; choose one of: alibi, augmix, '),
+    (BOTH, ['algorithms.seq_length_warmup={}'],
+     "algorithms.seq_length_warmup: Composer's SeqLengthWarmup is refused: it truncates or reshapes every batch to a "
+     'warming-up sequence length, so samples are cut and batches are not the planned ones; a recipe promises every '
+     'sample trained once an epoch, in batches of the planned size, and an exact resume'),
+    (BOTH, ['algorithms.selective_backprop={}'], "algorithms.selective_backprop: Composer's SelectiveBackprop is "
+                                                 'refused: it drops the samples of lowest loss from the backward '
+                                                 'pass, so part of every batch never trains'),
+    (BOTH, ['algorithms.alibi={max_sequence_length: 128}'], "algorithms.alibi: Composer's Alibi is refused: it "
+                                                            'reshapes every batch of a dict'),
+    (TRAIN, ['algorithms.mine={target: "composer.algorithms:SelectiveBackprop"}'],
+     "algorithms.mine: the builder returned Composer's SelectiveBackprop (selective_backprop), which a recipe "
+     'refuses: it drops the samples of lowest loss'),
+    (TRAIN, ['scheduler={name: cosine_annealing_with_warmup, t_warmup: 2ba, alpha: 0.1}'],
+     "scheduler: the scheduler CosineAnnealingWithWarmupScheduler: unexpected keyword 'alpha'; it takes: t_warmup, "
+     't_max, alpha_f, scale_warmup'),
+    (TRAIN, ['loggers.file={file_name: log.txt}'], "loggers.file: the logger FileLogger: unexpected keyword "
+                                                   "'file_name'; it takes: filename, remote_file_name, "),
+    (TRAIN, ['algorithms.gradient_clipping={clipping_threshold: 1.0}'],
+     "algorithms.gradient_clipping: the algorithm GradientClipping: missing required keyword 'clipping_type'"),
+    (TRAIN, ['algorithms.mine={target: "user_parts:numbers", kwargs: {size: 3}}'],
+     'algorithms.mine: the builder returned a Numbers, not a composer.core.Algorithm'),
 ]
 
 

@@ -1,5 +1,8 @@
 """The training side of a resolved recipe: callbacks, model, optimizer and the ``Trainer`` (Composer imported here).
 
+Composer's schedulers, loggers and algorithms come from
+:mod:`~composer_sampling.recipes.build_composer_parts`.
+
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -18,6 +21,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from composer_sampling.batching import BatchSizes
+from composer_sampling.recipes.build_composer_parts import (
+    ComposerParts,
+    build_composer_parts,
+    console_arguments,
+    summary_rows,
+)
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_argument_of
 from composer_sampling.recipes.checks import Checked, run_builder
 from composer_sampling.recipes.errors import RecipeError
@@ -45,6 +54,7 @@ class Run:
     eval_loader: DataLoader
     callbacks: list[Callback] = field(default_factory=list)
     checked: Checked | None = None  # the checkpoints the recipe names, checked (and the copies Composer loads)
+    composer_parts: ComposerParts | None = None  # the schedulers, loggers and algorithms (built here when None)
     device: str = 'cpu'  # the device this machine trains on: cpu, gpu or mps (machine_device)
 
     @property
@@ -135,6 +145,7 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
     if checked is not None:
         check_model_shapes(checked, model, run.spec.parts['model'].label)
     extra_callbacks = list(overrides.pop('callbacks', []))
+    parts = run.composer_parts if run.composer_parts is not None else build_composer_parts(run.spec)
     arguments: dict[str, Any] = {
         'model': model,
         'train_dataloader': run.train_loader,
@@ -142,6 +153,11 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
         'eval_interval': recipe.eval_interval,
         'max_duration': recipe.max_duration,
         'optimizers': build_optimizer(run.spec, model),
+        'schedulers': parts.schedulers,
+        'scale_schedule_ratio': recipe.scale_schedule_ratio,
+        'loggers': parts.loggers,
+        'algorithms': parts.algorithms,
+        **console_arguments(recipe),  # progress_bar, log_to_console, console_log_interval
         'device': run.device,
         'precision': recipe.precision,
         'parallelism_config': recipe.parallelism_config,
@@ -155,8 +171,6 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
         'load_path': run.load_path,
         'run_name': recipe.run_name,
         'dist_timeout': recipe.dist_timeout,
-        'progress_bar': False,
-        'log_to_console': False,
         'load_progress_bar': False,
     }
     arguments.update(overrides)
@@ -208,6 +222,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     plan = checked.plan
     data = build_data(spec, plan)
     callbacks = build_callbacks(spec, checked.checkpoints)
+    composer_parts = build_composer_parts(spec)
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     train_loader = build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank // plan.replication,
                                                                         seed))
@@ -215,11 +230,12 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     if problem is not None:
         raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
     return Run(spec, plan, data.train, data.held_out, train_loader, build_eval_loader(spec, data.held_out), callbacks,
-               checked, device)
+               checked, composer_parts, device)
 
 
 def run_rows(run: Run) -> list[tuple[str, Any]]:
-    """The summary's rows about the training around the data: device, precision, parallelism, autoresume."""
+    """The summary's rows about the training around the data: device, precision, parallelism, autoresume, and the
+    LR schedule, algorithms and loggers when the recipe sets them."""
     recipe = run.recipe
     device = run.device if recipe.device == run.device else f'{run.device} (device: {recipe.device})'
     default = 'amp_fp16' if run.device == 'gpu' else 'fp32'
@@ -236,4 +252,4 @@ def run_rows(run: Run) -> list[tuple[str, Any]]:
             resumed = f'{resumed} ({os.readlink(resumed)})'
         rows.append(('autoresume', f'resumes from {resumed}' if resumed is not None else
                      'no checkpoint in save_folder yet: starts fresh'))
-    return rows
+    return rows + summary_rows(run.spec)

@@ -71,7 +71,7 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     if spec.recipe.seed > limit:
         raise RecipeError(f'seed={spec.recipe.seed} is too large for {world_size} ranks: Composer seeds rank r with '
                           f'seed + r, which must stay below 2**32; use a seed in [0, {limit}]')
-    for part in (*spec.parts.values(), *spec.callbacks):
+    for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
     builders = {part.field: builder_of(part) for part in spec.callbacks if part.entry is None} if training else {}
@@ -154,11 +154,16 @@ def _with_traceback(message: str, error: BaseException | None) -> str:
     return message + '\n' + ''.join(traceback.format_exception(error)).rstrip()
 
 
+#: How a builder's message names a part of a field of several: ``the callback LRMonitor``, ``the scheduler ...``.
+_MAPPED_KINDS = {'callbacks': 'callback', 'loggers': 'logger', 'algorithms': 'algorithm', 'schedulers': 'scheduler'}
+
+
 def _check_builder(part: PartSpec) -> None:
     builder = builder_of(part)
     runner = {name: None for name in RUNNER_KEYWORDS.get(part.field, ())}
     positional = 1 if part.field.endswith('collate_fn') else 0  # called with the list of samples
-    kind = part.field.rsplit('.', 1)[-1].replace('_', ' ') if not part.field.startswith('callbacks.') else 'callback'
+    head = part.field.split('.')[0].split('[')[0]
+    kind = _MAPPED_KINDS.get(head) or part.field.rsplit('.', 1)[-1].replace('_', ' ')
     arguments = dict(part.arguments)
     if part.entry is not None and part.entry.ledger_folder and arguments.get('folder') is None:
         arguments['folder'] = None

@@ -16,7 +16,7 @@ import re
 
 from composer_sampling.recipes.errors import RecipeError
 
-__all__ = ['DURATION_UNITS', 'parse_duration', 'valid_duration']
+__all__ = ['DURATION_UNITS', 'SCHEDULE_UNITS', 'parse_duration', 'valid_duration']
 
 #: The units each duration field may use. Composer also reads ``iter`` and wall-clock
 #: ``sec``; a recipe's run counts neither. ``tok`` needs batches Composer counts tokens
@@ -26,11 +26,14 @@ DURATION_UNITS = {
     'max_duration': ('ep', 'ba', 'sp', 'tok'),
     'eval_interval': ('ep', 'ba', 'sp', 'tok', 'dur'),
     'save_interval': ('ep', 'ba', 'sp', 'tok', 'dur'),
+    'console_log_interval': ('ep', 'ba'),  # Composer's ConsoleLogger counts no other unit
 }
+#: The units of a time argument of a Composer scheduler (``t_warmup``, ``t_max``, ...); ``dur`` last.
+SCHEDULE_UNITS = ('ep', 'ba', 'sp', 'tok', 'dur')
 _COMPOSER_UNITS = ('iter', 'ep', 'ba', 'sp', 'tok', 'dur', 'sec')
 _DURATION = re.compile(r'^(.+)(' + '|'.join(_COMPOSER_UNITS) + r')$', flags=re.IGNORECASE)
 _NO_EFFECT = {'max_duration': 'would train nothing', 'eval_interval': 'would never evaluate',
-              'save_interval': 'would never save'}
+              'save_interval': 'would never save', 'console_log_interval': 'would never log'}
 
 
 def parse_duration(text: str) -> tuple[int | float, str]:
@@ -75,11 +78,14 @@ def valid_duration(name: str, text: str) -> tuple[int | float, str]:
     try:
         value, unit = parse_duration(text)
     except ValueError as error:
+        examples = "'3ep', '100ba' or '5000sp'" if 'sp' in units else "'1ep' or '100ba'"
         raise RecipeError(f'{name}={text!r} is not a duration this run can count ({error}); use {rule}, '
-                          "e.g. '3ep', '100ba' or '5000sp'") from None
+                          f'e.g. {examples}') from None
     if unit not in units:
         why = {'iter': 'the run counts no iterations', 'sec': 'wall-clock time is not a data position',
                'dur': 'Composer allows dur for intervals only'}.get(unit, '')
+        if name == 'console_log_interval':
+            why = "Composer's console logger counts epochs and batches only"
         raise RecipeError(f'{name}={text!r}: the unit {unit} is not one this run can count ({why}); use {rule}')
     if unit == 'dur' and not 0 < value <= 1:
         raise RecipeError(f'{name}={text!r}: a fraction of max_duration must be in (0, 1], got {value}')

@@ -32,18 +32,17 @@ Example:
     >>> SAMPLERS.entry('sub_epoch').options['sub_epochs_per_epoch'].check('sub_epochs_per_epoch', 0)
     Traceback (most recent call last):
     ...
-    composer_sampling.recipes.registry.RegistryError: sub_epochs_per_epoch must be an int in [1, inf), got 0
+    composer_sampling.recipes.options.OptionError: sub_epochs_per_epoch must be an int in [1, inf), got 0
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import inspect
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from composer_sampling._import_names import (
     MissingAttributeError,
@@ -52,12 +51,14 @@ from composer_sampling._import_names import (
     in_packages,
     split_import_name,
 )
-from composer_sampling._validate import is_real
+from composer_sampling.recipes import composer_names
+from composer_sampling.recipes.composer_names import CHECKPOINT_ARGUMENTS, REFUSED_ALGORITHMS, TIMES_FROM_ZERO
+from composer_sampling.recipes.options import Option, OptionError
 
-__all__ = ['ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'MODELS', 'OPTIMIZERS', 'PART_KINDS',
-           'REGISTRIES', 'SAMPLERS', 'Entry', 'ImportTargetError', 'NotAllowedError', 'Option',
-           'Registry', 'RegistryError', 'allowed_modules', 'check_allowed', 'check_arguments', 'import_target',
-           'walk_refused']
+__all__ = ['ALGORITHMS', 'ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'LOGGERS', 'MODELS',
+           'OPTIMIZERS', 'PART_KINDS', 'REGISTRIES', 'SAMPLERS', 'SCHEDULERS', 'Entry', 'ImportTargetError',
+           'NotAllowedError', 'Option', 'OptionError', 'Registry', 'RegistryError', 'allowed_modules', 'check_allowed',
+           'check_arguments', 'import_target', 'walk_refused']
 
 #: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
 ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
@@ -75,59 +76,6 @@ class NotAllowedError(RegistryError):
     """A module outside ``COMPOSER_SAMPLING_ALLOWED_MODULES``; the message names the field that named it."""
 
 
-_KINDS: dict[str, tuple[type, ...]] = {'int': (int,), 'float': (int, float), 'bool': (bool,), 'str': (str,),
-                                       'key': (str, int), 'fractions': (list, tuple)}
-
-
-@dataclass(frozen=True)
-class Option:
-    """An inline option of a registered part: its kind, default, range, and whether a recipe must give it.
-
-    Example:
-        >>> Option('float', default=0.003, minimum=0, exclusive=True).check('lr', 0)
-        Traceback (most recent call last):
-        ...
-        composer_sampling.recipes.registry.RegistryError: lr must be a number in (0, inf), got 0
-    """
-
-    kind: str
-    default: Any = None
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive: bool = False  # the minimum itself is out of range
-    required: bool = False
-
-    def rule(self) -> str:
-        """The option's rule in words: ``an int in [1, inf)``."""
-        if self.kind == 'bool':
-            return 'true or false'
-        if self.kind == 'str':
-            return 'a string'
-        if self.kind == 'key':
-            return 'a mapping key (a string) or a position in a tuple batch (an int)'
-        if self.kind == 'fractions':
-            return 'a list of positive fractions summing to 1'
-        low = '(-inf' if self.minimum is None else ('(' if self.exclusive else '[') + f'{self.minimum:g}'
-        high = 'inf)' if self.maximum is None else f'{self.maximum:g}]'
-        return f'{"an int" if self.kind == "int" else "a number"} in {low}, {high}'
-
-    def check(self, where: str, value: Any) -> Any:
-        """``value`` if it keeps this option's rule; :class:`RegistryError` naming ``where`` and the rule if not."""
-        if value is None and not self.required:
-            return value
-        kinds = _KINDS[self.kind]
-        wrong = (not isinstance(value, kinds) or (self.kind in ('int', 'float', 'key') and isinstance(value, bool))
-                 or (self.kind == 'float' and not math.isfinite(cast(float, value))))
-        if self.kind in ('int', 'float') and not wrong:
-            wrong = ((self.minimum is not None and (value <= self.minimum if self.exclusive else value < self.minimum))
-                     or (self.maximum is not None and value > self.maximum))
-        if self.kind == 'fractions' and not wrong:
-            wrong = (not value or any(not is_real(f) or not f > 0 for f in value) or abs(sum(value) - 1) > 1e-6)
-        if wrong:
-            raise RegistryError(f'{where} must be {self.rule()}, got {value!r}')
-        return value
-
-
 @dataclass(frozen=True)
 class Entry:
     """One registered part: where its builder lives, a line on what it is, and what the runner must know of it."""
@@ -141,6 +89,7 @@ class Entry:
     open_options: bool = False  # other inline keys go to its builder, checked against its signature when imported
     from_entry_point: bool = False
     checkpoint_argument: str | None = None  # the argument naming a checkpoint it unpickles: checked as load_path is
+    refused: str | None = None  # why a recipe refuses this part (it would break the data order's promises)
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -359,19 +308,6 @@ OPTIMIZERS = Registry('optimizers', 'composer_sampling.optimizers', {
     'adamw': Entry('torch.optim:AdamW', 'torch.optim.AdamW', _RATES),
     'sgd': Entry(f'{_BUILTIN}:sgd', 'torch.optim.SGD with momentum 0.9', _RATES),
 })
-_COMPOSER_CALLBACKS = {
-    'activation_monitor': 'ActivationMonitor',
-    'checkpoint_saver': 'CheckpointSaver', 'early_stopper': 'EarlyStopper',
-    'export_for_inference': 'ExportForInferenceCallback',
-    'free_outputs': 'FreeOutputs', 'generate': 'Generate', 'image_visualizer': 'ImageVisualizer',
-    'lr_monitor': 'LRMonitor', 'load_checkpoint': 'LoadCheckpoint', 'memory_monitor': 'MemoryMonitor',
-    'memory_snapshot': 'MemorySnapshot', 'mlperf': 'MLPerfCallback', 'nan_monitor': 'NaNMonitor',
-    'oom_observer': 'OOMObserver', 'optimizer_monitor': 'OptimizerMonitor', 'runtime_estimator': 'RuntimeEstimator',
-    'speed_monitor': 'SpeedMonitor', 'system_metrics_monitor': 'SystemMetricsMonitor',
-    'threshold_stopper': 'ThresholdStopper',
-}
-#: The argument of a Composer callback that names a checkpoint it unpickles (``torch.load(weights_only=False)``).
-_COMPOSER_CHECKPOINT_ARGUMENTS = {'LoadCheckpoint': 'load_path'}
 CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
     'sampler_sync': Entry('composer_sampling.callbacks.sampler_sync:SamplerSync', 'seeds, epochs and the resume '
                           'position of every sampler',
@@ -383,14 +319,35 @@ CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
                            'rank trained, for composer-sampling audit',
                            {'folder': Option('str'), 'index_key': Option('key')}, ledger_folder=True),
     **{name: Entry(f'composer.callbacks:{cls}', f"Composer's {cls}", open_options=True,
-                   checkpoint_argument=_COMPOSER_CHECKPOINT_ARGUMENTS.get(cls))
-       for name, cls in _COMPOSER_CALLBACKS.items()},
+                   checkpoint_argument=CHECKPOINT_ARGUMENTS.get(cls))
+       for name, cls in composer_names.CALLBACKS.items()},
 })
+
+
+def _times(required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Option]:
+    """A scheduler's time arguments as options: ``plan`` checks them as Composer time strings."""
+    return {name: Option('durations' if name in composer_names.TIME_LISTS else 'duration', minimum=0,
+                         exclusive=name not in TIMES_FROM_ZERO, required=name in required)
+            for name in (*required, *optional)}
+
+
+SCHEDULERS = Registry('schedulers', 'composer_sampling.schedulers', {
+    name: Entry(f'composer.optim:{cls}', f"Composer's {cls}", _times(required, optional), open_options=True)
+    for name, (cls, required, optional) in composer_names.SCHEDULERS.items()})
+LOGGERS = Registry('loggers', 'composer_sampling.loggers', {
+    name: Entry(f'composer.loggers:{cls}', f"Composer's {cls}", open_options=True)
+    for name, cls in composer_names.LOGGERS.items()})
+ALGORITHMS = Registry('algorithms', 'composer_sampling.algorithms', {
+    name: Entry(f'composer.algorithms:{cls}', f"Composer's {cls}", open_options=True,
+                refused=REFUSED_ALGORITHMS.get(name))
+    for name, cls in composer_names.ALGORITHMS.items()})
 
 #: Every registry by the kind of part it holds.
 REGISTRIES = {'datasets': DATASETS, 'models': MODELS, 'samplers': SAMPLERS, 'collate_fns': COLLATE_FNS,
-              'optimizers': OPTIMIZERS, 'callbacks': CALLBACKS}
-#: The kind of part each recipe field names (callbacks are a mapping of their own).
+              'optimizers': OPTIMIZERS, 'callbacks': CALLBACKS, 'schedulers': SCHEDULERS, 'loggers': LOGGERS,
+              'algorithms': ALGORITHMS}
+#: The kind of part each recipe field names (callbacks, loggers and algorithms are mappings of their own,
+#: schedulers a list).
 PART_KINDS = {'train_loader.dataset': 'datasets', 'eval_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
               'train_loader.collate_fn': 'collate_fns', 'eval_loader.collate_fn': 'collate_fns', 'model': 'models',
-              'optimizer': 'optimizers'}
+              'optimizer': 'optimizers', 'scheduler': 'schedulers'}

@@ -31,8 +31,9 @@ from composer_sampling._import_names import split_import_name
 from composer_sampling._validate import is_real
 from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.options import OptionError
 from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, RegistryError
-from composer_sampling.recipes.schema import Recipe
+from composer_sampling.recipes.schema import MAPPED_SECTIONS, Recipe
 
 __all__ = ['DATA_FIELDS', 'DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
 
@@ -75,6 +76,9 @@ class RunSpec:
     recipe: Recipe
     parts: Mapping[str, PartSpec]
     callbacks: tuple[PartSpec, ...]
+    schedulers: tuple[PartSpec, ...]  # from scheduler or schedulers, in order, as Composer's Trainer takes them
+    loggers: tuple[PartSpec, ...]
+    algorithms: tuple[PartSpec, ...]
     held_out_field: str
     held_out_fraction: float | None  # None when eval_loader.dataset gives the held-out data
     source_fractions: tuple[float, ...] | None
@@ -107,8 +111,9 @@ def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
         sections['train_loader.dataset'] = {key: value for key, value in dataset.items() if key != _LEGACY_FRACTION}
     parts = {name: _part(name, PART_KINDS[name], section, training or name in DATA_FIELDS)
              for name, section in sections.items() if section is not None}
-    callbacks = tuple(_part(f'callbacks.{label}', 'callbacks', _callback_section(label, section), training,
-                            default=label) for label, section in recipe.callbacks.items())
+    callbacks = _mapped(recipe, 'callbacks', training)
+    schedules = ([('scheduler', recipe.scheduler)] if recipe.scheduler is not None
+                 else [(f'schedulers[{k}]', section) for k, section in enumerate(recipe.schedulers)])
     held_out_field, fraction = _held_out(recipe, legacy_fraction)
     sampler = parts['train_loader.sampler']
     fractions = sampler.arguments.get('source_fractions')
@@ -116,6 +121,9 @@ def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
         recipe=recipe,
         parts=MappingProxyType(parts),
         callbacks=callbacks,
+        schedulers=tuple(_part(name, 'schedulers', section, training) for name, section in schedules),
+        loggers=_mapped(recipe, 'loggers', training),
+        algorithms=_mapped(recipe, 'algorithms', training),
         held_out_field=held_out_field,
         held_out_fraction=fraction,
         source_fractions=None if fractions is None else tuple(fractions),
@@ -123,6 +131,12 @@ def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
         sync=_sync(recipe, callbacks),
         ledger_folder=_ledger_folder(recipe, callbacks),
     )
+
+
+def _mapped(recipe: Recipe, section_name: str, declared: bool) -> tuple[PartSpec, ...]:
+    """The parts of a ``{label: part}`` field (callbacks, loggers, algorithms), each named by its label."""
+    return tuple(_part(f'{section_name}.{label}', section_name, _callback_section(label, section), declared,
+                       default=label) for label, section in getattr(recipe, section_name).items())
 
 
 def _callback_section(label: str, section: Any) -> dict[str, Any]:
@@ -149,6 +163,8 @@ def _part(field_name: str, kind: str, section: Mapping[str, Any], declared: bool
         entry = table.entry(name, declared=declared)
     except RegistryError as error:
         raise RecipeError(f'{field_name}.name: {error}') from None
+    if entry.refused:
+        raise RecipeError(f'{field_name}: {entry.description or name} is refused: {entry.refused}')
     arguments = _options(field_name, entry, section, kwargs)
     return PartSpec(field_name, name, entry.target, entry, MappingProxyType(arguments), trusted=True)
 
@@ -173,7 +189,7 @@ def _options(field_name: str, entry: Entry, inline: dict[str, Any], kwargs: Mapp
         if key in kwargs:
             raise RecipeError(f'{field_name}.{key} and {field_name}.kwargs.{key} both set {key}; give it once')
         if key not in entry.options and not entry.open_options:
-            keys = entry.options if field_name.startswith('callbacks.') else (*_PART_KEYS, *entry.options)
+            keys = entry.options if field_name.split('.')[0] in MAPPED_SECTIONS else (*_PART_KEYS, *entry.options)
             raise RecipeError(f'unknown field {field_name}.{key} (valid: {", ".join(keys) or "none"})')
     arguments: dict[str, Any] = {}
     for option_name, option in entry.options.items():
@@ -187,7 +203,7 @@ def _options(field_name: str, entry: Entry, inline: dict[str, Any], kwargs: Mapp
                               f'({option.rule()})')
         try:
             value = option.check(where, value)
-        except RegistryError as error:
+        except OptionError as error:
             raise RecipeError(str(error)) from None
         if value is not None:
             arguments[option_name] = value

@@ -35,16 +35,20 @@ from composer_sampling.recipes.durations import DURATION_UNITS, valid_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.run_fields import check_run_fields
 
-__all__ = ['PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoaderConfig', 'Recipe', 'RecipeError', 'TrainLoaderConfig',
-           'load_recipe']
+__all__ = ['MAPPED_SECTIONS', 'PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoaderConfig', 'Recipe', 'RecipeError',
+           'TrainLoaderConfig', 'load_recipe']
 
 #: Composer seeds rank ``r`` with ``seed + r`` and refuses seeds of 2**32 and above.
 TRAINER_SEED_LIMIT = 2**32 - 1
-#: The fields that hold one part each (the callbacks a mapping of them), with their value when not given. A part
-#: in the file or in an override replaces the whole field: another sampler does not inherit the last one's options.
+#: The fields that hold one part each (the callbacks, loggers and algorithms a mapping of them), with their value
+#: when not given. A part in the file or in an override replaces the whole field: another sampler does not inherit
+#: the last one's options. (``schedulers``, a list, is replaced whole by omegaconf itself.)
 PART_SECTIONS: dict[str, dict[str, Any] | None] = {
     'train_loader.dataset': {}, 'train_loader.sampler': {}, 'train_loader.collate_fn': None,
-    'eval_loader.dataset': None, 'eval_loader.collate_fn': None, 'model': {}, 'optimizer': {}, 'callbacks': {}}
+    'eval_loader.dataset': None, 'eval_loader.collate_fn': None, 'model': {}, 'optimizer': {}, 'scheduler': None,
+    'loggers': {}, 'algorithms': {}, 'callbacks': {}}
+#: The fields that map a label to a part: ``{label: {arguments}}``, the label a registered name unless a target.
+MAPPED_SECTIONS = ('loggers', 'algorithms', 'callbacks')
 
 
 @dataclass
@@ -81,6 +85,14 @@ class Recipe:
     eval_interval: str = '1ep'
     model: dict[str, Any] = field(default_factory=dict)
     optimizer: dict[str, Any] = field(default_factory=dict)
+    scheduler: dict[str, Any] | None = None  # the LR schedule, one part; or schedulers, a list of them (not both)
+    schedulers: list[dict[str, Any]] = field(default_factory=list)
+    scale_schedule_ratio: float = 1.0
+    loggers: dict[str, Any] = field(default_factory=dict)
+    progress_bar: bool | None = None  # null: Composer's progress bar when stdout and stderr are terminals
+    log_to_console: bool | None = None  # null: Composer's default, off
+    console_log_interval: str = '1ep'
+    algorithms: dict[str, Any] = field(default_factory=dict)
     callbacks: dict[str, Any] = field(default_factory=lambda: {'sampler_sync': {}})
     save_folder: str | None = None
     save_interval: str = '1ep'
@@ -259,11 +271,16 @@ def _check_shape(node: dict[str, Any], schema: Any, prefix: str, what: str) -> N
         if value is None or _kind(value) == shape:
             if dataclasses.is_dataclass(hint) and value is not None:
                 _check_shape(value, hint, f'{name}.', what)
-            elif name == 'callbacks' and value is not None:
+            elif name in MAPPED_SECTIONS and value is not None:
                 for label, arguments in value.items():
                     if arguments is not None and not isinstance(arguments, dict):
-                        raise RecipeError(f'callbacks.{label} must be a mapping of arguments (or empty), got '
+                        raise RecipeError(f'{name}.{label} must be a mapping of arguments (or empty), got '
                                           f'{arguments!r} (in {what})')
+            elif name == 'schedulers' and value is not None:
+                for k, part in enumerate(value):
+                    if not isinstance(part, dict):
+                        raise RecipeError(f'schedulers[{k}] must be a mapping (a scheduler part), got {part!r} '
+                                          f'(in {what})')
             continue
         if dataclasses.is_dataclass(hint):
             expected = f'a mapping of fields ({", ".join(f.name for f in dataclasses.fields(hint))})'
@@ -293,12 +310,29 @@ def _float_fields(obj: Any, prefix: str = '') -> Iterator[tuple[str, Any]]:
         elif dataclasses.is_dataclass(value) or isinstance(value, dict):
             yield from _float_fields(value, f'{name}.')
         elif isinstance(value, list):
-            yield from ((f'{name}[{k}]', item) for k, item in enumerate(value) if isinstance(item, float))
+            for k, item in enumerate(value):
+                if isinstance(item, float):
+                    yield f'{name}[{k}]', item
+                elif isinstance(item, dict):
+                    yield from _float_fields(item, f'{name}[{k}].')
 
 
 def _at_least(name: str, value: float | None, minimum: float) -> None:
     if value is not None and value < minimum:
         raise RecipeError(f'{name} must be at least {minimum}, got {value}')
+
+
+def _check_schedule(recipe: Recipe) -> None:
+    """One way to give the LR schedule, and a scale_schedule_ratio only where there is a schedule to scale."""
+    if recipe.scheduler is not None and recipe.schedulers:
+        raise RecipeError('scheduler and schedulers both set the LR schedule; give one: scheduler (one part) or '
+                          'schedulers (a list of parts)')
+    if not recipe.scale_schedule_ratio > 0:
+        raise RecipeError(f'scale_schedule_ratio must be a number in (0, inf), got {recipe.scale_schedule_ratio:g}')
+    if recipe.scale_schedule_ratio != 1 and recipe.scheduler is None and not recipe.schedulers:
+        raise RecipeError(f'scale_schedule_ratio={recipe.scale_schedule_ratio:g} scales the LR schedule and '
+                          'max_duration, but the recipe sets no scheduler (Composer refuses a ratio with nothing to '
+                          'scale); set scheduler, or leave scale_schedule_ratio at 1.0')
 
 
 def check_recipe(recipe: Recipe) -> None:
@@ -317,9 +351,11 @@ def check_recipe(recipe: Recipe) -> None:
     _at_least('dist_timeout', recipe.dist_timeout, 1)
     for name in DURATION_UNITS:
         valid_duration(name, getattr(recipe, name))
-    for name, arguments in recipe.callbacks.items():
-        if arguments is not None and not isinstance(arguments, dict):
-            raise RecipeError(f'callbacks.{name} must be a mapping of arguments (or empty), got {arguments!r}')
+    for section in MAPPED_SECTIONS:
+        for name, arguments in getattr(recipe, section).items():
+            if arguments is not None and not isinstance(arguments, dict):
+                raise RecipeError(f'{section}.{name} must be a mapping of arguments (or empty), got {arguments!r}')
+    _check_schedule(recipe)
     check_run_fields(recipe)
     for k, spec in enumerate(recipe.checkpoint_safe_globals):
         if split_import_name(spec) is None:

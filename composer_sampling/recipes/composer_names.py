@@ -1,0 +1,91 @@
+"""Composer's own parts by the snake-case names recipes give them: callbacks, schedulers, loggers and algorithms.
+
+Plain tables, nothing imported: each maps a recipe name to the class's name in its
+Composer package (``composer.callbacks``, ``composer.optim``, ``composer.loggers``,
+``composer.algorithms``); :mod:`~composer_sampling.recipes.registry` turns them into
+entries. What the runner must know beyond the name is here too: which arguments of a
+scheduler are Composer times (checked by ``plan``, without Composer), and which
+algorithms a recipe refuses, with the reason. ``tests/test_composer_parts.py`` holds
+the tables to Composer's own ``__all__`` and signatures.
+
+Example:
+    >>> SCHEDULERS['cosine_annealing_with_warmup']
+    ('CosineAnnealingWithWarmupScheduler', ('t_warmup',), ('t_max',))
+    >>> sorted(REFUSED_ALGORITHMS)
+    ['alibi', 'selective_backprop', 'seq_length_warmup']
+"""
+
+from __future__ import annotations
+
+__all__ = ['ALGORITHMS', 'CALLBACKS', 'CHECKPOINT_ARGUMENTS', 'LOGGERS', 'REFUSED_ALGORITHMS', 'SCHEDULERS',
+           'TIMES_FROM_ZERO', 'TIME_LISTS']
+
+#: Composer's callbacks (``composer.callbacks``).
+CALLBACKS = {
+    'activation_monitor': 'ActivationMonitor',
+    'checkpoint_saver': 'CheckpointSaver', 'early_stopper': 'EarlyStopper',
+    'export_for_inference': 'ExportForInferenceCallback',
+    'free_outputs': 'FreeOutputs', 'generate': 'Generate', 'image_visualizer': 'ImageVisualizer',
+    'lr_monitor': 'LRMonitor', 'load_checkpoint': 'LoadCheckpoint', 'memory_monitor': 'MemoryMonitor',
+    'memory_snapshot': 'MemorySnapshot', 'mlperf': 'MLPerfCallback', 'nan_monitor': 'NaNMonitor',
+    'oom_observer': 'OOMObserver', 'optimizer_monitor': 'OptimizerMonitor', 'runtime_estimator': 'RuntimeEstimator',
+    'speed_monitor': 'SpeedMonitor', 'system_metrics_monitor': 'SystemMetricsMonitor',
+    'threshold_stopper': 'ThresholdStopper',
+}
+#: The argument of a Composer callback that names a checkpoint it unpickles (``torch.load(weights_only=False)``).
+CHECKPOINT_ARGUMENTS = {'LoadCheckpoint': 'load_path'}
+
+#: Composer's schedulers (``composer.optim``): name -> (class, required time arguments, optional time arguments).
+SCHEDULERS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    'constant': ('ConstantScheduler', (), ('t_max',)),
+    'step': ('StepScheduler', ('step_size',), ()),
+    'multi_step': ('MultiStepScheduler', ('milestones',), ()),
+    'linear': ('LinearScheduler', (), ('t_max',)),
+    'exponential': ('ExponentialScheduler', (), ('decay_period',)),
+    'cosine_annealing': ('CosineAnnealingScheduler', (), ('t_max',)),
+    'cosine_annealing_warm_restarts': ('CosineAnnealingWarmRestartsScheduler', ('t_0',), ()),
+    'polynomial': ('PolynomialScheduler', (), ('t_max',)),
+    'constant_with_warmup': ('ConstantWithWarmupScheduler', ('t_warmup',), ('t_max',)),
+    'linear_with_warmup': ('LinearWithWarmupScheduler', ('t_warmup',), ('t_max',)),
+    'cosine_annealing_with_warmup': ('CosineAnnealingWithWarmupScheduler', ('t_warmup',), ('t_max',)),
+    'polynomial_with_warmup': ('PolynomialWithWarmupScheduler', ('t_warmup',), ('t_max',)),
+    'multi_step_with_warmup': ('MultiStepWithWarmupScheduler', ('t_warmup', 'milestones'), ()),
+}
+#: Time arguments that may be 0 (no warmup, a milestone at the start); every other one must be positive (a period
+#: or a length Composer divides by).
+TIMES_FROM_ZERO = ('t_warmup', 'milestones')
+#: Time arguments that are lists of times.
+TIME_LISTS = ('milestones',)
+
+#: Composer's loggers (``composer.loggers``).
+LOGGERS = {
+    'progress_bar': 'ProgressBarLogger', 'console': 'ConsoleLogger', 'file': 'FileLogger',
+    'in_memory': 'InMemoryLogger', 'wandb': 'WandBLogger', 'mlflow': 'MLFlowLogger',
+    'tensorboard': 'TensorboardLogger', 'comet_ml': 'CometMLLogger', 'neptune': 'NeptuneLogger',
+    'remote_uploader_downloader': 'RemoteUploaderDownloader', 'mosaicml': 'MosaicMLLogger', 'slack': 'SlackLogger',
+}
+
+#: Composer's algorithms (``composer.algorithms``), named as their Composer subpackages are.
+ALGORITHMS = {
+    'alibi': 'Alibi', 'augmix': 'AugMix', 'blurpool': 'BlurPool', 'channels_last': 'ChannelsLast',
+    'colout': 'ColOut', 'cutmix': 'CutMix', 'cutout': 'CutOut', 'ema': 'EMA', 'factorize': 'Factorize',
+    'gated_linear_units': 'GatedLinearUnits', 'ghost_batchnorm': 'GhostBatchNorm',
+    'gradient_clipping': 'GradientClipping', 'gyro_dropout': 'GyroDropout', 'label_smoothing': 'LabelSmoothing',
+    'layer_freezing': 'LayerFreezing', 'low_precision_groupnorm': 'LowPrecisionGroupNorm',
+    'low_precision_layernorm': 'LowPrecisionLayerNorm', 'mixup': 'MixUp', 'no_op_model': 'NoOpModel',
+    'progressive_resizing': 'ProgressiveResizing', 'randaugment': 'RandAugment', 'sam': 'SAM',
+    'selective_backprop': 'SelectiveBackprop', 'seq_length_warmup': 'SeqLengthWarmup',
+    'squeeze_excite': 'SqueezeExcite', 'stochastic_depth': 'StochasticDepth', 'swa': 'SWA',
+    'weight_standardization': 'WeightStandardization',
+}
+_PROMISE = 'a recipe promises every sample trained once an epoch, in batches of the planned size, and an exact resume'
+#: The algorithms a recipe refuses, with the reason: each changes which samples train or the shape of the batches.
+REFUSED_ALGORITHMS = {
+    'seq_length_warmup': 'it truncates or reshapes every batch to a warming-up sequence length, so samples are cut '
+                         f'and batches are not the planned ones; {_PROMISE}',
+    'selective_backprop': 'it drops the samples of lowest loss from the backward pass, so part of every batch '
+                          f'never trains; {_PROMISE}',
+    'alibi': 'it reshapes every batch of a dict (train_sequence_length_scaling, 0.25 unless set, folds samples into '
+             f'fewer, longer rows), so batches are not the planned ones; {_PROMISE}. For its model surgery alone, '
+             'call composer.functional.apply_alibi in your model builder',
+}
