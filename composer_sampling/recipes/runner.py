@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from composer_sampling.recipes.build_training import Run
     from composer_sampling.recipes.resolve import RunSpec
 
-__all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'parse_recipe_arguments', 'recipe_arguments',
-           'set_aside_interrupted_saves', 'train']
+__all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'parse_recipe_arguments', 'process_group_device',
+           'recipe_arguments', 'set_aside_interrupted_saves', 'train']
 
 NO_SAMPLER_SYNC = (
     'training without callbacks.sampler_sync: a sampler Composer does not reach (any but a DistributedSampler set '
@@ -82,7 +82,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
         spec = resolve(recipe)
         if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
             # The builders run inside the process group, so a dataset builder may use composer.utils.dist.
-            dist.initialize_dist(get_device(None), recipe.dist_timeout)
+            dist.initialize_dist(get_device(process_group_device(recipe)), recipe.dist_timeout)
         run = build_run(spec)
     if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
@@ -101,6 +101,24 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     _print_rank_zero(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}')
     trainer.close()
     return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
+
+
+def process_group_device(recipe: Recipe) -> str | None:
+    """The device the runner's process group is made for: the recipe's ``device``, ``None`` (Composer's pick) for auto.
+
+    The group must have the backend of the Trainer's device (NCCL for ``gpu``, gloo for
+    ``cpu``): Composer's ``initialize_dist`` refuses to reuse a group of another backend,
+    so ``device=cpu`` on a machine with GPUs needs gloo here, not the NCCL ``get_device(None)``
+    would pick. Building the ``DeviceGPU`` also sets this rank's CUDA device
+    (``torch.cuda.set_device(local_rank)``), which NCCL's object collectives
+    (``all_gather_object``, ``broadcast_object_list``) need in a dataset builder.
+
+    Example:
+        >>> process_group_device(load_recipe(None, [])) is None  # a recipe without a device field, or auto
+        True
+    """
+    device = getattr(recipe, 'device', None)  # the device field of issue 24; absent before it
+    return None if device in (None, 'auto') else str(device)
 
 
 def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
