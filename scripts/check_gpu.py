@@ -1,8 +1,8 @@
 """Resume on the GPU: train the digits recipe whole, and stopped mid-epoch then resumed, and compare the two.
 
-    .venv/bin/python scripts/check_gpu.py                                   # 1 GPU, and 2 when two are visible
-    .venv/bin/python scripts/check_gpu.py --ranks 2 --workdir /tmp/check    # 2 ranks only, keeping the runs in /tmp/check
-    .venv/bin/python scripts/check_gpu.py --device cpu                      # a dry run of the whole check on the CPU (fp32)
+    .venv/bin/python scripts/check_gpu.py                                 # 1 GPU, and 2 when two are visible
+    .venv/bin/python scripts/check_gpu.py --ranks 2 --workdir /tmp/check  # 2 ranks, the runs kept in /tmp/check
+    .venv/bin/python scripts/check_gpu.py --device cpu                    # a dry run of the whole check (CPU, fp32)
 
 For a machine with a GPU; not part of ``make test``. For each number of ranks (one
 process, or the ``composer`` launcher for two), ``yamls/digits.yaml`` trains with
