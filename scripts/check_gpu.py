@@ -277,7 +277,9 @@ def check_case(case: Case) -> None:
     for name, folder, extra in runs:
         ok, output = train(case, name, folder.name, folder, extra)  # the stopped run is the resumed one's start
         if not ok:
-            case.add(f'{name} run', False, _last_error(output))
+            hint = ' (this checkout predates the device field: --no-device-field)' \
+                if "unknown field 'device'" in output else ''
+            case.add(f'{name} run', False, _last_error(output)[:200] + hint)
             return
     case.add('runs', True, f'whole {DURATION}; stopped at batch {STOP_AT}; resumed from its checkpoint to {DURATION}')
 
