@@ -1,12 +1,16 @@
 # Two commands for a new user; each creates .venv and installs what it needs when missing.
 #   make demo   train the digits recipes end to end (one process, then two through the composer launcher),
-#               then the example user package of examples/text-classification, and audit its ledger
+#               then the example user package of examples/text-classification, and audit its ledger;
+#               installs the package and its demo extra only (scikit-learn, for the digits)
 #   make test   ruff, mypy and the whole test suite (launcher and llm-foundry tests included), then the tests that
-#               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029)
+#               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029);
+#               installs everything into the same .venv (a make demo after it installs nothing)
+# scripts/check_gpu.py (resume on one and two GPUs) is for a machine with a GPU, and is not part of make test.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.installed-demo-stamp
 OLDEST := .venv-composer029
 OLDEST_STAMP := $(OLDEST)/.installed-stamp
 # pip backtracks for a long time through llm-foundry's dependencies unless these two are bounded
@@ -18,7 +22,13 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,demo,llmfoundry]' $(PINS)
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)  # everything holds the demo's extra
+
+$(DEMO_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
 
 $(OLDEST_STAMP): pyproject.toml
 	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
@@ -28,7 +38,7 @@ $(OLDEST_STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/composer-sampling train yamls/digits.yaml
 	$(VENV)/bin/composer -n 2 -m composer_sampling.train yamls/digits-grad-accum.yaml
 	$(VENV)/bin/composer -n 2 -m composer_sampling.train yamls/custom-batch-sampler.yaml
