@@ -25,9 +25,6 @@ the weights must then be equal bit for bit. If an operation refuses deterministi
 mode, the runs are repeated without it and the largest absolute difference is
 reported instead of a verdict. It exits 1 on any difference in the samples, on a
 failed audit or run, and on weights that differ under deterministic mode.
-
-The ``device`` and ``precision`` recipe fields came with issue 24; ``--no-device-field``
-leaves them out, for a checkout that predates them (the CPU then).
 """
 
 from __future__ import annotations
@@ -110,17 +107,13 @@ def default_ranks(device: str, visible_gpus: int) -> list[int]:
     return [1, 2] if device == 'cpu' or visible_gpus >= 2 else [1]
 
 
-def device_overrides(device: str, precision: str | None, device_field: bool) -> list[str]:
-    """The recipe overrides that choose the device and the precision (none without ``device_field``).
+def device_overrides(device: str, precision: str | None) -> list[str]:
+    """The recipe overrides that choose the device and the precision.
 
     Example:
-        >>> device_overrides('gpu', None, True)
+        >>> device_overrides('gpu', None)
         ['device=gpu', 'precision=amp_bf16']
-        >>> device_overrides('cpu', None, False)
-        []
     """
-    if not device_field:
-        return []
     return [f'device={device}', f'precision={precision or PRECISION[device]}']
 
 
@@ -277,9 +270,7 @@ def check_case(case: Case) -> None:
     for name, folder, extra in runs:
         ok, output = train(case, name, folder.name, folder, extra)  # the stopped run is the resumed one's start
         if not ok:
-            hint = ' (this checkout predates the device field: --no-device-field)' \
-                if "unknown field 'device'" in output else ''
-            case.add(f'{name} run', False, _last_error(output)[:200] + hint)
+            case.add(f'{name} run', False, _last_error(output)[:200])
             return
     case.add('runs', True, f'whole {DURATION}; stopped at batch {STOP_AT}; resumed from its checkpoint to {DURATION}')
 
@@ -337,8 +328,6 @@ def main(argv: list[str] | None = None) -> int:
                         help='1 and/or 2; default 1, and 2 when two GPUs are visible (cpu: 1 and 2)')
     parser.add_argument('--workdir', type=Path, default=None,
                         help='where the runs go (kept); default a new temporary folder')
-    parser.add_argument('--no-device-field', action='store_true',
-                        help='pass no device= or precision= (a checkout before issue 24: trains on the CPU)')
     args = parser.parse_args(argv)
 
     import torch
@@ -354,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     taken = [workdir / f'ranks{n}' for n in ranks if (workdir / f'ranks{n}').exists()]
     if taken:
         parser.error(f'--workdir {workdir}: {taken[0]} exists; give a new or empty --workdir')
-    common = device_overrides(args.device, args.precision, not args.no_device_field)
+    common = device_overrides(args.device, args.precision)
     print(f'check_gpu: {RECIPE.relative_to(ROOT)} {" ".join(common) or "(recipe device)"}, ranks {ranks}, '
           f'GPUs visible {visible}, runs in {workdir}', flush=True)
 

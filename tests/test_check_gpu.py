@@ -25,15 +25,15 @@ def _script() -> object:
 def test_help_names_the_options() -> None:
     result = subprocess.run([sys.executable, str(SCRIPT), '--help'], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    for option in ('--device', '--precision', '--ranks', '--workdir', '--no-device-field'):
+    for option in ('--device', '--precision', '--ranks', '--workdir'):
         assert option in result.stdout
 
 
 def test_overrides_and_ranks() -> None:
     check = _script()
-    assert check.device_overrides('gpu', None, True) == ['device=gpu', 'precision=amp_bf16']
-    assert check.device_overrides('cpu', None, True) == ['device=cpu', 'precision=fp32']
-    assert check.device_overrides('gpu', 'amp_fp16', True) == ['device=gpu', 'precision=amp_fp16']
+    assert check.device_overrides('gpu', None) == ['device=gpu', 'precision=amp_bf16']
+    assert check.device_overrides('cpu', None) == ['device=cpu', 'precision=fp32']
+    assert check.device_overrides('gpu', 'amp_fp16') == ['device=gpu', 'precision=amp_fp16']
     assert check.default_ranks('gpu', 2) == [1, 2] and check.default_ranks('gpu', 1) == [1]
     overrides = check.run_overrides(Path('/w/resumed'), 'resumed', ['device=gpu'])
     assert 'callbacks.sample_ledger={}' in overrides and overrides[-1] == 'device=gpu'
