@@ -199,3 +199,38 @@ def _equal(a: object, b: object) -> bool:
     if isinstance(a, (list, tuple)):
         return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_equal, a, b))
     return a == b
+
+
+@pytest.mark.s3
+@pytest.mark.launcher
+def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audit_exactly_once(
+        s3_bucket: str, tmp_path: Path) -> None:
+    """The same on two ranks through the launcher: rank 0 (which writes the checkpoint and its pointer) is killed
+    mid-epoch, the launcher ends the other, the same command resumes both from the bucket; every sample once, and
+    the weights and optimizer state of a two-rank run that never stopped."""
+    from test_launcher import COMPOSER
+
+    def launched(name: str) -> list[str]:
+        return [COMPOSER, '-n', '2', '--stdout', str(tmp_path / f'{name}-rank{{rank}}.out')]
+
+    whole = tmp_path / 'whole'
+    returncode, output = _killed_run([*launched('whole'), '-m', 'composer_sampling.train', *COMMON,
+                                      f'save_folder={whole}'], tmp_path / 'whole.log')
+    assert returncode == 0, output
+    run = f'{s3_bucket}/run'
+    command = [*COMMON, f'save_folder={run}', 'autoresume=true']
+    returncode, output = _killed_run([*launched('killed'), 'tests/fault_train.py', str(tmp_path), '0', '4', *command],
+                                     tmp_path / 'killed.log')
+    assert returncode != 0, output
+    returncode, output = _killed_run([*launched('resumed'), '-m', 'composer_sampling.train', *command],
+                                     tmp_path / 'resumed.log')
+    assert returncode == 0 and f'autoresume          resumes from {run}/ep0-ba3-rank0.pt' in output, output
+    _download(run, tmp_path / 'uploaded')
+    report = audit_folder(run)
+    assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
+    assert {path.name.rsplit('-', 1)[1] for path in (tmp_path / 'uploaded' / 'ledger').glob('*.bin')} == \
+        {'rank0.bin', 'rank1.bin'}
+    final = torch.load(tmp_path / 'uploaded' / 'ep1-ba5-rank0.pt', weights_only=False)['state']
+    never = torch.load(whole / 'ep1-ba5-rank0.pt', weights_only=False)['state']
+    for key in ('model', 'optimizers'):
+        assert _equal(final[key], never[key]), key
