@@ -47,6 +47,9 @@ BOTH = [
                           'set'),
     (['autoresume=true', 'save_folder=/tmp/composer-sampling-unused'], 'autoresume: true needs run_name'),
     (['autoresume=sometimes'], "invalid value for field 'autoresume'"),
+    (['scheduler={name: cosine_annealing_with_warmup, t_warmup: 64sp}'],
+     "scheduler: t_warmup='64sp' counts sp and t_max='1dur' counts ba (with max_duration='4ep'; Composer counts ep as "
+     "batches and dur in max_duration's unit); cosine_annealing_with_warmup needs both in one unit"),
 ]
 TRAIN_ONLY = [
     (['parallelism_config={fsdp: {sharding_strateg: FULL_SHARD}}'],

@@ -28,6 +28,8 @@ from typing import Any
 
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
+from composer_sampling.recipes.composer_names import SAME_UNIT_WARMUP
+from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import check_save_folders
 from composer_sampling.recipes.registry import ImportTargetError, NotAllowedError, RegistryError, check_arguments
@@ -71,6 +73,7 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     if spec.recipe.seed > limit:
         raise RecipeError(f'seed={spec.recipe.seed} is too large for {world_size} ranks: Composer seeds rank r with '
                           f'seed + r, which must stay below 2**32; use a seed in [0, {limit}]')
+    _check_warmup_units(spec)
     for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms):
         if training or part.field in DATA_FIELDS:
             _check_builder(part)
@@ -82,6 +85,27 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
         copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
     checked = {name: check_checkpoint_field(spec, name, value, training, copies) for name, value in fields.items()}
     return Checked(plan, checked, copies)
+
+
+def _check_warmup_units(spec: RunSpec) -> None:
+    """A warmup schedule's ``t_warmup`` and ``t_max`` in one unit as Composer counts them, else Composer stops the
+    ``Trainer`` it is building (after the summary) with a ``ValueError``."""
+    max_unit = spec.durations['max_duration'][1]
+
+    def counted(text: str) -> str:  # Composer's _convert_time: dur in max_duration's unit, then ep as batches
+        unit = parse_duration(str(text))[1]
+        unit = max_unit if unit == 'dur' else unit
+        return 'ba' if unit == 'ep' else unit
+
+    for part in spec.schedulers:
+        if part.target.rpartition(':')[2] not in SAME_UNIT_WARMUP or part.arguments.get('t_warmup') is None:
+            continue
+        warmup, t_max = part.arguments['t_warmup'], part.arguments.get('t_max', '1dur')
+        if counted(warmup) != counted(t_max):
+            raise RecipeError(f'{part.field}: t_warmup={warmup!r} counts {counted(warmup)} and t_max={t_max!r} counts '
+                              f'{counted(t_max)} (with max_duration={spec.recipe.max_duration!r}; Composer counts ep '
+                              f'as batches and dur in max_duration\'s unit); {part.label} needs both in one unit: '
+                              'write them in the same unit')
 
 
 def _check_one_ledger(spec: RunSpec, builders: Mapping[str, Any]) -> None:

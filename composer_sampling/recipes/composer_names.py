@@ -17,7 +17,8 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ['ALGORITHMS', 'CALLBACKS', 'CHECKPOINT_ARGUMENTS', 'LOGGERS', 'REFUSED_ALGORITHMS', 'SCHEDULERS',
+__all__ = ['ALGORITHMS', 'CALLBACKS', 'CHECKPOINT_ARGUMENTS', 'LOGGERS', 'REFUSED_ALGORITHMS', 'SAME_UNIT_WARMUP',
+           'SCHEDULERS',
            'TIMES_FROM_ZERO', 'TIME_LISTS']
 
 #: Composer's callbacks (``composer.callbacks``).
@@ -51,6 +52,9 @@ SCHEDULERS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     'polynomial_with_warmup': ('PolynomialWithWarmupScheduler', ('t_warmup',), ('t_max',)),
     'multi_step_with_warmup': ('MultiStepWithWarmupScheduler', ('t_warmup', 'milestones'), ()),
 }
+#: The schedulers whose ``t_warmup`` and ``t_max`` Composer requires in one unit, once it has counted ``ep`` as
+#: batches and ``dur`` in max_duration's unit (``_raise_if_warmup_and_max_incompatible``).
+SAME_UNIT_WARMUP = ('LinearWithWarmupScheduler', 'CosineAnnealingWithWarmupScheduler', 'PolynomialWithWarmupScheduler')
 #: Time arguments that may be 0 (no warmup, a milestone at the start); every other one must be positive (a period
 #: or a length Composer divides by).
 TIMES_FROM_ZERO = ('t_warmup', 'milestones')
