@@ -14,7 +14,7 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 from composer_sampling import ResumableDistributedSampler, SamplerSync
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
-from helpers import IndexLedger, make_trainer, synthetic
+from support.helpers import IndexLedger, make_trainer, synthetic
 
 pytestmark = pytest.mark.composer
 

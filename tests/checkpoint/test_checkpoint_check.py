@@ -35,7 +35,7 @@ from composer_sampling.recipes.runner import train
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main as train_main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
 
 

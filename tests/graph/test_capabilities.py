@@ -30,7 +30,7 @@ from composer_sampling._snapshot import take_snapshot
 from composer_sampling.samplers import DistributedBatchAdapter
 from composer_sampling.samplers.nested import StatefulNestedBatchSampler
 
-from helpers import IndexLedger, checkpoint, make_trainer, synthetic
+from support.helpers import IndexLedger, checkpoint, make_trainer, synthetic
 
 PACKAGE = Path(composer_sampling.__file__).parent
 

@@ -13,13 +13,13 @@ from composer_sampling._seeding import epoch_generator_seed
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train as train_recipe
 
-from helpers import IndexLedger, synthetic
-from helpers import train_with_ledger as train
+from support.helpers import IndexLedger, synthetic
+from support.helpers import train_with_ledger as train
 
 pytestmark = pytest.mark.composer
 
 SIZE, BATCH = 48, 8
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def shuffled(generator: torch.Generator | None = None) -> DataLoader:

@@ -22,7 +22,7 @@ from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import LedgerError, LedgerWriter, read_ledger
 from composer_sampling.recipes.cli import main
 
-from helpers import checkpoint, make_trainer, synthetic, train_with_ledger
+from support.helpers import checkpoint, make_trainer, synthetic, train_with_ledger
 
 SIZE = 50  # 7 batches of 8 an epoch
 
@@ -161,7 +161,7 @@ def test_a_uri_composer_cannot_read_is_refused_naming_its_scheme_and_never_read_
 # ---------------------------------------------------------------------------------------------------------------
 # audit of a URI: the ledger objects downloaded through Composer's object store, audited as a local folder
 
-DIGITS = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+DIGITS = str(Path(__file__).resolve().parents[2] / 'yamls' / 'digits.yaml')
 
 
 @pytest.fixture(scope='module')
@@ -211,7 +211,7 @@ def test_audit_of_a_bucket_equals_the_audit_of_the_local_folder(two_lineages: Pa
 
 
 def _stopped_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3_server import free_loopback_ports
+    from support.s3_server import free_loopback_ports
 
     monkeypatch.setenv('S3_ENDPOINT_URL', f'http://127.0.0.1:{free_loopback_ports(1)[0]}')  # nothing listens there
 

@@ -25,9 +25,9 @@ from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main
 
-from helpers import synthetic, train_with_ledger
+from support.helpers import synthetic, train_with_ledger
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 records_strategy = st.lists(
     st.tuples(st.integers(0, 2**31), st.integers(0, 2**62), st.lists(st.integers(0, 2**62), max_size=20)),
@@ -185,7 +185,7 @@ class WithoutIndex(Dataset):
 
 
 def test_batches_without_indices_get_a_clear_error(tmp_path: Path) -> None:
-    from helpers import make_trainer
+    from support.helpers import make_trainer
 
     loader = DataLoader(WithoutIndex(), batch_size=4)
     trainer = make_trainer(loader, callbacks=[SampleLedger(str(tmp_path), index_key='index')])
@@ -198,7 +198,7 @@ def test_batches_without_indices_get_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_without_index_key_the_ledger_records_what_the_sampler_handed_over(tmp_path: Path) -> None:
-    from helpers import make_trainer
+    from support.helpers import make_trainer
 
     loader = DataLoader(WithoutIndex(), batch_size=4, shuffle=True)
     make_trainer(loader, max_duration='2ep', callbacks=[SamplerSync(), SampleLedger(str(tmp_path))]).fit()
@@ -346,7 +346,7 @@ def test_recipes_put_the_ledger_in_the_save_folder(tmp_path: Path, capsys) -> No
 @pytest.mark.parametrize('ledger_first', [True, False], ids=['ledger_first', 'sync_first'])
 def test_the_ledger_records_what_trained_whatever_the_order_of_callbacks(tmp_path: Path, ledger_first: bool) -> None:
     """A map-style loader SamplerSync seeds (a generator per epoch) and resumes mid-epoch: the ledger matches."""
-    from helpers import ledger_and_trained
+    from support.helpers import ledger_and_trained
 
     data = synthetic(40)
     recorded, trained = ledger_and_trained(lambda: DataLoader(data, batch_size=8, shuffle=True), tmp_path,
@@ -387,7 +387,7 @@ def test_indices_yielded_as_numpy_integers_or_0d_tensors_are_recorded_as_ints(tm
     """torch's own SubsetRandomSampler(np.arange(n)) yields numpy integers: the ledger records them as ints."""
     from composer_sampling.audit import audit_folder
 
-    from helpers import IndexLedger, make_trainer
+    from support.helpers import IndexLedger, make_trainer
 
     seen = IndexLedger()
     loader = DataLoader(ByInt(24), batch_size=8, sampler=make_sampler(24))

@@ -22,7 +22,7 @@ from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import read_ledger
 from composer_sampling.recipes.cli import main
 
-from helpers import make_trainer, synthetic
+from support.helpers import make_trainer, synthetic
 
 
 def _loader(size: int = 40) -> DataLoader:
@@ -93,7 +93,7 @@ def test_no_folder_or_an_unreachable_remote_one_is_refused_before_training(tmp_p
 def test_plan_takes_a_ledger_in_a_remote_save_folder(tmp_path: Path, monkeypatch, capsys) -> None:
     """``train`` stages and uploads it (test_ledger_upload.py), so ``plan`` refuses nothing; no local s3: appears."""
     monkeypatch.chdir(tmp_path)
-    recipe = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+    recipe = str(Path(__file__).resolve().parents[2] / 'yamls' / 'digits.yaml')
     assert main(['plan', recipe, 'max_duration=2ba', 'save_folder=s3://bucket/{run_name}', 'run_name=r',
                  'callbacks.sample_ledger={}']) == 0
     assert 'exactly once' in capsys.readouterr().out
@@ -115,7 +115,7 @@ def test_the_batch_is_matched_to_its_indices_with_workers_and_a_cut_epoch(tmp_pa
     dataset = synthetic(64)
     loader = DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2)
     ledger = SampleLedger(str(tmp_path))
-    from helpers import IndexLedger
+    from support.helpers import IndexLedger
 
     seen = IndexLedger()
     make_trainer(loader, max_duration='3ep', train_subset_num_batches=5,
@@ -208,7 +208,7 @@ def test_two_sample_ledgers_on_one_trainer_are_refused_at_construction(tmp_path:
     with pytest.raises(ValueError, match=re.escape(
             f'a Trainer records one ledger, and it has 2 SampleLedger callbacks: {first!r} and {second!r}; keep one')):
         make_trainer(_loader(), callbacks=[first, SamplerSync(), second])
-    recipe = str(Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml')
+    recipe = str(Path(__file__).resolve().parents[2] / 'yamls' / 'digits.yaml')
     by_target = "callbacks.again={target: 'composer_sampling:SampleLedger'}"  # known once imported: train only
     for command, again in (('plan', 'callbacks.again={name: sample_ledger}'),
                            ('train', 'callbacks.again={name: sample_ledger}'), ('train', by_target)):

@@ -28,7 +28,7 @@ from composer_sampling.callbacks._ledger_upload import UploadSchedule, ledger_by
 from composer_sampling.ledger_format import LedgerWriter, index_bytes, read_ledger
 from composer_sampling.train import main as train_main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: 320 training samples (of 400) at global batch 64: 5 batches an epoch; checkpoints at batches 3 and 5 (the end).
 COMMON = ['yamls/digits.yaml', 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep',
           'save_interval=3ba', 'run_name=synthetic', 'callbacks.sample_ledger={}']
@@ -159,8 +159,8 @@ def test_a_run_killed_after_a_checkpoint_autoresumes_from_the_bucket_and_audits_
     """
     run = f'{s3_bucket}/run'
     command = [*COMMON, f'save_folder={run}', 'autoresume=true']
-    returncode, output = _killed_run([sys.executable, 'tests/fault_train.py', str(tmp_path), '0', '4', *command],
-                                     tmp_path / 'killed.log')
+    returncode, output = _killed_run(
+        [sys.executable, 'tests/support/fault_train.py', str(tmp_path), '0', '4', *command], tmp_path / 'killed.log')
     assert returncode == -signal.SIGKILL, output
     objects = _download(run, tmp_path / 'killed')
     assert 'ep0-ba3-rank0.pt' in objects and 'ep1-ba5-rank0.pt' not in objects, objects

@@ -20,9 +20,9 @@ from composer_sampling import SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import MAGIC, read_ledger
 
-from helpers import fixture_writer
+from support.helpers import fixture_writer
 
-FIXTURE = Path(__file__).resolve().parent / 'fixtures' / 'v2-resume'
+FIXTURE = Path(__file__).resolve().parents[1] / 'fixtures' / 'v2-resume'
 
 
 

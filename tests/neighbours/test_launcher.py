@@ -2,44 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-COMPOSER = str(Path(sys.executable).parent / 'composer')
+from support.launcher import COMPOSER, ROOT, environment, free_port, launch
+
 TWO_RANK_TESTS = 27
 
 pytestmark = pytest.mark.launcher
-
-
-def _environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ('WORLD_SIZE', 'RANK', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE')}
-    env['PYTHONWARNINGS'] = 'ignore'
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def launch(args: list[str], tmp_path: Path, timeout: int = 400,
-           env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, str]:
-    """Run the launcher (``env`` added to the environment); return its result and every rank's output."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        [COMPOSER, '--stdout', str(tmp_path / 'rank{rank}.out'), *args],
-        cwd=ROOT, capture_output=True, text=True, env={**_environment(), **(env or {})}, timeout=timeout,
-    )
-    others = ''.join(path.read_text() for path in sorted(tmp_path.glob('rank*.out')))
-    return result, result.stdout + result.stderr + others
 
 
 def test_two_rank_suite(tmp_path: Path) -> None:
@@ -69,7 +43,7 @@ def test_recipe_error_on_two_ranks_stops_before_training(tmp_path: Path) -> None
 
 
 def test_two_nodes_of_one_process_each_on_loopback(tmp_path: Path) -> None:
-    port = str(_free_port())
+    port = str(free_port())
     processes = []
     for node in (0, 1):
         folder = tmp_path / f'node{node}'
@@ -78,7 +52,7 @@ def test_two_nodes_of_one_process_each_on_loopback(tmp_path: Path) -> None:
             [COMPOSER, '--world_size', '2', '--nproc', '1', '--node_rank', str(node), '--master_addr', '127.0.0.1',
              '--master_port', port, '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider', '-k',
              'test_resumable_sampler_partitions'],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_environment(),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment(),
         ))
     outputs = [process.communicate(timeout=400)[0] for process in processes]
     for process, output in zip(processes, outputs, strict=True):
@@ -115,5 +89,5 @@ def test_the_train_module_runs_under_the_launcher_and_from_the_command(tmp_path:
     assert result.returncode == 0, output
     assert 'world size          2' in result.stdout and 'held-out after 1 epochs: MulticlassAccuracy' in result.stdout
     command = subprocess.run([str(Path(sys.executable).parent / 'composer-sampling'), 'train', 'yamls/digits.yaml',
-                              'seed=-1'], cwd=ROOT, capture_output=True, text=True, env=_environment(), timeout=120)
+                              'seed=-1'], cwd=ROOT, capture_output=True, text=True, env=environment(), timeout=120)
     assert command.returncode == 2 and 'error: seed must be in the interval' in command.stderr

@@ -2,7 +2,7 @@
 
 The YAMLs name our callbacks by the names llm-foundry's registry finds through our
 entry points (``sampler_sync``, ``sample_ledger``). Data, tokenizer and model are
-made here (``tests/llmfoundry_parts.py``): a text stream (pretraining, a
+made here (``tests/support/llmfoundry_parts.py``): a text stream (pretraining, a
 ``StreamingDataset``) and a JSONL (finetuning, torch's ``DistributedSampler``
 under llm-foundry's ``replication``).
 """
@@ -23,8 +23,8 @@ import torch
 from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import read_ledger
 
-from llmfoundry_parts import SEQ_LEN, sample_of, write_jsonl, write_mds, write_tokenizer, write_yaml, yaml_for
-from test_launcher import launch
+from support.launcher import launch
+from support.llmfoundry_parts import SEQ_LEN, sample_of, write_jsonl, write_mds, write_tokenizer, write_yaml, yaml_for
 
 pytestmark = pytest.mark.llmfoundry
 
@@ -126,7 +126,7 @@ def test_on_two_ranks_finetuning_with_replication_resumes_exactly_and_both_loade
                       save_interval='1ep', run_name='stream')
     paths = [str(write_yaml(tmp_path / f'{name}.yaml', config)) for name, config in
              (('whole', whole), ('resumed', resumed), ('stream', stream))]
-    result, output = launch(['-n', '2', 'tests/llmfoundry_train.py', *paths], tmp_path / 'logs')
+    result, output = launch(['-n', '2', 'tests/support/llmfoundry_train.py', *paths], tmp_path / 'logs')
     assert result.returncode == 0, output
     first, second = _weights(tmp_path / 'whole' / 'ep2-ba48-rank0.pt'), _weights(tmp_path / 'resumed' /
                                                                                  'ep2-ba48-rank0.pt')

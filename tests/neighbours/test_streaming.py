@@ -19,9 +19,9 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from composer_sampling import SamplerSync
 
-from helpers import IndexLedger, checkpoint, ledger_and_trained, make_trainer, synthetic
-from helpers import train_with_ledger as train
-from streaming_helpers import BATCH, SIZE, STREAMING_DEFAULT_SEED, streaming_loader, write_mds
+from support.helpers import IndexLedger, checkpoint, ledger_and_trained, make_trainer, synthetic
+from support.helpers import train_with_ledger as train
+from support.streaming_helpers import BATCH, SIZE, STREAMING_DEFAULT_SEED, streaming_loader, write_mds
 
 
 @pytest.fixture(scope='module')

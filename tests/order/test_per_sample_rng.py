@@ -20,10 +20,10 @@ from composer_sampling.recipes.build_data import Split
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train as train_recipe
 
-from helpers import make_trainer
-from resume_harness import CountedData
+from support.helpers import make_trainer
+from support.resume_harness import CountedData
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Noisy:

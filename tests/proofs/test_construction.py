@@ -33,7 +33,7 @@ from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.samplers import DistributedBatchAdapter, NestedBatchSampler
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WRAPPINGS = ('loader', 'batch_sampler', 'tap', 'nested', 'adapter', 'unbatched')
 
 

@@ -13,7 +13,7 @@ from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.dry_run import plan_recipe
 from composer_sampling.recipes.schema import load_recipe
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / 'yamls').glob('*.yaml'))
 
 

@@ -25,7 +25,7 @@ from composer_sampling.recipes.registry import SCHEDULERS
 from composer_sampling.recipes.runner import train
 from composer_sampling.recipes.schema import load_recipe
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ['train_loader.dataset={name: synthetic, size: 400}', 'eval_interval=100ep']  # 5 steps of 64 an epoch
 
 

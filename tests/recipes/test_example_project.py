@@ -10,9 +10,9 @@ import pytest
 
 from composer_sampling.recipes.cli import main as cli_main
 
-from test_launcher import launch
+from support.launcher import launch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / 'examples' / 'text-classification'
 RECIPE = EXAMPLE / 'recipe.yaml'
 

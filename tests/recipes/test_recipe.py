@@ -21,7 +21,7 @@ from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main, train
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / 'yamls').glob('*.yaml'))
 
 

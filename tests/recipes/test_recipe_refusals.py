@@ -32,11 +32,11 @@ from composer_sampling.recipes.runner import set_aside_interrupted_saves
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main as train_main
 
-from helpers import DOCS_ALLOW_LIST, write_escapes_package
+from support.helpers import DOCS_ALLOW_LIST, write_escapes_package
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
-NUMBERS = 'train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}'
+NUMBERS = 'train_loader.dataset={target: "support.user_parts:numbers", kwargs: {size: 200}}'
 BOTH, TRAIN = 'both', 'train only'
 COMMAND = str(Path(sys.executable).parent / 'composer-sampling')
 
@@ -70,29 +70,29 @@ CASES = [
      "train_loader.dataset.name: 'imagenet' is not a registered dataset; choose one of: digits, synthetic"),
     (BOTH, ['model.name=resnet'], "model.name: 'resnet' is not a registered model; choose one of: mlp"),
     (BOTH, ['callbacks.fancy={}'], "callbacks.fancy.name: 'fancy' is not a registered callback"),
-    (BOTH, ['model={name: mlp, target: "user_parts:linear"}'], "model gives both name='mlp' and target="),
-    (BOTH, ['model.target=user_parts.linear'], "model.target must look like 'package.module:callable'"),
-    (BOTH, ['model={target: "user_parts:linear", hidden_size: 3}'],
+    (BOTH, ['model={name: mlp, target: "support.user_parts:linear"}'], "model gives both name='mlp' and target="),
+    (BOTH, ['model.target=support.user_parts.linear'], "model.target must look like 'package.module:callable'"),
+    (BOTH, ['model={target: "support.user_parts:linear", hidden_size: 3}'],
      'model.hidden_size: with target, the only other key is kwargs'),
-    (BOTH, ['callbacks={mine: {target: "user_parts:linear", classes: 3}}'],
+    (BOTH, ['callbacks={mine: {target: "support.user_parts:linear", classes: 3}}'],
      'callbacks.mine.classes: with target, the only other key is kwargs'),
     (BOTH, ['eval_loader.eval_fraction=0.3', 'train_loader.dataset.eval_fraction=0.2'],
      'eval_loader.eval_fraction and train_loader.dataset.eval_fraction both set the held-out fraction'),
     (BOTH, [NUMBERS, 'train_loader.dataset.kwargs={sise: 3}'],
      "train_loader.dataset: the dataset numbers: unexpected keyword 'sise'; it takes: size, classes"),
-    (BOTH, [NUMBERS, 'train_loader.sampler={target: "user_parts:numbers"}'],
+    (BOTH, [NUMBERS, 'train_loader.sampler={target: "support.user_parts:numbers"}'],
      "train_loader.sampler: the sampler numbers: unexpected keyword 'dataset'"),
     (BOTH, ['train_loader.dataset={target: \"no_such_package.data:build\"}'],
      "train_loader.dataset: target 'no_such_package.data:build': cannot import no_such_package.data"),
     # what a builder returns, or raises
-    (BOTH, ['train_loader.dataset={target: \"user_parts:not_a_dataset\"}'],
+    (BOTH, ['train_loader.dataset={target: \"support.user_parts:not_a_dataset\"}'],
      'train_loader.dataset: the builder returned a int; a recipe trains on a map-style dataset with a length'),
-    (BOTH, ['train_loader.dataset={target: \"user_parts:three_sources\"}'],
+    (BOTH, ['train_loader.dataset={target: \"support.user_parts:three_sources\"}'],
      'train_loader.dataset: the builder returned 3 datasets, the sources of a mixture, but train_loader.sampler '
      '(resumable) takes one dataset'),
-    (BOTH, ['train_loader.dataset={target: "user_parts:failing", kwargs: {size: 10}}'],
-     'train_loader.dataset: user_parts:failing raised ValueError: no sample 10 in this folder'),
-    (BOTH, [NUMBERS, 'train_loader.sampler={target: "user_parts:junk_sampler"}'],
+    (BOTH, ['train_loader.dataset={target: "support.user_parts:failing", kwargs: {size: 10}}'],
+     'train_loader.dataset: support.user_parts:failing raised ValueError: no sample 10 in this folder'),
+    (BOTH, [NUMBERS, 'train_loader.sampler={target: "support.user_parts:junk_sampler"}'],
      'train_loader.sampler: the builder returned a int; return a sampler, a batch sampler or a DataLoader'),
     # the run's own fields
     (BOTH, ['seed=-1'], 'seed must be in the interval [0, 2**32 - world size]'),
@@ -125,7 +125,7 @@ CASES = [
     (BOTH, ['train_loader.dataset.size=10'], 'unknown field train_loader.dataset.size (valid: name, target, kwargs, '
                                              'read_delay_ms)'),
     (BOTH, ['callbacks={mine: {target: "not a target"}}'], "callbacks.mine.target must look like 'package.module"),
-    (BOTH, ['train_loader.dataset={target: "user_parts:numbers", eval_fraction: 0.3}'],
+    (BOTH, ['train_loader.dataset={target: "support.user_parts:numbers", eval_fraction: 0.3}'],
      'train_loader.dataset.eval_fraction: with target, the only other key is kwargs'),
     (BOTH, ['max_duration=forever'], "max_duration='forever' is not a duration this run can count"),
     (BOTH, ['seed'], "override 'seed' must look like field=value"),
@@ -152,37 +152,37 @@ CASES = [
     (BOTH, ['callbacks.sampler_sync=[1]'], 'callbacks.sampler_sync must be a mapping of arguments (or empty), got '
                                            '[1]'),
     (BOTH, ['seed=[1]'], 'seed must be a single value, got a list [1]'),
-    (TRAIN, ['model.target=user_parts:missing'], "model: target 'user_parts:missing': user_parts has no attribute "
-                                                'missing'),
-    (BOTH, ['train_loader.dataset={target: "user_parts:three_sources"}', 'train_loader.sampler={name: mixture, '
+    (TRAIN, ['model.target=support.user_parts:missing'],
+     "model: target 'support.user_parts:missing': support.user_parts has no attribute missing"),
+    (BOTH, ['train_loader.dataset={target: "support.user_parts:three_sources"}', 'train_loader.sampler={name: mixture, '
             'source_fractions: [0.5, 0.5]}'],
      'train_loader.sampler.source_fractions cuts one dataset into sources, but the train_loader.dataset builder '
      'returned 3 of them'),
     (BOTH, [NUMBERS, 'train_loader.sampler.name=mixture'],
      'train_loader.sampler.source_fractions is required for the mixture sampler when the train_loader.dataset '
      'builder returns one dataset'),
-    (BOTH, ['train_loader.dataset={target: "user_parts:three_sources", kwargs: {sizes: [600, 20]}}',
+    (BOTH, ['train_loader.dataset={target: "support.user_parts:three_sources", kwargs: {sizes: [600, 20]}}',
             'train_loader.sampler.name=mixture'],
      'train_loader.dataset: source 1 holds 16 of the 496 train samples, fewer than one global step of 64'),
-    (BOTH, ['train_loader.collate_fn={target: "user_parts:not_a_dataset"}'],
+    (BOTH, ['train_loader.collate_fn={target: "support.user_parts:not_a_dataset"}'],
      'train_loader.collate_fn: the collate fn not_a_dataset: too many positional arguments; it takes: none'),
-    (TRAIN, ['model.target=user_parts:NOT_CALLABLE'], "model: target 'user_parts:NOT_CALLABLE' is a int, not a "
-                                                      'callable'),
-    (TRAIN, ['model.target=user_parts:numbers'], "model: the model numbers: missing required keyword 'size'"),
+    (TRAIN, ['model.target=support.user_parts:NOT_CALLABLE'],
+     "model: target 'support.user_parts:NOT_CALLABLE' is a int, not a callable"),
+    (TRAIN, ['model.target=support.user_parts:numbers'], "model: the model numbers: missing required keyword 'size'"),
     (BOTH, ['callbacks.fancy_logger={}', 'callbacks.sampler_sync={}'],
      "callbacks.fancy_logger.name: 'fancy_logger' is not a registered callback; choose one of: sampler_sync, "
      'sample_ledger'),
-    (TRAIN, ['callbacks={mine: {target: "user_parts:nothing_here"}}'],
-     "callbacks.mine: target 'user_parts:nothing_here': user_parts has no attribute nothing_here"),
+    (TRAIN, ['callbacks={mine: {target: "support.user_parts:nothing_here"}}'],
+     "callbacks.mine: target 'support.user_parts:nothing_here': support.user_parts has no attribute nothing_here"),
     # what plan does not import or look at
-    (TRAIN, ['model={target: "user_parts:linear", kwargs: {clases: 3}}'],
+    (TRAIN, ['model={target: "support.user_parts:linear", kwargs: {clases: 3}}'],
      "model: the model linear: unexpected keyword 'clases'; it takes: classes, with_num_classes"),
     (TRAIN, ['optimizer={target: "torch.optim:AdamW", kwargs: {learning_rate: 0.1}}'],
      "optimizer: the optimizer AdamW: unexpected keyword 'learning_rate'"),
     (TRAIN, ['callbacks.lr_monitor={window: 3}'], "callbacks.lr_monitor: the callback LRMonitor: unexpected keyword "
                                                   "'window'"),
-    (TRAIN, ['model.target=user_parts:raising_model'],
-     'model: user_parts:raising_model raised RuntimeError: out of memory while building the model'),
+    (TRAIN, ['model.target=support.user_parts:raising_model'],
+     'model: support.user_parts:raising_model raised RuntimeError: out of memory while building the model'),
     # Composer's schedulers, loggers and algorithms: names and times by plan too, arguments by train
     (BOTH, ['scheduler={name: cosine}'], "scheduler.name: 'cosine' is not a registered scheduler; choose one of: "
                                          'constant, step, multi_step, linear, exponential, cosine_annealing, '),
@@ -238,7 +238,7 @@ CASES = [
                                                    "'file_name'; it takes: filename, remote_file_name, "),
     (TRAIN, ['algorithms.gradient_clipping={clipping_threshold: 1.0}'],
      "algorithms.gradient_clipping: the algorithm GradientClipping: missing required keyword 'clipping_type'"),
-    (TRAIN, ['algorithms.mine={target: "user_parts:numbers", kwargs: {size: 3}}'],
+    (TRAIN, ['algorithms.mine={target: "support.user_parts:numbers", kwargs: {size: 3}}'],
      'algorithms.mine: the builder returned a Numbers, not a composer.core.Algorithm'),
 ]
 
@@ -269,7 +269,7 @@ def test_a_bad_recipe_is_refused_before_training(where: str, overrides: list[str
 
 
 def test_the_users_traceback_shows_with_verbose(capsys: pytest.CaptureFixture[str]) -> None:
-    overrides = ['train_loader.dataset={target: "user_parts:failing", kwargs: {size: 10}}']
+    overrides = ['train_loader.dataset={target: "support.user_parts:failing", kwargs: {size: 10}}']
     assert main(['--verbose', 'plan', DIGITS, *overrides]) == 2
     err = capsys.readouterr().err
     assert 'Traceback (most recent call last)' in err and "raise ValueError(f'no sample {size} in this folder')" in err
@@ -451,26 +451,26 @@ def test_what_a_full_disk_left_after_the_latest_checkpoint_is_moved_aside_never_
 def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     marker = tmp_path / 'RAN'
     overrides = [f'train_loader.dataset={{target: "os:system", kwargs: {{command: "touch {marker}"}}}}']
-    env = {**os.environ, 'COMPOSER_SAMPLING_ALLOWED_MODULES': 'user_parts, my_company'}
+    env = {**os.environ, 'COMPOSER_SAMPLING_ALLOWED_MODULES': 'support.user_parts, my_company'}
     for command in ('plan', 'train'):
         result = subprocess.run([COMMAND, command, DIGITS, *overrides], capture_output=True, text=True, env=env,
                                 timeout=120)
         assert result.returncode == 2, result.stderr
         assert ("error: train_loader.dataset.target names the module 'os', which is not in "
-                'COMPOSER_SAMPLING_ALLOWED_MODULES (user_parts, my_company); nothing of it was imported') \
+                'COMPOSER_SAMPLING_ALLOWED_MODULES (support.user_parts, my_company); nothing of it was imported') \
             in result.stderr
         assert not marker.exists()
-    allowed = ['train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}']
+    allowed = ['train_loader.dataset={target: "support.user_parts:numbers", kwargs: {size: 200}}']
     assert subprocess.run([COMMAND, 'plan', DIGITS, *allowed], env={**env, 'PYTHONPATH': str(ROOT / 'tests')},
                           capture_output=True, text=True, timeout=120).returncode == 0
 
 
 def test_the_allow_list_covers_checkpoints(capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', 'user_parts')
+    monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', 'support.user_parts')
     code, err = _run('train', ['load_path=/nowhere.pt', 'checkpoint_safe_globals=[decimal:Decimal]'], capsys)
     assert code == 2 and ("error: checkpoint_safe_globals[0] names the module 'decimal', which is not in "
-                          'COMPOSER_SAMPLING_ALLOWED_MODULES (user_parts)') in err, err
+                          'COMPOSER_SAMPLING_ALLOWED_MODULES (support.user_parts)') in err, err
     code, err = _run('train', ['load_path=/nowhere.pt', 'trust_checkpoint=true'], capsys)
     assert code == 2 and ('error: trust_checkpoint: true loads load_path unchecked, and unpickling it may import any '
                           'module, which COMPOSER_SAMPLING_ALLOWED_MODULES forbids') in err, err
@@ -573,7 +573,7 @@ def test_a_callback_loading_its_checkpoint_trains_from_the_checked_copy(checkpoi
 def test_a_builder_returning_a_checkpoint_loader_is_refused(evil_checkpoint: tuple[Path, Path],
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     path, marker = evil_checkpoint
-    loader = f'callbacks.mine={{target: "user_parts:checkpoint_loader", kwargs: {{path: "{path}"}}}}'
+    loader = f'callbacks.mine={{target: "support.user_parts:checkpoint_loader", kwargs: {{path: "{path}"}}}}'
     code, err = _run('train', [loader], capsys)
     assert code == 2 and err.startswith('error: callbacks.mine: the builder returned a LoadCheckpoint, which unpickles '
                                         'a checkpoint the check never saw'), err
@@ -661,14 +661,14 @@ def test_a_folder_given_as_the_recipe_is_named_as_a_folder(entry: str, tmp_path:
 def test_verbose_is_taken_anywhere_by_every_command(entry: str, where: str, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv('COMPOSER_SAMPLING_VERBOSE', '0')  # restored after the test: --verbose sets it
-    overrides = ['max_duration=1ba', 'train_loader.dataset={target: "user_parts:failing", kwargs: {size: 10}}']
+    overrides = ['max_duration=1ba', 'train_loader.dataset={target: "support.user_parts:failing", kwargs: {size: 10}}']
     at = {'before the recipe': 0, 'after the recipe': 1, 'between overrides': 2, 'after overrides': 3}[where]
     args = [DIGITS, *overrides]
     args.insert(at, '--verbose')
     assert ENTRY_POINTS[entry](args) == 2
     err = capsys.readouterr().err
-    assert err.startswith('error: train_loader.dataset: user_parts:failing raised ValueError: no sample 10 in this '
-                          'folder\nTraceback (most recent call last)'), err
+    assert err.startswith('error: train_loader.dataset: support.user_parts:failing raised ValueError: no sample 10 '
+                          'in this folder\nTraceback (most recent call last)'), err
 
 
 @pytest.mark.parametrize('flag', ['--help', '-h'])

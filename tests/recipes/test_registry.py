@@ -27,9 +27,9 @@ from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.runner import main as train_main
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 
-from helpers import DOCS_ALLOW_LIST, write_escapes_package
+from support.helpers import DOCS_ALLOW_LIST, write_escapes_package
 
-NUMBERS = 'train_loader.dataset={target: "user_parts:numbers", kwargs: {size: 200}}'
+NUMBERS = 'train_loader.dataset={target: "support.user_parts:numbers", kwargs: {size: 200}}'
 
 
 def _spec(path, overrides):
@@ -47,7 +47,7 @@ def _check(*overrides: str, world_size: int = 1) -> None:
 
 
 def test_a_list_of_datasets_becomes_the_sources_of_a_mixture() -> None:
-    recipe = load_recipe(None, ['train_loader.dataset.target=user_parts:three_sources',
+    recipe = load_recipe(None, ['train_loader.dataset.target=support.user_parts:three_sources',
                                 'train_loader.sampler.name=mixture'])
     train, held_out = _datasets(recipe)
     assert isinstance(train, ConcatDataset)
@@ -59,13 +59,13 @@ def test_a_list_of_datasets_becomes_the_sources_of_a_mixture() -> None:
 
 
 def test_eval_loader_dataset_replaces_the_held_out_split() -> None:
-    recipe = load_recipe(None, [NUMBERS, 'eval_loader.dataset={target: "user_parts:numbers", kwargs: {size: 30}}'])
+    held_out_dataset = 'eval_loader.dataset={target: "support.user_parts:numbers", kwargs: {size: 30}}'
+    recipe = load_recipe(None, [NUMBERS, held_out_dataset])
     train, held_out = _datasets(recipe)
     assert (len(train), len(held_out)) == (200, 30)
     with pytest.raises(RecipeError, match=r'eval_loader\.eval_fraction cuts the held-out split from the train dataset, '
                                           r'but eval_loader\.dataset gives one of its own'):
-        _spec(None, [NUMBERS, 'eval_loader.dataset={target: "user_parts:numbers", kwargs: {size: 30}}',
-                     'eval_loader.eval_fraction=0.1'])
+        _spec(None, [NUMBERS, held_out_dataset, 'eval_loader.eval_fraction=0.1'])
 
 
 def test_the_held_out_split_renumbers_dict_indices_to_positions_in_the_split() -> None:
@@ -75,13 +75,13 @@ def test_the_held_out_split_renumbers_dict_indices_to_positions_in_the_split() -
 
 
 def test_a_plain_module_is_wrapped_and_needs_num_classes() -> None:
-    model = build_model(_spec(None, ['model={target: "user_parts:linear", kwargs: {classes: 3}}']))
+    model = build_model(_spec(None, ['model={target: "support.user_parts:linear", kwargs: {classes: 3}}']))
     assert isinstance(model, IndexedClassifier) and model.num_classes == 3
     with pytest.raises(RecipeError, match='without an integer num_classes attribute'):
-        build_model(_spec(None, ['model={target: "user_parts:linear", kwargs: {with_num_classes: false}}']))
-    with pytest.raises(RecipeError, match=r'model: user_parts:numbers returned a Numbers; return a '
+        build_model(_spec(None, ['model={target: "support.user_parts:linear", kwargs: {with_num_classes: false}}']))
+    with pytest.raises(RecipeError, match=r'model: support.user_parts:numbers returned a Numbers; return a '
                                           r'composer\.models\.ComposerModel'):
-        build_model(_spec(None, ['model={target: "user_parts:numbers", kwargs: {size: 3}}']))
+        build_model(_spec(None, ['model={target: "support.user_parts:numbers", kwargs: {size: 3}}']))
 
 
 def test_the_optimizer_builder_gets_the_parameters_and_must_return_an_optimizer() -> None:
@@ -89,13 +89,13 @@ def test_the_optimizer_builder_gets_the_parameters_and_must_return_an_optimizer(
     sgd = build_optimizer(_spec(None, ['optimizer.name=sgd', 'optimizer.lr=0.5']), model)
     assert sgd.defaults['lr'] == 0.5 and sgd.defaults['momentum'] == 0.9
     with pytest.raises(RecipeError, match=r'optimizer: the builder returned a str, not a torch\.optim\.Optimizer'):
-        build_optimizer(_spec(None, ['optimizer.target=user_parts:not_an_optimizer']), model)
+        build_optimizer(_spec(None, ['optimizer.target=support.user_parts:not_an_optimizer']), model)
 
 
 def test_a_sampler_builder_must_return_a_sampler() -> None:
     with pytest.raises(RecipeError, match=r'train_loader\.sampler: the builder returned a int; return a sampler, a '
                                           r'batch sampler or a DataLoader'):
-        build_run(_spec(None, [NUMBERS, 'train_loader.sampler.target=user_parts:junk_sampler']), 1, 0)
+        build_run(_spec(None, [NUMBERS, 'train_loader.sampler.target=support.user_parts:junk_sampler']), 1, 0)
 
 
 def test_a_bad_part_exits_2_before_training(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,7 +119,7 @@ def _install_entry_points(folder: Path, group: str, lines: list[str]) -> None:
 
 
 def test_entry_points_register_parts_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _install_entry_points(tmp_path, 'composer_sampling.datasets', ['numbers = user_parts:numbers'])
+    _install_entry_points(tmp_path, 'composer_sampling.datasets', ['numbers = support.user_parts:numbers'])
     monkeypatch.syspath_prepend(str(tmp_path))
     fresh = Registry('datasets', 'composer_sampling.datasets', dict(registry.DATASETS._entries))
     monkeypatch.setattr(registry, 'DATASETS', fresh)
@@ -155,20 +155,22 @@ def test_batches_carry_the_positions_the_sampler_draws(overrides: list[str]) -> 
 
 
 def test_a_concat_dataset_from_a_builder_is_one_dataset() -> None:
-    train, held_out = _datasets(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']))
+    train, held_out = _datasets(load_recipe(None, ['train_loader.dataset.target=support.user_parts:concatenated']))
     assert (len(train), len(held_out)) == (160, 40)
-    assert plan_recipe(load_recipe(None, ['train_loader.dataset.target=user_parts:concatenated']), 2, 1).ok
+    assert plan_recipe(load_recipe(None, ['train_loader.dataset.target=support.user_parts:concatenated']), 2, 1).ok
 
 
 def test_a_third_party_mixture_sampler_from_an_entry_point_trains(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from composer_sampling.recipes.runner import train
 
-    _install_entry_points(tmp_path, 'composer_sampling.samplers', ['round_robin = user_parts:round_robin_mixture'])
+    _install_entry_points(tmp_path, 'composer_sampling.samplers',
+                          ['round_robin = support.user_parts:round_robin_mixture'])
     monkeypatch.syspath_prepend(str(tmp_path))
     fresh = Registry('samplers', 'composer_sampling.samplers', dict(registry.SAMPLERS._entries))
     monkeypatch.setitem(registry.REGISTRIES, 'samplers', fresh)
-    overrides = ['train_loader.dataset={target: "user_parts:three_sources"}', 'model.target=user_parts:dict_model',
+    overrides = ['train_loader.dataset={target: "support.user_parts:three_sources"}',
+                 'model.target=support.user_parts:dict_model',
                  'train_loader.sampler={name: round_robin, temperature: 0.5}', 'max_duration=1ep',
                  'global_train_batch_size=100', 'eval_interval=1ep']
     with pytest.raises(RecipeError, match=r'train_loader\.sampler\.temperature must be a number in \(0, inf\), got 0'):

@@ -25,7 +25,7 @@ from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import main as train_main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
 #: 320 training samples at global batch 64: 5 batches an epoch; checkpoints at batch 3 and at the epoch's end.
 SYNTHETIC = [DIGITS, 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep', 'save_interval=3ba',
@@ -122,8 +122,8 @@ def test_a_killed_run_started_again_with_the_same_command_continues_exactly(tmp_
     assert train_main([*SYNTHETIC, f'save_folder={never}', 'run_name=whole']) == 0
     folder = tmp_path / 'run'
     command = [*SYNTHETIC, f'save_folder={folder}', 'run_name=again', 'autoresume=true']
-    killed = subprocess.run([sys.executable, 'tests/fault_train.py', str(tmp_path), '0', '4', *command], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+    killed = subprocess.run([sys.executable, 'tests/support/fault_train.py', str(tmp_path), '0', '4', *command],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
     assert os.readlink(folder / 'latest-rank0.pt') == 'ep0-ba3-rank0.pt'
     assert train_main(command) == 0

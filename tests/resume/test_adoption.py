@@ -14,9 +14,9 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from composer_sampling import SamplerSync
 
-from helpers import checkpoint, synthetic
-from helpers import train_with_ledger as train
-from streaming_helpers import STREAMING_DEFAULT_SEED, streaming_loader, write_mds
+from support.helpers import checkpoint, synthetic
+from support.helpers import train_with_ledger as train
+from support.streaming_helpers import STREAMING_DEFAULT_SEED, streaming_loader, write_mds
 
 pytestmark = pytest.mark.composer
 

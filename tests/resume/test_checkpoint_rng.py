@@ -18,7 +18,7 @@ from composer.callbacks import CheckpointSaver
 
 from composer_sampling import SamplerSync
 
-from resume_harness import LOADERS, CountedData, DropoutMLP, Row, fit, fit_whole
+from support.resume_harness import LOADERS, CountedData, DropoutMLP, Row, fit, fit_whole
 
 pytestmark = pytest.mark.composer
 

@@ -1,6 +1,6 @@
 """A rank dies by SIGKILL mid-epoch; the run resumes from its last checkpoint on 2 ranks and on 1.
 
-Per-rank ledgers (tests/fault_train.py) prove that in each resumed lineage every
+Per-rank ledgers (tests/support/fault_train.py) prove that in each resumed lineage every
 epoch trains every sample exactly once, and that after the resume no sample
 already trained in the interrupted epoch is loaded again.
 """
@@ -25,7 +25,7 @@ from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import main as train_main
 from composer_sampling.train import train
 
-from test_launcher import ROOT, launch
+from support.launcher import ROOT, launch
 
 COMPOSER_SAMPLING = str(Path(sys.executable).parent / 'composer-sampling')
 
@@ -50,7 +50,7 @@ def test_sigkill_then_resume_on_two_ranks_and_on_one(tmp_path: Path) -> None:
     ledger.mkdir()
     common = ['yamls/digits.yaml', 'max_duration=2ep', 'eval_interval=2ep']
     killed, output = launch(
-        ['-n', '2', 'tests/fault_train.py', str(ledger), '1', str(KILL_AT), *common, 'run_name=first',
+        ['-n', '2', 'tests/support/fault_train.py', str(ledger), '1', str(KILL_AT), *common, 'run_name=first',
          f'save_folder={checkpoints}', f'save_interval={EVERY}ba',
          f'callbacks.sample_ledger.folder={tmp_path / "samples2"}'], tmp_path / 'first')
     shutil.copytree(tmp_path / 'samples2', tmp_path / 'samples1')  # one lineage resumes on 2 ranks, one on 1
@@ -65,7 +65,7 @@ def test_sigkill_then_resume_on_two_ranks_and_on_one(tmp_path: Path) -> None:
     for ranks in (2, 1):
         run = f'resumed{ranks}'
         result, output = launch(
-            ['-n', str(ranks), 'tests/fault_train.py', str(ledger), '-1', '0', *common, f'run_name={run}',
+            ['-n', str(ranks), 'tests/support/fault_train.py', str(ledger), '-1', '0', *common, f'run_name={run}',
              f'load_path={saved[latest]}', f'callbacks.sample_ledger.folder={tmp_path / f"samples{ranks}"}'],
             tmp_path / run)
         assert result.returncode == 0, output
@@ -104,7 +104,7 @@ def test_a_run_killed_while_saving_resumes_from_latest_into_its_own_folder(tmp_p
     whole = train(load_recipe(DIGITS, [*common[1:], f'save_folder={tmp_path / "whole"}']))
     assert whole.trainer.state.timestamp.batch.value == 4
     folder = tmp_path / 'crashed'
-    killed = subprocess.run([sys.executable, 'tests/fault_train.py', str(tmp_path), '0', '2-save', *common,
+    killed = subprocess.run([sys.executable, 'tests/support/fault_train.py', str(tmp_path), '0', '2-save', *common,
                              f'save_folder={folder}'], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     partial = folder / 'ep0-ba2-rank0.pt'

@@ -13,8 +13,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Sampl
 from composer_sampling import ResumableDistributedSampler, SamplerSync
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
-from helpers import ReadCounter, checkpoint, synthetic
-from helpers import train_with_ledger as train
+from support.helpers import ReadCounter, checkpoint, synthetic
+from support.helpers import train_with_ledger as train
 
 pytestmark = pytest.mark.composer
 

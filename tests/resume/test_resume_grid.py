@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from resume_harness import BATCH_SHAPES, LOADERS, Row, run_row
+from support.resume_harness import BATCH_SHAPES, LOADERS, Row, run_row
 
 pytestmark = pytest.mark.composer
 

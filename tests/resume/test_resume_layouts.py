@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from resume_harness import BATCH, Row, fit, fit_whole, resume_elsewhere
-from test_launcher import launch
+from support.launcher import launch
+from support.resume_harness import BATCH, Row, fit, fit_whole, resume_elsewhere
 
 SAME_RANKS = [Row('resumable', stops=('mid',)), Row('torch_distributed', workers=2, stops=('last_batch',)),
               Row('torch_random', stops=('mid',))]
@@ -41,9 +41,9 @@ def test_a_batch_sampler_of_yours_on_another_batch_size_is_refused_with_advice_t
 @pytest.mark.launcher
 @pytest.mark.composer
 def test_two_rank_checkpoints_resume_on_one_rank(tmp_path: Path) -> None:
-    result, output = launch(['-n', '2', 'tests/resume_two_ranks.py', str(tmp_path)], tmp_path / 'logs')
+    result, output = launch(['-n', '2', 'tests/support/resume_two_ranks.py', str(tmp_path)], tmp_path / 'logs')
     assert result.returncode == 0, output
-    from resume_two_ranks import ROWS
+    from support.resume_two_ranks import ROWS
 
     for number, row in enumerate(ROWS):
         folder = tmp_path / str(row)

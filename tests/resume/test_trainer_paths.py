@@ -15,8 +15,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 from composer_sampling import ResumableDistributedSampler, SamplerSync
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
-from helpers import IndexLedger, ReadCounter, checkpoint, make_trainer, synthetic
-from helpers import train_with_ledger as train
+from support.helpers import IndexLedger, ReadCounter, checkpoint, make_trainer, synthetic
+from support.helpers import train_with_ledger as train
 
 pytestmark = pytest.mark.composer
 

@@ -17,7 +17,7 @@ from composer_sampling import (
     distribute,
 )
 
-from helpers import ReadCounter, checkpoint, synthetic, train_with_ledger
+from support.helpers import ReadCounter, checkpoint, synthetic, train_with_ledger
 
 SIZE = 100
 

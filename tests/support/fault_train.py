@@ -1,6 +1,6 @@
 """A recipe run with per-rank ledgers, optionally killing one rank with SIGKILL (for test_fault.py).
 
-    composer -n 2 tests/fault_train.py LEDGER_DIR KILL_RANK KILL_AT_BATCH RECIPE [field=value ...]
+    composer -n 2 tests/support/fault_train.py LEDGER_DIR KILL_RANK KILL_AT_BATCH RECIPE [field=value ...]
 
 Every rank appends to ``LEDGER_DIR/trained-{run}-rank{r}.jsonl`` one line per trained
 batch ({"epoch", "batch", "indices"}) and to ``reads-{run}-rank{r}.jsonl`` one line per

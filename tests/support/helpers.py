@@ -122,7 +122,7 @@ def fixture_writer() -> Any:
     """``tests/fixtures/write_state_fixtures.py`` as a module: the data, model and builders of the fixtures."""
     name = 'write_state_fixtures_for_tests'
     if name not in sys.modules:
-        path = Path(__file__).resolve().parent / 'fixtures' / 'write_state_fixtures.py'
+        path = Path(__file__).resolve().parents[1] / 'fixtures' / 'write_state_fixtures.py'
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

@@ -1,6 +1,6 @@
 """Train llm-foundry YAMLs one after another with llm-foundry's own ``train_from_yaml`` (for test_llmfoundry.py).
 
-    composer -n 2 tests/llmfoundry_train.py RUN.yaml [RUN.yaml ...]
+    composer -n 2 tests/support/llmfoundry_train.py RUN.yaml [RUN.yaml ...]
 """
 
 from __future__ import annotations

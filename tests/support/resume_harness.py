@@ -31,7 +31,6 @@ from composer.core import Callback, Event, State
 from composer.loggers import Logger
 from composer.models import ComposerModel
 from composer.utils import dist
-from harness_data import CountedData
 from torch import nn
 from torch.utils.data import (
     BatchSampler,
@@ -55,6 +54,8 @@ from composer_sampling import (
 from composer_sampling.recipes.build_data import worker_start
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.recipes.demo.data import NUM_CLASSES, NUM_FEATURES, SyntheticDataset
+
+from support.harness_data import CountedData
 
 SIZE = 40
 BATCH = 4  # device batch
@@ -128,14 +129,14 @@ def _distributed_user_batch(data: Dataset, world: int, rank: int, workers: int, 
 
 def _sharded_batches(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     """A DistributedSampler subclass that yields whole batches, set as the batch sampler (what DataSpec accepts)."""
-    from user_parts import ShardedBatchSampler
+    from support.user_parts import ShardedBatchSampler
 
     return DataLoader(data, batch_sampler=ShardedBatchSampler(data, batch, world, rank), **_workers(workers, data))
 
 
 def _sharded_arrays(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     """The same, its batches numpy arrays."""
-    from user_parts import ShardedBatchSampler
+    from support.user_parts import ShardedBatchSampler
 
     sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=np.array)
     return DataLoader(data, batch_sampler=sampler, **_workers(workers, data))
@@ -143,7 +144,7 @@ def _sharded_arrays(data: Dataset, world: int, rank: int, workers: int, batch: i
 
 def _sharded_tuples(data: Dataset, world: int, rank: int, workers: int, batch: int = BATCH) -> DataLoader:
     """The same, its batches tuples."""
-    from user_parts import ShardedBatchSampler
+    from support.user_parts import ShardedBatchSampler
 
     sampler = ShardedBatchSampler(data, batch, world, rank, as_batch=tuple)
     return DataLoader(data, batch_sampler=sampler, **_workers(workers, data))
@@ -153,7 +154,7 @@ def _batch_subclass(data: Dataset, world: int, rank: int, workers: int, batch: i
     """A BatchSampler subclass over torch's DistributedSampler (under the adapter on several ranks)."""
     from composer_sampling.samplers import DistributedBatchAdapter
 
-    from user_parts import NamedBatchSampler
+    from support.user_parts import NamedBatchSampler
 
     custom = NamedBatchSampler(DistributedSampler(data, world, rank), batch, False)
     return DataLoader(data, batch_sampler=custom if world == 1 else DistributedBatchAdapter(custom),

@@ -1,6 +1,6 @@
-"""Runs that never stop, on the ranks of a launcher invocation, for resumes on another world size (test_launcher.py).
+"""Runs that never stop, on the ranks of a launcher invocation, for resumes on another world size (test_resume_layouts).
 
-    composer -n 2 tests/resume_two_ranks.py FOLDER
+    composer -n 2 tests/support/resume_two_ranks.py FOLDER
 
 For each row of ``ROWS``, trains it whole on every rank, writing its checkpoints
 into ``FOLDER/<row>``, and writes every rank's batches to ``FOLDER/<row>/batches.json``.
@@ -13,11 +13,11 @@ import sys
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, where the support package is
 
 from composer.utils import dist
 
-from resume_harness import Row, fit_whole
+from support.resume_harness import Row, fit_whole
 
 ROWS = [
     Row('torch_distributed', randomness='global', stops=('mid',)),
