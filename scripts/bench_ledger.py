@@ -174,7 +174,7 @@ what it costs in a tight loop (the step has just pushed its code and data out of
 range with numpy's `min` and `max`, and converted it again to the file's width: this script measured `batch_end` at
 38-44 us and the ledger's time at 52-58 us a batch there (3.0-3.1% of the step), run back to back with the code
 after it. Since then the list stays a list: `validate.first_outside` checks it with the builtins and
-`LedgerWriter.append` packs it with `array`, the same bytes (`tests/test_ledger.py` checks them against numpy's).
+`LedgerWriter.append` packs it with `array`, the same bytes (`tests/ledger/test_ledger.py` checks them against numpy's).
 Of what is left in `batch_end` (about 21 us when it was written), some 40% is the one `os.write` of the record, 30%
 packing and checksumming it, 15% the range check. The write stays one system call a batch: holding records back
 until a checkpoint would save most of its share, but a killed process would lose the records since its last flush.

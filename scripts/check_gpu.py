@@ -94,7 +94,7 @@ def train_rank(argv: list[str]) -> int:
     return run_recipe(argv)
 
 
-# pure helpers (tests/test_check_gpu.py) ---------------------------------------------------------------------
+# pure helpers (tests/scripts/test_check_gpu.py) -------------------------------------------------------------
 
 
 def default_ranks(device: str, visible_gpus: int) -> list[int]:

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent))  # tests/: the helpers import as the package ``support``
 
-from s3_server import S3Server, loopback_environment
+from support.s3_server import S3Server, loopback_environment
 
 # Property tests check invariants, not speed: no per-example deadline, so a loaded CI machine cannot fail them.
 settings.register_profile('composer-sampling', deadline=None)

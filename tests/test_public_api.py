@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 import composer_sampling
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync, check_plan, summarize
 
-from helpers import make_trainer, synthetic
+from support.helpers import make_trainer, synthetic
 
 DESIGN_NAMES = ['SamplerSync', 'iter_samplers', 'ResumableDistributedSampler', 'SubEpochDistributedSampler',
                 'MixtureDistributedSampler', 'NestedBatchSampler', 'distribute', 'summarize', 'check_plan',

@@ -23,7 +23,7 @@ from composer_sampling import SampleLedger
 from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import read_ledger
 
-from helpers import fixture_writer
+from support.helpers import fixture_writer
 
 FIXTURES = Path(__file__).resolve().parent / 'fixtures'
 STATES = FIXTURES / 'states'

@@ -1,4 +1,4 @@
-"""The resume grid on two ranks (launched by tests/test_launcher.py): every rank checks its own weights and batches.
+"""The resume grid on two ranks (tests/neighbours/test_launcher.py): every rank checks its own weights and batches.
 
 One row per sampler graph that shards (torch's ``RandomSampler`` does not), workers
 and randomness alternating, so that every factor meets two ranks; of the batch samplers
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from resume_harness import BATCH_SHAPES, LOADERS, Row, run_row
+from support.resume_harness import BATCH_SHAPES, LOADERS, Row, run_row
 
 pytestmark = pytest.mark.world_size(2)
 
@@ -33,7 +33,7 @@ def test_a_replicated_checkpoint_resumes_without_replication_on_the_same_samples
     """llm-foundry's replication 2 on two ranks, resumed with replication 1: twice the distinct samples a step."""
     from composer.utils import dist
 
-    from resume_harness import fit_whole, resume_elsewhere, shared_folder
+    from support.resume_harness import fit_whole, resume_elsewhere, shared_folder
 
     replicated = Row('torch_distributed', stops=('mid',), replication=2)
     folder = shared_folder(tmp_path)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from composer.utils import dist
-from streaming_helpers import SIZE, streaming_loader, write_mds_once
+from support.streaming_helpers import SIZE, streaming_loader, write_mds_once
 
 from composer_sampling import SamplerSync
 
-from helpers import IndexLedger, make_trainer
+from support.helpers import IndexLedger, make_trainer
 
 pytestmark = pytest.mark.world_size(2)
 

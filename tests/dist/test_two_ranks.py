@@ -1,4 +1,4 @@
-"""Tests that run as two ranks: launched by tests/test_launcher.py as ``composer -n 2 -m pytest tests/dist``.
+"""Tests that run as two ranks: launched by tests/neighbours/test_launcher.py as ``composer -n 2 -m pytest tests/dist``.
 
 Every rank runs the same tests in the same order; results are compared across
 ranks with ``composer.utils.dist.all_gather_object``.
@@ -19,7 +19,7 @@ from composer_sampling.audit import audit_folder
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train
-from helpers import IndexLedger, make_trainer, synthetic
+from support.helpers import IndexLedger, make_trainer, synthetic
 
 pytestmark = pytest.mark.world_size(2)
 

@@ -14,7 +14,7 @@ from composer_sampling import MixtureDistributedSampler
 from composer_sampling.permutation import Permutation, derive_seed
 from composer_sampling.positions import mixture_schedule
 
-from helpers import all_ranks
+from support.helpers import all_ranks
 
 
 def _maker(sizes: list[int], batch: int, **kwargs):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from composer_sampling import ResumableDistributedSampler, SubEpochDistributedSampler
 
-from helpers import all_ranks
+from support.helpers import all_ranks
 
 
 def _maker(n: int, parts: int, **kwargs):

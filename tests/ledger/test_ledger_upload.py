@@ -1,0 +1,236 @@
+"""The ledger beside remote checkpoints: staged locally, uploaded before every checkpoint and at fit end.
+
+Without a server: when the schedule uploads (a simulation of Composer's event order)
+and how big the staged file is. With the SeaweedFS server of ``s3_bucket``: a recipe
+run into a bucket, killed after a checkpoint, has uploaded every batch of it; resumed
+from the bucket, its uploaded ledger audits as the local run's that never stopped, and
+it ends with that run's weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from composer_sampling.audit import audit_folder
+from composer_sampling.callbacks._ledger_upload import UploadSchedule, ledger_bytes
+from composer_sampling.ledger_format import LedgerWriter, index_bytes, read_ledger
+from composer_sampling.train import main as train_main
+
+ROOT = Path(__file__).resolve().parents[2]
+#: 320 training samples (of 400) at global batch 64: 5 batches an epoch; checkpoints at batches 3 and 5 (the end).
+COMMON = ['yamls/digits.yaml', 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep',
+          'save_interval=3ba', 'run_name=synthetic', 'callbacks.sample_ledger={}']
+
+
+# when the schedule uploads --------------------------------------------------------------------------
+
+@given(batches=st.integers(1, 40), per_epoch=st.integers(1, 9), every=st.integers(1, 12),
+       ledger_first=st.booleans(), honest=st.booleans())
+def test_every_checkpoint_is_covered_by_an_upload_before_it_can_be_resumed(batches: int, per_epoch: int, every: int,
+                                                                           ledger_first: bool, honest: bool) -> None:
+    """Composer's order: BATCH_START, BATCH_END (recorded), BATCH_CHECKPOINT, at an epoch's end EPOCH_CHECKPOINT.
+
+    The saver saves at every ``every`` batches (batch checkpoints) and at each epoch's end; the
+    ledger, before the saver among the callbacks, asks whether it is about to save (``honest``:
+    the answer is right; else always no), or comes after it. A checkpoint's batches are uploaded
+    before its file is written when the ledger comes first and is told, else before the next
+    batch ends (when Composer may upload the link that makes it visible to autoresume), and at most
+    one upload follows each checkpoint besides the last.
+    """
+    schedule, saved, uploads = UploadSchedule(covered=None), None, []
+    covered_at_save: dict[int, int] = {}
+    recorded = 0
+
+    def ledger(batch: int, saving: bool) -> None:
+        covered = schedule.due(saved, batch, saving)
+        if covered is not None:
+            uploads.append(recorded)
+            schedule.covered = covered
+
+    def checkpoint_event(batch: int, will_save: bool) -> None:
+        nonlocal saved
+        about = will_save and saved != batch
+        if ledger_first:
+            ledger(batch, saving=about if honest else False)
+        if about:
+            saved = batch
+            covered_at_save[batch] = max(uploads, default=0)
+        if not ledger_first:
+            ledger(batch, saving=False)
+
+    for batch in range(1, batches + 1):
+        ledger(batch, saving=False)  # BATCH_START
+        if batch - 1 in covered_at_save:
+            assert max(uploads) >= batch - 1, 'the checkpoint was not uploaded before the next batch'
+        recorded = batch  # BATCH_END
+        checkpoint_event(batch, batch % every == 0)
+        if batch % per_epoch == 0:
+            checkpoint_event(batch, True)
+    ledger(batches + 1, saving=False)  # FIT_END uploads whatever it holds
+    uploads.append(recorded)
+    for batch in covered_at_save:
+        assert max(uploads) >= batch
+        if ledger_first and honest:
+            assert covered_at_save[batch] >= batch, f'checkpoint {batch} saved before its batches were uploaded'
+    assert len(uploads) <= 2 * len(covered_at_save) + 1
+    if honest or not ledger_first:
+        assert len(uploads) <= len(covered_at_save) + 1
+
+
+@given(samples=st.lists(st.integers(0, 70), max_size=30), dataset_len=st.sampled_from([100, 2**32 + 5]))
+def test_the_staged_files_size_is_the_documented_formula(tmp_path_factory: pytest.TempPathFactory,
+                                                          samples: list[int], dataset_len: int) -> None:
+    path = tmp_path_factory.mktemp('ledger') / 'a-rank0.bin'
+    writer = LedgerWriter(path, {'rank': 0, 'dataset_len': dataset_len})
+    for batch, count in enumerate(samples, start=1):
+        writer.append(0, batch, list(range(min(count, 100))))
+    writer.close()
+    data = path.read_bytes()
+    header_text = int.from_bytes(data[8:12], 'little')  # the JSON header's length, after the 8-byte magic
+    assert len(data) == ledger_bytes(header_text, [min(n, 100) for n in samples], index_bytes(dataset_len))
+
+
+# through a real Trainer against the S3 server -------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def never_stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recipe run into a local save folder, uninterrupted: the ledger and the weights to compare with."""
+    folder = tmp_path_factory.mktemp('never-stopped')
+    assert train_main([*COMMON, f'save_folder={folder}']) == 0
+    return folder
+
+
+def _download(prefix: str, into: Path) -> list[str]:
+    """Every object under ``prefix`` (``s3://bucket/run/ledger``), downloaded with Composer's object store."""
+    from composer.utils import maybe_create_object_store_from_uri, parse_uri
+
+    store = maybe_create_object_store_from_uri(prefix)
+    assert store is not None
+    path = parse_uri(prefix)[2]
+    names = sorted(store.list_objects(f'{path}/'))
+    for name in names:
+        store.download_object(name, str(into / name[len(path) + 1:]))
+    return [name[len(path) + 1:] for name in names]
+
+
+def _killed_run(command: list[str], log: Path) -> tuple[int, str]:
+    """Run ``command``, which kills itself, and then the processes it left (Composer's upload processes).
+
+    It runs in a session of its own: Composer's spawned uploaders outlive a SIGKILL of the
+    process that started them, and would hold its output open and linger.
+    """
+    with log.open('w') as out:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = process.wait(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    return returncode, log.read_text()[-3000:]
+
+
+def _records(folder: Path) -> list[tuple[int, int, list[int]]]:
+    return [(record.epoch, record.batch, record.indices.tolist())
+            for path in sorted(folder.glob('*.bin')) for record in read_ledger(path).trained]
+
+
+def _model(checkpoint: Path) -> dict[str, torch.Tensor]:
+    return torch.load(checkpoint, weights_only=False)['state']['model']
+
+
+@pytest.mark.s3
+def test_a_run_killed_after_a_checkpoint_autoresumes_from_the_bucket_and_audits_exactly_once(
+        s3_bucket: str, tmp_path: Path, never_stopped: Path) -> None:
+    """One command, ``save_folder: s3://BUCKET/run`` with ``autoresume: true``, run twice: killed mid-epoch, then
+    started again. The second run finds the checkpoint in the bucket, checks it, resumes, and ends with the
+    weights and optimizer state of the run that never stopped; the bucket's ledger audits exactly once.
+    """
+    run = f'{s3_bucket}/run'
+    command = [*COMMON, f'save_folder={run}', 'autoresume=true']
+    returncode, output = _killed_run(
+        [sys.executable, 'tests/support/fault_train.py', str(tmp_path), '0', '4', *command], tmp_path / 'killed.log')
+    assert returncode == -signal.SIGKILL, output
+    objects = _download(run, tmp_path / 'killed')
+    assert 'ep0-ba3-rank0.pt' in objects and 'ep1-ba5-rank0.pt' not in objects, objects
+    # Uploaded before the checkpoint of batch 3 was written: every batch it holds, not batch 4.
+    (name,) = [name for name in objects if name.startswith('ledger/')]
+    assert name.endswith('-rank0.bin')
+    assert [batch for _, batch, _ in _records(tmp_path / 'killed' / 'ledger')] == [1, 2, 3]
+    killed_attempt = name.removeprefix('ledger/').removesuffix('-rank0.bin')
+    (staged,) = Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-*-{killed_attempt}')
+    assert [batch for _, batch, _ in _records(staged)] == [1, 2, 3, 4]  # lost: batch 4, in no checkpoint
+    shutil.rmtree(staged)
+
+    returncode, output = _killed_run([sys.executable, '-m', 'composer_sampling.train', *command],
+                                     tmp_path / 'resumed.log')
+    assert returncode == 0 and f'autoresume          resumes from {run}/ep0-ba3-rank0.pt' in output, output
+    names = _download(run, tmp_path / 'uploaded')
+    (ours,) = [other for other in names if other.startswith('ledger/') and other != name]  # beside the killed one
+    attempt = ours.removeprefix('ledger/').removesuffix('-rank0.bin')
+    assert not list(Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-*-{attempt}')), 'staging left behind'
+    report = audit_folder(tmp_path / 'uploaded')
+    assert report.epochs == audit_folder(never_stopped).epochs
+    assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
+    assert audit_folder(run).epochs == report.epochs  # audit of the bucket itself
+    final = torch.load(tmp_path / 'uploaded' / 'ep1-ba5-rank0.pt', weights_only=False)['state']
+    whole = torch.load(never_stopped / 'ep1-ba5-rank0.pt', weights_only=False)['state']
+    for key in ('model', 'optimizers'):
+        assert _equal(final[key], whole[key]), key
+
+
+def _equal(a: object, b: object) -> bool:
+    """Nested state equal, tensors bit for bit."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_equal, a, b))
+    return a == b
+
+
+@pytest.mark.s3
+@pytest.mark.launcher
+def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audit_exactly_once(
+        s3_bucket: str, tmp_path: Path) -> None:
+    """The same on two ranks through the launcher: rank 0 (which writes the checkpoint and its pointer) is killed
+    mid-epoch, the launcher ends the other, the same command resumes both from the bucket; every sample once, and
+    the weights and optimizer state of a two-rank run that never stopped."""
+    from test_launcher import COMPOSER
+
+    def launched(name: str) -> list[str]:
+        return [COMPOSER, '-n', '2', '--stdout', str(tmp_path / f'{name}-rank{{rank}}.out')]
+
+    whole = tmp_path / 'whole'
+    returncode, output = _killed_run([*launched('whole'), '-m', 'composer_sampling.train', *COMMON,
+                                      f'save_folder={whole}'], tmp_path / 'whole.log')
+    assert returncode == 0, output
+    run = f'{s3_bucket}/run'
+    command = [*COMMON, f'save_folder={run}', 'autoresume=true']
+    returncode, output = _killed_run([*launched('killed'), 'tests/fault_train.py', str(tmp_path), '0', '4', *command],
+                                     tmp_path / 'killed.log')
+    assert returncode != 0, output
+    returncode, output = _killed_run([*launched('resumed'), '-m', 'composer_sampling.train', *command],
+                                     tmp_path / 'resumed.log')
+    assert returncode == 0 and f'autoresume          resumes from {run}/ep0-ba3-rank0.pt' in output, output
+    _download(run, tmp_path / 'uploaded')
+    report = audit_folder(run)
+    assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
+    assert {path.name.rsplit('-', 1)[1] for path in (tmp_path / 'uploaded' / 'ledger').glob('*.bin')} == \
+        {'rank0.bin', 'rank1.bin'}
+    final = torch.load(tmp_path / 'uploaded' / 'ep1-ba5-rank0.pt', weights_only=False)['state']
+    never = torch.load(whole / 'ep1-ba5-rank0.pt', weights_only=False)['state']
+    for key in ('model', 'optimizers'):
+        assert _equal(final[key], never[key]), key

@@ -1,0 +1,150 @@
+"""The recipe fields of a real run's hardware and lifetime: ``device``, ``precision``, ``parallelism_config``,
+``autoresume``.
+
+Refusals go through both commands (``plan`` refuses what needs no import, as ``train``
+does); what only the machine can decide is refused by ``train``. ``autoresume`` is run:
+a run killed after a checkpoint and started again with the same command ends with the
+weights and optimizer state of the run that never stopped, and its ledger audits once;
+the latest checkpoint it picks passes the checkpoint check.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from composer_sampling.audit import audit_folder
+from composer_sampling.recipes.autoresume import autoresume_checkpoint
+from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.schema import load_recipe
+from composer_sampling.train import main as train_main
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
+#: 320 training samples at global batch 64: 5 batches an epoch; checkpoints at batch 3 and at the epoch's end.
+SYNTHETIC = [DIGITS, 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep', 'save_interval=3ba',
+             'callbacks.sample_ledger={}']
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason='the refusals of a machine without a CUDA GPU')
+
+BOTH = [
+    (['device=tpu'], "device must be one of auto, cpu, gpu, mps, got 'tpu'"),
+    (['precision=fp16'], "precision must be one of fp32, amp_fp16, amp_bf16, amp_fp8 (Composer's names), or null"),
+    (['device=cpu', 'precision=amp_bf16'], 'precision=amp_bf16 cannot train on device=cpu: Composer trains on the CPU '
+                                           'in fp32 only'),
+    (['device=cpu', 'parallelism_config={fsdp: {}}'], "parallelism_config (fsdp) cannot train on device=cpu: "
+                                                       "Composer's FSDP and tensor parallelism need GPUs"),
+    (['parallelism_config={pp: {}}'], "unknown field parallelism_config.pp (valid: fsdp, tp, as Composer's Trainer "
+                                      'reads it)'),
+    (['parallelism_config={fsdp: 3}'], "parallelism_config.fsdp must be a mapping of Composer's FSDPConfig fields"),
+    (['parallelism_config=[fsdp]'], "parallelism_config must be a mapping, got a list ['fsdp']"),
+    (['autoresume=true'], 'autoresume: true resumes from the latest checkpoint in save_folder, but save_folder is not '
+                          'set'),
+    (['autoresume=true', 'save_folder=/tmp/composer-sampling-unused'], 'autoresume: true needs run_name'),
+    (['autoresume=sometimes'], "invalid value for field 'autoresume'"),
+    (['scheduler={name: cosine_annealing_with_warmup, t_warmup: 64sp}'],
+     "scheduler: t_warmup='64sp' counts sp and t_max='1dur' counts ba (with max_duration='4ep'; Composer counts ep as "
+     "batches and dur in max_duration's unit); cosine_annealing_with_warmup needs both in one unit"),
+]
+TRAIN_ONLY = [
+    (['parallelism_config={fsdp: {sharding_strateg: FULL_SHARD}}'],
+     "unknown field parallelism_config.fsdp.sharding_strateg (Composer's FSDPConfig takes: "),
+    (['parallelism_config={tp: {degree: 2}}'], "unknown field parallelism_config.tp.degree (Composer's TPConfig "
+                                               'takes: device_mesh, tensor_parallel_degree, layer_plan)'),
+]
+MACHINE = [
+    (['device=gpu'], 'device=gpu, but torch sees no CUDA GPU on this machine (torch.cuda.is_available() is False'),
+    (['precision=amp_fp16'], 'precision=amp_fp16 cannot train on device=auto (this machine: cpu, no CUDA GPU is '
+                             'visible): Composer trains on the CPU in fp32 only'),
+    (['parallelism_config={fsdp: {sharding_strategy: FULL_SHARD}}'],
+     'parallelism_config (fsdp) cannot train on device=auto (this machine: cpu, no CUDA GPU is visible)'),
+]
+
+
+def _refused(command: str, overrides: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main([command, DIGITS, *overrides])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(('overrides', 'message'), BOTH, ids=[' '.join(case[0]) for case in BOTH])
+def test_plan_and_train_refuse_a_bad_field_alike(overrides: list[str], message: str,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ('COMPOSER_RUN_NAME', 'RUN_NAME'):
+        monkeypatch.delenv(variable, raising=False)
+    trained, train_err = _refused('train', overrides, capsys)
+    assert trained == 2 and train_err.startswith(f'error: {message}'), train_err
+    assert (_refused('plan', overrides, capsys)) == (2, train_err)
+
+
+@pytest.mark.parametrize(('overrides', 'message'), TRAIN_ONLY + [pytest.param(*case, marks=NO_GPU) for case in MACHINE],
+                         ids=[' '.join(case[0]) for case in TRAIN_ONLY + MACHINE])
+def test_train_refuses_what_the_machine_or_composers_classes_decide(overrides: list[str], message: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``plan`` may run elsewhere than the run (a laptop planning a GPU run): it accepts these."""
+    trained, train_err = _refused('train', [*overrides, 'max_duration=1ba'], capsys)
+    assert trained == 2 and train_err.startswith(f'error: {message}') and 'run summary' not in train_err, train_err
+    assert _refused('plan', overrides, capsys)[0] == 0
+
+
+def test_the_summary_shows_the_device_and_precision(capsys: pytest.CaptureFixture[str]) -> None:
+    assert train_main([DIGITS, 'max_duration=1ba', 'device=cpu', 'precision=fp32']) == 0
+    out = capsys.readouterr().out
+    assert '  device              cpu\n' in out and '  precision           fp32\n' in out, out
+
+
+# autoresume ------------------------------------------------------------------------------------------------
+
+
+def _model_and_optimizer(checkpoint: Path) -> tuple[dict[str, torch.Tensor], object]:
+    state = torch.load(checkpoint, weights_only=False)['state']
+    return state['model'], state['optimizers']
+
+
+def _equal(a: object, b: object) -> bool:
+    """Nested state (dicts, lists, tensors, numbers) equal, tensors bit for bit."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_equal, a, b))
+    return a == b
+
+
+def test_a_killed_run_started_again_with_the_same_command_continues_exactly(tmp_path: Path) -> None:
+    """The command has ``autoresume: true``: its first run is killed (SIGKILL) after batch 4, one batch past the
+    checkpoint of batch 3; the same command again resumes from that checkpoint and ends as the run that never
+    stopped, and its ledger (both attempts) audits every sample exactly once."""
+    never = tmp_path / 'never-stopped'
+    assert train_main([*SYNTHETIC, f'save_folder={never}', 'run_name=whole']) == 0
+    folder = tmp_path / 'run'
+    command = [*SYNTHETIC, f'save_folder={folder}', 'run_name=again', 'autoresume=true']
+    killed = subprocess.run([sys.executable, 'tests/support/fault_train.py', str(tmp_path), '0', '4', *command],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    assert os.readlink(folder / 'latest-rank0.pt') == 'ep0-ba3-rank0.pt'
+    assert train_main(command) == 0
+    final_model, final_optimizer = _model_and_optimizer(folder / 'ep1-ba5-rank0.pt')
+    whole_model, whole_optimizer = _model_and_optimizer(never / 'ep1-ba5-rank0.pt')
+    assert _equal(final_model, whole_model) and _equal(final_optimizer, whole_optimizer)
+    report = audit_folder(folder)
+    assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
+    assert report.epochs == audit_folder(never).epochs
+
+
+def test_autoresume_picks_the_latest_checkpoint_and_falls_back_to_load_path(tmp_path: Path) -> None:
+    fresh = ['autoresume=true', f'save_folder={tmp_path}/{{run_name}}', 'run_name=a']
+    assert autoresume_checkpoint(load_recipe(None, fresh)) is None
+    (tmp_path / 'a').mkdir()
+    (tmp_path / 'a' / 'ep0-ba3-rank0.pt').write_bytes(b'')
+    (tmp_path / 'a' / 'latest-rank0.pt').symlink_to('ep0-ba3-rank0.pt')
+    assert autoresume_checkpoint(load_recipe(None, fresh)) == f'{tmp_path}/a/latest-rank0.pt'
+    assert autoresume_checkpoint(load_recipe(None, [*fresh, 'run_name=b', 'load_path=x.pt'])) is None
+    assert autoresume_checkpoint(load_recipe(None, fresh[1:])) is None  # autoresume off
+
