@@ -5,7 +5,7 @@ Composer package (``composer.callbacks``, ``composer.optim``, ``composer.loggers
 ``composer.algorithms``); :mod:`~composer_sampling.recipes.registry` turns them into
 entries. What the runner must know beyond the name is here too: which arguments of a
 scheduler are Composer times (checked by ``plan``, without Composer), and which
-algorithms a recipe refuses, with the reason. ``tests/test_composer_parts.py`` holds
+algorithms a recipe refuses, with the reason. ``tests/recipes/test_composer_parts.py`` holds
 the tables to Composer's own ``__all__`` and signatures.
 
 Example:

@@ -28,6 +28,9 @@ from composer_sampling.callbacks._ledger_upload import UploadSchedule, ledger_by
 from composer_sampling.ledger_format import LedgerWriter, index_bytes, read_ledger
 from composer_sampling.train import main as train_main
 
+from support.helpers import states_equal
+from support.launcher import COMPOSER
+
 ROOT = Path(__file__).resolve().parents[2]
 #: 320 training samples (of 400) at global batch 64: 5 batches an epoch; checkpoints at batches 3 and 5 (the end).
 COMMON = ['yamls/digits.yaml', 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep',
@@ -187,18 +190,8 @@ def test_a_run_killed_after_a_checkpoint_autoresumes_from_the_bucket_and_audits_
     final = torch.load(tmp_path / 'uploaded' / 'ep1-ba5-rank0.pt', weights_only=False)['state']
     whole = torch.load(never_stopped / 'ep1-ba5-rank0.pt', weights_only=False)['state']
     for key in ('model', 'optimizers'):
-        assert _equal(final[key], whole[key]), key
+        assert states_equal(final[key], whole[key]), key
 
-
-def _equal(a: object, b: object) -> bool:
-    """Nested state equal, tensors bit for bit."""
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_equal, a, b))
-    return a == b
 
 
 @pytest.mark.s3
@@ -208,8 +201,6 @@ def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audi
     """The same on two ranks through the launcher: rank 0 (which writes the checkpoint and its pointer) is killed
     mid-epoch, the launcher ends the other, the same command resumes both from the bucket; every sample once, and
     the weights and optimizer state of a two-rank run that never stopped."""
-    from test_launcher import COMPOSER
-
     def launched(name: str) -> list[str]:
         return [COMPOSER, '-n', '2', '--stdout', str(tmp_path / f'{name}-rank{{rank}}.out')]
 
@@ -219,8 +210,8 @@ def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audi
     assert returncode == 0, output
     run = f'{s3_bucket}/run'
     command = [*COMMON, f'save_folder={run}', 'autoresume=true']
-    returncode, output = _killed_run([*launched('killed'), 'tests/fault_train.py', str(tmp_path), '0', '4', *command],
-                                     tmp_path / 'killed.log')
+    killer = ['tests/support/fault_train.py', str(tmp_path), '0', '4']
+    returncode, output = _killed_run([*launched('killed'), *killer, *command], tmp_path / 'killed.log')
     assert returncode != 0, output
     returncode, output = _killed_run([*launched('resumed'), '-m', 'composer_sampling.train', *command],
                                      tmp_path / 'resumed.log')
@@ -233,4 +224,4 @@ def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audi
     final = torch.load(tmp_path / 'uploaded' / 'ep1-ba5-rank0.pt', weights_only=False)['state']
     never = torch.load(whole / 'ep1-ba5-rank0.pt', weights_only=False)['state']
     for key in ('model', 'optimizers'):
-        assert _equal(final[key], never[key]), key
+        assert states_equal(final[key], never[key]), key

@@ -25,6 +25,8 @@ from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import main as train_main
 
+from support.helpers import states_equal
+
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
 #: 320 training samples at global batch 64: 5 batches an epoch; checkpoints at batch 3 and at the epoch's end.
@@ -106,16 +108,6 @@ def _model_and_optimizer(checkpoint: Path) -> tuple[dict[str, torch.Tensor], obj
     return state['model'], state['optimizers']
 
 
-def _equal(a: object, b: object) -> bool:
-    """Nested state (dicts, lists, tensors, numbers) equal, tensors bit for bit."""
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_equal, a, b))
-    return a == b
-
 
 def test_a_killed_run_started_again_with_the_same_command_continues_exactly(tmp_path: Path) -> None:
     """The command has ``autoresume: true``: its first run is killed (SIGKILL) after batch 4, one batch past the
@@ -132,7 +124,7 @@ def test_a_killed_run_started_again_with_the_same_command_continues_exactly(tmp_
     assert train_main(command) == 0
     final_model, final_optimizer = _model_and_optimizer(folder / 'ep1-ba5-rank0.pt')
     whole_model, whole_optimizer = _model_and_optimizer(never / 'ep1-ba5-rank0.pt')
-    assert _equal(final_model, whole_model) and _equal(final_optimizer, whole_optimizer)
+    assert states_equal(final_model, whole_model) and states_equal(final_optimizer, whole_optimizer)
     report = audit_folder(folder)
     assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
     assert report.epochs == audit_folder(never).epochs

@@ -178,3 +178,19 @@ def write_escapes_package(folder: Path) -> Path:
     for name, text in ESCAPES_PACKAGE.items():
         (folder / 'my_pkg' / name).write_text(text)
     return folder
+
+
+def states_equal(a: object, b: object) -> bool:
+    """Nested training state (mappings, lists, tensors, numbers) equal, every tensor bit for bit (``torch.equal``).
+
+    Example:
+        >>> states_equal({'w': [torch.ones(2), 3]}, {'w': [torch.ones(2), 3]}), states_equal(torch.ones(1), 1.0)
+        (True, False)
+    """
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(states_equal(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(states_equal, a, b))
+    return a == b
