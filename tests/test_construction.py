@@ -140,8 +140,8 @@ REORDERING = {
                                                                                                    False))),
                              "rank 0's graph has BatchShuffleSampler, which may reorder"),
     'a BatchSampler subclass with an __iter__ of its own in the middle': (
-        lambda r, w: NestedBatchSampler(type('MyBatches', (BatchSampler,), {'__iter__': lambda self: BatchSampler.__iter__(self)})(
-            _ours(r, w), 4, False), 2),
+        lambda r, w: NestedBatchSampler(type('MyBatches', (BatchSampler,), {
+            '__iter__': lambda self: BatchSampler.__iter__(self)})(_ours(r, w), 4, False), 2),
         "rank 0's graph has MyBatches, which may reorder"),
     "torch's DistributedSampler at the bottom": (
         lambda r, w: BatchSampler(DistributedSampler(range(200), w, r, seed=1), 4, False),
