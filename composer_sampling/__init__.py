@@ -2,7 +2,8 @@
 
 The public API is this module's ``__all__``, the subpackages ``samplers`` and
 ``callbacks`` (and their public modules), ``permutation``, ``positions``,
-``protocols``, ``batching``, ``ledger_format``, ``audit``, ``train`` and ``recipes``.
+``protocols``, ``batching``, ``per_sample_rng``, ``ledger_format``, ``audit``, ``train``
+and ``recipes``.
 Modules whose names start with an underscore are internal: they may change in any
 release. The public names are imported on first use, so that a part which does not
 need Composer (the samplers, :func:`check_checkpoint`, recipe validation) does not
@@ -21,15 +22,15 @@ except importlib.metadata.PackageNotFoundError:  # run from a source tree that w
     __version__ = '0+unknown'
 
 if TYPE_CHECKING:
-    from composer_sampling._checkpoint_check import CheckpointError, check_checkpoint
-    from composer_sampling._distribute import distribute
-    from composer_sampling._graph import iter_samplers
-    from composer_sampling._per_sample_rng import PerSampleRNG
-    from composer_sampling._plan import check_plan
-    from composer_sampling._summary import summarize
+    from composer_sampling._checkpoint.safe_load import CheckpointError, check_checkpoint
+    from composer_sampling._graph.walk import iter_samplers
+    from composer_sampling._proofs.plan import check_plan
+    from composer_sampling._proofs.summary import summarize
     from composer_sampling.callbacks.sample_ledger import SampleLedger
     from composer_sampling.callbacks.sampler_sync import SamplerSync
+    from composer_sampling.per_sample_rng import PerSampleRNG
     from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+    from composer_sampling.samplers.distribute import distribute
     from composer_sampling.samplers.mixture import MixtureDistributedSampler
     from composer_sampling.samplers.nested import NestedBatchSampler
     from composer_sampling.samplers.resumable import ResumableDistributedSampler
@@ -37,20 +38,20 @@ if TYPE_CHECKING:
 
 #: Each public name and the module that defines it.
 _MODULES = {
-    'CheckpointError': 'composer_sampling._checkpoint_check',
+    'CheckpointError': 'composer_sampling._checkpoint.safe_load',
     'DistributedBatchAdapter': 'composer_sampling.samplers.batch_adapter',
     'MixtureDistributedSampler': 'composer_sampling.samplers.mixture',
     'NestedBatchSampler': 'composer_sampling.samplers.nested',
-    'PerSampleRNG': 'composer_sampling._per_sample_rng',
+    'PerSampleRNG': 'composer_sampling.per_sample_rng',
     'ResumableDistributedSampler': 'composer_sampling.samplers.resumable',
     'SampleLedger': 'composer_sampling.callbacks.sample_ledger',
     'SamplerSync': 'composer_sampling.callbacks.sampler_sync',
     'SubEpochDistributedSampler': 'composer_sampling.samplers.sub_epoch',
-    'check_checkpoint': 'composer_sampling._checkpoint_check',
-    'check_plan': 'composer_sampling._plan',
-    'distribute': 'composer_sampling._distribute',
-    'iter_samplers': 'composer_sampling._graph',
-    'summarize': 'composer_sampling._summary',
+    'check_checkpoint': 'composer_sampling._checkpoint.safe_load',
+    'check_plan': 'composer_sampling._proofs.plan',
+    'distribute': 'composer_sampling.samplers.distribute',
+    'iter_samplers': 'composer_sampling._graph.walk',
+    'summarize': 'composer_sampling._proofs.summary',
 }
 
 __all__ = [

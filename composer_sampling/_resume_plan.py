@@ -8,7 +8,7 @@ only group what is below them, :func:`order_deciding`):
   the global sample count, on any world size and batch size.
 * **window by samples**: the only one is an index sampler under torch's
   ``BatchSampler`` (torch's ``DistributedSampler``, ``RandomSampler``,
-  ``SequentialSampler``, a sampler of yours): an :class:`~composer_sampling._index_tap.IndexTap`
+  ``SequentialSampler``, a sampler of yours): an :class:`~composer_sampling._graph.index_tap.IndexTap`
   above it drops the indices this rank already trained. torch's
   ``DistributedSampler`` orders positions below N independently of the world size
   and gives rank ``r`` positions ``r, r + W, ...``, so it continues exactly on
@@ -39,15 +39,14 @@ from typing import Any
 
 from torch.utils.data import DataLoader, SequentialSampler
 
-from composer_sampling._graph import active_root, batches_as_torch, describe
-from composer_sampling._index_tap import IndexTap
-from composer_sampling._snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.grouping import grouping
+from composer_sampling._graph.index_tap import IndexTap
+from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.walk import active_root, describe
 from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
-from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
-from composer_sampling.samplers.nested import NestedBatchSampler
 
-__all__ = ['Grouping', 'Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'grouping', 'order_deciding',
-           'plan_resume', 'spin_blockers', 'top_edge']
+__all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers',
+           'top_edge']
 
 
 class ResumeRefusedError(ValueError):
@@ -180,40 +179,6 @@ def _changed_ranks(node: Any, saved: Layout, now: Layout) -> str:
         f'the epoch would repeat or skip samples. Resume on {saved.data_parallel_ranks} data-parallel ranks '
         '(world size / replication), or build the graph on composer_sampling samplers, which resume on any world size'
     )
-
-
-@dataclasses.dataclass(frozen=True)
-class Grouping:
-    """How a node that only groups, in order, the items of the one edge below it does so."""
-
-    attribute: str  # the edge below: 'sampler' or 'batch_sampler'
-    size: int  # items of that edge per item of the node
-    keep_partial: bool  # whether a last, shorter group is an item
-
-
-def grouping(node: Any) -> Grouping | None:
-    """How ``node`` groups the items below it, or None when it may do anything else (decide, reorder, yield batches
-    of its own making). The one answer to "what does this node group, under which attribute", subclasses included:
-    torch's ``BatchSampler`` or a subclass that keeps its ``__iter__``
-    (:func:`~composer_sampling._graph.batches_as_torch`), :class:`~composer_sampling.NestedBatchSampler` and
-    :class:`~composer_sampling.samplers.DistributedBatchAdapter`. Anything else, a ``DistributedSampler`` subclass
-    that yields whole batches included, is not a grouping: the resume plan and the top tap treat it as a node that
-    decides the batches it yields (:func:`~composer_sampling._graph.keeps_child_order` agrees).
-
-    Example:
-        >>> from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
-        >>> grouping(BatchSampler(SequentialSampler(range(5)), 2, drop_last=True))
-        Grouping(attribute='sampler', size=2, keep_partial=False)
-        >>> grouping(DistributedSampler(range(5), num_replicas=1, rank=0)) is None
-        True
-    """
-    if batches_as_torch(node):
-        return Grouping('sampler', int(node.batch_size), not node.drop_last)
-    if isinstance(node, NestedBatchSampler):
-        return Grouping('batch_sampler', node.num_batches, not node.drop_last)
-    if isinstance(node, DistributedBatchAdapter):
-        return Grouping('batch_sampler', 1, True)
-    return None
 
 
 def _per_batch(node: Any) -> int:

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling._counting import SaturatingCounts
-from composer_sampling._coverage import exactly_once_problem, saturated_coverage
+from composer_sampling._proofs.counting import SaturatingCounts
+from composer_sampling._proofs.coverage import exactly_once_problem, saturated_coverage
 from composer_sampling._validate import is_integer, is_real
 from composer_sampling.ledger_format import (
     MAGIC,
@@ -273,8 +273,8 @@ def _checkpoint_lineage(checkpoint: Path | None, shown: str) -> tuple[str | None
     """
     if checkpoint is None:
         return None, None, shown
-    from composer_sampling._checkpoint_check import CheckpointError, load_checked_checkpoint
-    from composer_sampling._checkpoint_envelope import payload_of
+    from composer_sampling._checkpoint.envelope import payload_of
+    from composer_sampling._checkpoint.safe_load import CheckpointError, load_checked_checkpoint
 
     try:
         loaded = load_checked_checkpoint(checkpoint, shown_as=shown)

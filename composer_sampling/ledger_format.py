@@ -54,7 +54,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from composer_sampling._checkpoint_envelope import valid_version
+from composer_sampling._checkpoint.envelope import valid_version
 from composer_sampling._validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',

@@ -123,7 +123,7 @@ class OrderPreserving(Protocol):
     """Only groups or forwards, in order, what the node below yields (class attribute ``keeps_child_order = True``).
 
     Torch's own ``BatchSampler`` is treated as one without the attribute
-    (:func:`composer_sampling._graph.keeps_child_order`, through :func:`is_torch_own`).
+    (:func:`composer_sampling._graph.grouping.keeps_child_order`, through :func:`is_torch_own`).
     """
 
     keeps_child_order: Literal[True]

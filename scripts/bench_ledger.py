@@ -140,7 +140,7 @@ def one_fit(recipe_path: str, folder: Path | None, timing: bool = False, empty: 
 
 def tap_walk(recipe_path: str, passes: int) -> tuple[float, float, int]:
     """Seconds per batch of a pass of the recipe's train batch sampler: under a silent tap, under a listened one."""
-    from composer_sampling._index_tap import install_tap
+    from composer_sampling._graph.index_tap import install_tap
     from composer_sampling.recipes.build_training import build_run
     from composer_sampling.recipes.resolve import resolve
     from composer_sampling.recipes.schema import load_recipe

@@ -49,7 +49,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from composer_sampling import PerSampleRNG
-from composer_sampling._per_sample_rng import _restore_all, _save_all
+from composer_sampling.per_sample_rng import _restore_all, _save_all
 
 from bench_report import write_section
 

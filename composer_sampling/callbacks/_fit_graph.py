@@ -1,7 +1,7 @@
 """The train dataloader's graph as one walk found it at fit start, shared by SamplerSync and SampleLedger.
 
 Both callbacks ask :func:`fit_graph` at ``FIT_START``; whichever asks first takes the
-:class:`~composer_sampling._snapshot.GraphSnapshot`, the other gets the same one. A
+:class:`~composer_sampling._graph.snapshot.GraphSnapshot`, the other gets the same one. A
 snapshot belongs to one fit start: a new train dataloader, a new timestamp (a later
 fit) or :func:`forget_fit_graph` (at fit end) takes a new one.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from composer.core import State
 
-from composer_sampling._snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 
 __all__ = ['fit_graph', 'forget_fit_graph']
 

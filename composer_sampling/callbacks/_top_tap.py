@@ -1,6 +1,6 @@
 """The tap every batch of the train dataloader passes through, shared by SamplerSync and SampleLedger.
 
-:func:`top_tap` installs an :class:`~composer_sampling._index_tap.IndexTap` on the
+:func:`top_tap` installs an :class:`~composer_sampling._graph.index_tap.IndexTap` on the
 edge below the top of the train dataloader's graph (torch's ``BatchSampler.sampler``,
 ``DistributedBatchAdapter.batch_sampler``, ``NestedBatchSampler.batch_sampler``).
 When the top is a batch sampler of yours, no attribute of torch's DataLoader can be
@@ -18,10 +18,10 @@ from typing import Any
 from composer.core import State
 from torch.utils.data import DataLoader
 
-from composer_sampling._distribute import rebuild_loader
-from composer_sampling._graph import active_root
-from composer_sampling._index_tap import IndexTap, install_tap
+from composer_sampling._graph.index_tap import IndexTap, install_tap
+from composer_sampling._graph.walk import active_root
 from composer_sampling._resume_plan import top_edge
+from composer_sampling.samplers.distribute import rebuild_loader
 
 __all__ = ['end_top_tap', 'top_tap']
 

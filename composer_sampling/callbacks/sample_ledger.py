@@ -17,12 +17,12 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
-from composer_sampling._checkpoint_envelope import VersionPolicy, read_state, write_state
-from composer_sampling._coverage import epoch_accounting
-from composer_sampling._graph import active_root, describe, is_map_style, replication_layout
-from composer_sampling._index_tap import IndexTap
-from composer_sampling._seeding import is_streaming_dataset
-from composer_sampling._snapshot import GraphSnapshot
+from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._graph.index_tap import IndexTap
+from composer_sampling._graph.seeding import is_streaming_dataset
+from composer_sampling._graph.snapshot import GraphSnapshot
+from composer_sampling._graph.walk import active_root, describe, is_map_style, replication_layout
+from composer_sampling._proofs.coverage import epoch_accounting
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
@@ -42,11 +42,11 @@ class SampleLedger(Callback):
     Where the indices come from:
 
     * a map-style dataset: the index lists the sampler graph hands to the DataLoader,
-      seen by the :class:`~composer_sampling._index_tap.IndexTap` on top of the graph
+      seen by the :class:`~composer_sampling._graph.index_tap.IndexTap` on top of the graph
       and matched in order to the batches that trained (lists a DataLoader worker
       fetched ahead, or that Composer's cut of an epoch left behind, are dropped);
     * mosaicml-streaming's ``StreamingDataset``: its own partition of the epoch,
-      computed in the main process (:mod:`composer_sampling._stream_partition`);
+      computed in the main process (:mod:`composer_sampling.callbacks._stream_partition`);
     * with ``index_key``: the batch itself (a mapping key, a position in a tuple or
       list batch, or a callable ``batch -> indices``), for batches that carry the
       dataset index of each sample. Where the sampler graph is seen too, the first
@@ -331,7 +331,7 @@ class SampleLedger(Callback):
         if self.index_key is not None:
             return 'batch'
         if is_streaming_dataset(loader.dataset):
-            from composer_sampling._stream_partition import SUPPORTED, supported_version
+            from composer_sampling.callbacks._stream_partition import SUPPORTED, supported_version
 
             if supported_version() is None:
                 raise ValueError(f'SampleLedger computes a StreamingDataset\'s samples as mosaicml-streaming '
@@ -407,7 +407,7 @@ class SampleLedger(Callback):
         callback's ``FIT_START`` and ``EPOCH_START`` have run (``SamplerSync`` has set ``shuffle_seed``, in whatever
         order the callbacks come) and DataLoader workers have copied the dataset with that seed.
         """
-        from composer_sampling._stream_partition import epoch_plan, rank_batches
+        from composer_sampling.callbacks._stream_partition import epoch_plan, rank_batches
 
         loader = self._loader
         dataset = loader.dataset

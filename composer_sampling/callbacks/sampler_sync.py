@@ -12,18 +12,18 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
-from composer_sampling._checkpoint_envelope import VersionPolicy, read_state, write_state
-from composer_sampling._graph import describe, is_map_style, sharding_problem
-from composer_sampling._index_tap import IndexTap, install_tap
-from composer_sampling._resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, plan_resume
-from composer_sampling._seeding import (
+from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._graph.index_tap import IndexTap, install_tap
+from composer_sampling._graph.seeding import (
     UNSEEDED_GENERATOR,
     default_seed,
     epoch_generator_seed,
     is_streaming_dataset,
 )
-from composer_sampling._signatures import signature_difference
-from composer_sampling._snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.signatures import signature_difference
+from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.walk import describe, is_map_style, sharding_problem
+from composer_sampling._resume_plan import Layout, Position, ResumePlan, ResumeRefusedError, plan_resume
 from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.callbacks._checkpoint_rng import CheckpointRNG
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
@@ -531,7 +531,7 @@ class SamplerSync(Callback):
     def _print_summary(self, graph: GraphSnapshot, seed: int, map_style: bool) -> None:
         if not self.print_summary or dist.get_global_rank() != 0:
             return
-        from composer_sampling._summary import summarize
+        from composer_sampling._proofs.summary import summarize
 
         if self._loaded and self._checkpoint_seed is not None:
             source = 'the checkpoint\'s'

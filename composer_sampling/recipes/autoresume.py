@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from composer_sampling._checkpoint_check import uri_scheme
+from composer_sampling._checkpoint.safe_load import download_scheme
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import LATEST_NAME, checkpoint_pattern, composer_run_name, rank_zero_folder
 from composer_sampling.recipes.schema import Recipe
@@ -44,7 +44,7 @@ def autoresume_checkpoint(recipe: Recipe) -> str | None:
         return None
     folder = rank_zero_folder('save_folder', recipe.save_folder, composer_run_name(recipe))
     latest = LATEST_NAME.format(rank=0)
-    if uri_scheme(folder) is None:
+    if download_scheme(folder) is None:
         link = Path(folder) / latest
         return _escaped(str(link)) if link.exists() else None
     found = _remote_latest(folder, latest)

@@ -28,13 +28,13 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, DistributedSampler, Sampler, Subset
 
-from composer_sampling._distribute import rebuild_loader
 from composer_sampling._validate import is_integer
 from composer_sampling.batching import BatchSizes
 from composer_sampling.recipes.checks import builder_of, check_data, run_builder
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+from composer_sampling.samplers.distribute import rebuild_loader
 from composer_sampling.samplers.nested import NestedBatchSampler
 
 __all__ = ['Data', 'Placement', 'Split', 'build_data', 'build_eval_loader', 'build_train_loader', 'cut_held_out',
@@ -205,7 +205,7 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchSizes, where:
     sampler = run_builder(part, keywords)
     read_from = dataset
     if spec.recipe.train_loader.per_sample_rng:  # the samplers see the dataset as it is (a mixture its sources)
-        from composer_sampling._per_sample_rng import PerSampleRNG
+        from composer_sampling.per_sample_rng import PerSampleRNG
 
         read_from = PerSampleRNG(dataset, seed=where.data_seed)
     if isinstance(sampler, DataLoader):
@@ -246,7 +246,7 @@ def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, A
     """
     if num_workers == 0 or world_size == 1 or 'forkserver' not in multiprocessing.get_all_start_methods():
         return {'num_workers': num_workers}
-    from composer_sampling._per_sample_rng import iter_datasets
+    from composer_sampling.per_sample_rng import iter_datasets
 
     context = multiprocessing.get_context('forkserver')
     modules = ['__main__', 'torch', *dict.fromkeys(type(node).__module__ for node in iter_datasets(dataset))]

@@ -207,7 +207,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     """
     from composer.utils import dist
 
-    from composer_sampling._graph import active_root, sharding_problem
+    from composer_sampling._graph.walk import active_root, sharding_problem
     from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.build_data import Placement, build_data, build_eval_loader, build_train_loader
     from composer_sampling.recipes.checks import check_folders, checked_spec

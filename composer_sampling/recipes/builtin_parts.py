@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
 
-from composer_sampling._distribute import distribute
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+from composer_sampling.samplers.distribute import distribute
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
 from composer_sampling.samplers.nested import NestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler

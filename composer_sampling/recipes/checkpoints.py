@@ -26,17 +26,17 @@ from typing import Any
 
 import torch
 
-from composer_sampling._checkpoint_check import (
+from composer_sampling._checkpoint.envelope import payload_of
+from composer_sampling._checkpoint.import_names import OutsideAllowedError
+from composer_sampling._checkpoint.safe_load import (
     CheckpointError,
     checked_copy,
     composer_load_path,
+    download_scheme,
     downloaded_checked_copy,
     load_checked_checkpoint,
     resolve_safe_global,
-    uri_scheme,
 )
-from composer_sampling._checkpoint_envelope import payload_of
-from composer_sampling._import_names import OutsideAllowedError
 from composer_sampling._validate import is_integer, valid_int
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
@@ -57,7 +57,7 @@ class CheckedCheckpoint:
     """A checkpoint the recipe names, checked: what Composer is told to load, and what the file holds.
 
     ``load_path`` is what Composer receives: the checked private copy (its braces
-    escaped, :func:`~composer_sampling._checkpoint_check.composer_handoff`) when this
+    escaped, :func:`~composer_sampling._checkpoint.safe_load.composer_handoff`) when this
     process is the one whose file Composer reads, else the recipe's value.
     """
 
@@ -147,12 +147,12 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training:
             raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
                               f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
                               'checkpoint_safe_globals instead')
-        if uri_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
+        if download_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
             raise RecipeError(f'{where}: {path} does not exist')
         return CheckedCheckpoint(field_name, path, value)
     extra = _safe_globals(recipe.checkpoint_safe_globals)
     try:
-        if uri_scheme(path) is not None:  # downloaded as Composer downloads it; the checked copy is what it loads
+        if download_scheme(path) is not None:  # downloaded as Composer downloads it; the checked copy is what it loads
             handed, loaded, path = _checked_download(value, run_name, copies, extra)
         elif copies is None:
             handed, loaded = value, load_checked_checkpoint(path, extra)

@@ -26,7 +26,7 @@ from composer_sampling.recipes.runner import TRAIN_EPILOG, TRAIN_HELP, parse_rec
 from composer_sampling.recipes.schema import load_recipe
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: --help and a bad recipe stay quick
-    from composer_sampling._plan import PlanReport
+    from composer_sampling._proofs.plan import PlanReport
     from composer_sampling.audit import AuditReport
 
 __all__ = ['main']
@@ -104,7 +104,7 @@ def _copy_target(folder: Path, name: str, force: bool) -> Path:
 
 
 def _print_plan(report: PlanReport, seconds: float) -> None:
-    from composer_sampling._summary import render_rows, summary_rows
+    from composer_sampling._proofs.summary import render_rows, summary_rows
 
     print('\n'.join(render_rows(summary_rows(report.plan, report.accounting, str(report.data_seed),
                                              report.sub_epochs))))
@@ -131,7 +131,7 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
 def _plan(args: argparse.Namespace) -> int:
     if args.world_size < 1 or args.epochs < 1:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
-    from composer_sampling._plan import ConstructionError
+    from composer_sampling._proofs.plan import ConstructionError
     from composer_sampling.recipes.dry_run import plan_recipe
 
     started = time.perf_counter()

@@ -3,7 +3,7 @@
 The recipe is resolved and checked as ``train`` checks it (except what needs the
 model, the optimizer or the callbacks imported), every data-parallel rank's train
 loader is built (datasets are built, never indexed) and
-:func:`composer_sampling._plan.plan_loaders` proves their coverage (by construction, or counted).
+:func:`composer_sampling._proofs.plan.plan_loaders` proves their coverage (by construction, or counted).
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from composer_sampling._plan import PlanReport, plan_loaders
+from composer_sampling._proofs.plan import PlanReport, plan_loaders
 from composer_sampling.recipes.build_data import Placement, build_data, build_train_loader
 from composer_sampling.recipes.checks import checked_spec
 from composer_sampling.recipes.resolve import resolve

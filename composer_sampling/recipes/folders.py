@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from composer_sampling._checkpoint_check import CheckpointError, composer_load_path, uri_scheme
+from composer_sampling._checkpoint.safe_load import CheckpointError, composer_load_path, download_scheme
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
@@ -76,7 +76,7 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None) -> None:
     """
     run_name = composer_run_name(recipe)
     for field, template in (('save_folder', recipe.save_folder), ('the ledger folder', ledger_folder)):
-        if template is None or uri_scheme(template) is not None:
+        if template is None or download_scheme(template) is not None:
             continue
         folder = rank_zero_folder(field, template, run_name)
         shown = _shown(template, folder)
@@ -89,7 +89,7 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None) -> None:
             raise RecipeError(f'{field} {shown} cannot be created: {existing} is not a folder this process may '
                               'write to')
     save = recipe.save_folder
-    if save is None or recipe.save_overwrite or uri_scheme(save) is not None:
+    if save is None or recipe.save_overwrite or download_scheme(save) is not None:
         return
     folder = rank_zero_folder('save_folder', save, run_name)
     shown = _shown(save, folder)
@@ -132,7 +132,7 @@ def interrupted_saves(recipe: Recipe) -> LaterCheckpoints | None:
     between the two, one whose link was never made. The runner moves them aside.
     """
     if recipe.save_folder is None or recipe.load_path is None or recipe.save_overwrite or \
-            uri_scheme(recipe.save_folder) is not None:
+            download_scheme(recipe.save_folder) is not None:
         return None
     folder = rank_zero_folder('save_folder', recipe.save_folder, composer_run_name(recipe))
     if '{run_name}' in folder or not Path(folder).is_dir():
@@ -151,7 +151,7 @@ def _later_checkpoints(recipe: Recipe, folder: Path) -> LaterCheckpoints | None:
         return None
     if resumed is None:
         return None
-    if uri_scheme(str(resumed)) is not None or not resumed.exists():
+    if download_scheme(str(resumed)) is not None or not resumed.exists():
         return None  # refused with the checkpoint's check, or downloaded by Composer: its name is all there is
     pattern = checkpoint_pattern()
     found = pattern.match(resumed.resolve().name)

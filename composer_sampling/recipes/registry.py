@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from composer_sampling._import_names import (
+from composer_sampling._checkpoint.import_names import (
     MissingAttributeError,
     OutsideAllowedError,
     import_name,

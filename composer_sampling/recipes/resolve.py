@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from composer_sampling._import_names import split_import_name
+from composer_sampling._checkpoint.import_names import split_import_name
 from composer_sampling._validate import is_real
 from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError

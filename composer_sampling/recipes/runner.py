@@ -73,7 +73,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     """
     from composer.utils import dist, get_device
 
-    from composer_sampling._summary import summarize
+    from composer_sampling._proofs.summary import summarize
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
     from composer_sampling.recipes.build_training import build_run, build_trainer, run_rows
     from composer_sampling.recipes.resolve import resolve

@@ -30,7 +30,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
-from composer_sampling._import_names import split_import_name
+from composer_sampling._checkpoint.import_names import split_import_name
 from composer_sampling.recipes.durations import DURATION_UNITS, valid_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.run_fields import check_run_fields

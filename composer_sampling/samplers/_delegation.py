@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from composer_sampling._checkpoint_envelope import VersionPolicy, read_state, write_state
-from composer_sampling._graph import iter_samplers, keeps_child_order
+from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._graph.grouping import keeps_child_order
+from composer_sampling._graph.walk import iter_samplers
 from composer_sampling.protocols import is_stateful
 
 __all__ = ['WRAPPER_STATE', 'DelegatedState', 'can_delegate_state', 'order_deciding_nodes', 'wrapper_class']

@@ -1,7 +1,7 @@
 """Sampler checkpoints, refused when they belong to another sampler class or another order.
 
 A state is ``{'version': 1, 'order_signature', 'epoch', 'sample_in_epoch', 'seed'}``
-(:mod:`composer_sampling._checkpoint_envelope`); the order signature names the
+(:mod:`composer_sampling._checkpoint.envelope`); the order signature names the
 sampler class that wrote it.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from composer_sampling._checkpoint_envelope import VersionPolicy, read_state, write_state
-from composer_sampling._signatures import signature_difference
+from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._graph.signatures import signature_difference
 from composer_sampling.protocols import HasOrderSignature
 
 __all__ = ['SAMPLER_STATE', 'sampler_payload', 'sampler_state']

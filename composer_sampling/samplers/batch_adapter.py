@@ -7,8 +7,9 @@ from typing import Any
 
 from torch.utils.data import DistributedSampler
 
-from composer_sampling._graph import iter_samplers
-from composer_sampling._index_tap import IndexTap
+from composer_sampling._graph.grouping import GroupsUnder
+from composer_sampling._graph.index_tap import IndexTap
+from composer_sampling._graph.walk import iter_samplers
 from composer_sampling._validate import resolve_replicas
 from composer_sampling.protocols import is_epoch_aware, is_seeded, is_sharded
 from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
@@ -35,7 +36,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
     built as a :class:`StatefulDistributedBatchAdapter`) only when every sampler
     below that decides the order has one. The nodes it forwards to are found once,
     when it is built, and again only if ``batch_sampler`` is replaced (an
-    :class:`~composer_sampling._index_tap.IndexTap` put on top of it does not count).
+    :class:`~composer_sampling._graph.index_tap.IndexTap` put on top of it does not count).
 
     Args:
         batch_sampler: the batch sampler to present; its graph must contain a node
@@ -51,6 +52,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
     """
 
     keeps_child_order = True
+    groups_under = GroupsUnder('batch_sampler')  # what grouping() reads, for this __iter__: each batch as it is
     forwards_seed = True  # its seed is the samplers' below: SamplerSync seeds those
 
     def __new__(cls, *args: Any, **kwargs: Any) -> DistributedBatchAdapter:

@@ -15,6 +15,7 @@ from torch.utils.data import (
     WeightedRandomSampler,
 )
 
+from composer_sampling._graph.grouping import GroupsUnder
 from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_epoch_aware, is_order_preserving
 from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
@@ -46,7 +47,7 @@ class NestedBatchSampler(Sampler[list[int]]):
     The last, shorter group is yielded unless ``drop_last``. ``set_epoch`` is
     forwarded to the inner batch sampler when it has one. The indices keep the
     inner order, so a graph of ours below it resumes at a sample offset, and
-    :func:`~composer_sampling._distribute` can put a distributed sampler at its
+    :func:`~composer_sampling.samplers.distribute` can put a distributed sampler at its
     bottom however deep it is.
 
     It has ``state_dict``/``load_state_dict`` (it is then built as a
@@ -68,6 +69,7 @@ class NestedBatchSampler(Sampler[list[int]]):
     """
 
     keeps_child_order = True
+    groups_under = GroupsUnder('batch_sampler', 'num_batches')  # what grouping() reads, for this __iter__
 
     def __new__(cls, *args: Any, **kwargs: Any) -> NestedBatchSampler:
         return super().__new__(wrapper_class(cls, NestedBatchSampler, StatefulNestedBatchSampler, args, kwargs))

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from composer_sampling import CheckpointError, check_checkpoint
-from composer_sampling._checkpoint_check import (
+from composer_sampling._checkpoint.safe_load import (
     composer_handoff,
     composer_load_path,
     composer_safe_globals,

@@ -27,7 +27,7 @@ from composer_sampling import (
     SamplerSync,
     SubEpochDistributedSampler,
 )
-from composer_sampling._checkpoint_envelope import VersionPolicy, payload_of, read_state, valid_version, write_state
+from composer_sampling._checkpoint.envelope import VersionPolicy, payload_of, read_state, valid_version, write_state
 from composer_sampling.callbacks.sampler_sync import DataOrderError
 from composer_sampling.ledger_format import MAGIC, LedgerError, read_ledger
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter

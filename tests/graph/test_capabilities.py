@@ -24,9 +24,9 @@ from composer_sampling import (
     protocols,
     summarize,
 )
-from composer_sampling import _graph as graph_module
-from composer_sampling._plan import epoch_indices
-from composer_sampling._snapshot import take_snapshot
+from composer_sampling._graph import walk as graph_module
+from composer_sampling._graph.snapshot import take_snapshot
+from composer_sampling._proofs.plan import epoch_indices
 from composer_sampling.samplers import DistributedBatchAdapter
 from composer_sampling.samplers.nested import StatefulNestedBatchSampler
 

@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from composer_sampling import SamplerSync
-from composer_sampling._seeding import epoch_generator_seed
+from composer_sampling._graph.seeding import epoch_generator_seed
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import train as train_recipe
 

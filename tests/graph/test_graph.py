@@ -10,7 +10,7 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, Sampler, SequentialSampler
 
 from composer_sampling import iter_samplers
-from composer_sampling._graph import MAX_DEPTH, active_root, render_tree, set_epoch_everywhere, sharding_problem
+from composer_sampling._graph.walk import MAX_DEPTH, active_root, render_tree, set_epoch_everywhere, sharding_problem
 
 
 class Wrapper(Sampler[list[int]]):

@@ -21,12 +21,12 @@ from composer_sampling import (
     SubEpochDistributedSampler,
     check_plan,
 )
-from composer_sampling._construction import folded_counts, kept_by_batching
-from composer_sampling._construction_guard import GuardError, guard_first_indices, guard_positions
-from composer_sampling._index_tap import IndexTap
-from composer_sampling._plan import ConstructionError, PlanReport
-from composer_sampling._rank_shape import RankShape, read_shape
-from composer_sampling._snapshot import take_snapshot
+from composer_sampling._graph.index_tap import IndexTap
+from composer_sampling._graph.snapshot import take_snapshot
+from composer_sampling._proofs._construction import folded_counts, kept_by_batching
+from composer_sampling._proofs._construction_guard import GuardError, guard_first_indices, guard_positions
+from composer_sampling._proofs._rank_shape import RankShape, read_shape
+from composer_sampling._proofs.plan import ConstructionError, PlanReport
 from composer_sampling.permutation import Permutation
 from composer_sampling.positions import samples_per_rank
 from composer_sampling.recipes.cli import main
@@ -139,8 +139,9 @@ REORDERING = {
     'batch shuffle on top': (lambda r, w: DistributedBatchAdapter(BatchShuffleSampler(BatchSampler(_ours(r, w), 4,
                                                                                                    False))),
                              "rank 0's graph has BatchShuffleSampler, which may reorder"),
-    'a BatchSampler subclass in the middle': (
-        lambda r, w: NestedBatchSampler(type('MyBatches', (BatchSampler,), {})(_ours(r, w), 4, False), 2),
+    'a BatchSampler subclass with an __iter__ of its own in the middle': (
+        lambda r, w: NestedBatchSampler(type('MyBatches', (BatchSampler,), {
+            '__iter__': lambda self: BatchSampler.__iter__(self)})(_ours(r, w), 4, False), 2),
         "rank 0's graph has MyBatches, which may reorder"),
     "torch's DistributedSampler at the bottom": (
         lambda r, w: BatchSampler(DistributedSampler(range(200), w, r, seed=1), 4, False),

@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from composer_sampling._counting import RankOverlap, SaturatingCounts, group_bits, popcount
-from composer_sampling._coverage import EpochAccounting, count_coverage, epoch_coverage, stream_coverage
+from composer_sampling._proofs.counting import RankOverlap, SaturatingCounts, group_bits, popcount
+from composer_sampling._proofs.coverage import EpochAccounting, count_coverage, epoch_coverage, stream_coverage
 
 SIZES = st.integers(min_value=1, max_value=70)
 

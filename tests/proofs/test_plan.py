@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from composer_sampling._coverage import EpochAccounting
-from composer_sampling._coverage import epoch_coverage as _coverage
+from composer_sampling._proofs.coverage import EpochAccounting
+from composer_sampling._proofs.coverage import epoch_coverage as _coverage
 from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.dry_run import plan_recipe
 from composer_sampling.recipes.schema import load_recipe
@@ -116,7 +116,7 @@ def test_a_rank_that_would_train_nothing_fails_the_plan(drop_last: bool) -> None
     from torch.utils.data import DataLoader
 
     from composer_sampling import ResumableDistributedSampler
-    from composer_sampling._coverage import epoch_accounting
+    from composer_sampling._proofs.coverage import epoch_accounting
 
     samplers = [ResumableDistributedSampler(3, 8, rank, drop_last=drop_last) for rank in range(8)]
     accounting = epoch_accounting(DataLoader(range(3), batch_size=1, sampler=samplers[0]), 8)

@@ -40,7 +40,7 @@ def test_plan_maps_every_rank_in_one_call_as_iteration_would(n: int, world: int,
 
     from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-    from composer_sampling._plan import epoch_indices
+    from composer_sampling._proofs.plan import epoch_indices
 
     def loader(rank: int) -> DataLoader:
         sampler = ResumableDistributedSampler(n, world, rank, seed=seed, drop_last=drop_last)

@@ -9,8 +9,9 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler
 
 from composer_sampling import ResumableDistributedSampler, SubEpochDistributedSampler
-from composer_sampling._graph import keeps_child_order, set_epoch_everywhere, sharding_nodes, supports_start_offset
-from composer_sampling._seeding import seeded_nodes
+from composer_sampling._graph.grouping import keeps_child_order
+from composer_sampling._graph.seeding import seeded_nodes
+from composer_sampling._graph.walk import set_epoch_everywhere, sharding_nodes, supports_start_offset
 from composer_sampling.protocols import (
     EpochAware,
     EpochUsage,

@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
-from composer_sampling._graph import iter_samplers
+from composer_sampling._graph.walk import iter_samplers
 from composer_sampling.permutation import derive_seed
 from composer_sampling.protocols import is_seed_forwarding, is_seeded
 

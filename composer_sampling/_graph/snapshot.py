@@ -1,11 +1,11 @@
 """One walk of a DataLoader's graph, recorded: what seeding, epochs, resume, plan, summary and ledger ask.
 
-:func:`take_snapshot` walks the sampler graph once (:func:`~composer_sampling._graph.walk`,
+:func:`take_snapshot` walks the sampler graph once (:func:`~composer_sampling._graph.walk.walk`,
 from the DataLoader, so a DataLoader's unused ``sampler`` is seen too) and the
-dataset's wrappers once (:func:`~composer_sampling._per_sample_rng.iter_datasets`),
+dataset's wrappers once (:func:`~composer_sampling.per_sample_rng.iter_datasets`),
 and records every node with its path, its capabilities
 (:func:`~composer_sampling.protocols.capabilities`) and whether the active root
-(:func:`~composer_sampling._graph.active_root`) draws through it. A fit start takes
+(:func:`~composer_sampling._graph.walk.active_root`) draws through it. A fit start takes
 one snapshot and every question is answered from it: which nodes to seed, to give
 the epoch, to compare order signatures of, to place at an offset, to count.
 
@@ -31,11 +31,12 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
-import composer_sampling._graph as sampler_graph
-from composer_sampling._graph import Visit, active_root, device_batch, keeps_child_order
-from composer_sampling._per_sample_rng import PerSampleRNG, iter_datasets
-from composer_sampling._seeding import draws_from_generator, is_streaming_dataset
-from composer_sampling._signatures import order_signature
+import composer_sampling._graph.walk as sampler_graph
+from composer_sampling._graph.grouping import keeps_child_order
+from composer_sampling._graph.seeding import draws_from_generator, is_streaming_dataset
+from composer_sampling._graph.signatures import order_signature
+from composer_sampling._graph.walk import Visit, active_root, device_batch
+from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.protocols import (
     EpochAware,
     Seeded,
@@ -145,7 +146,7 @@ class GraphSnapshot:
         return path
 
     def device_batch(self) -> int | None:
-        """Samples per batch the loader yields (:func:`~composer_sampling._graph.device_batch`)."""
+        """Samples per batch the loader yields (:func:`~composer_sampling._graph.walk.device_batch`)."""
         return device_batch(self.loader, self.active) if isinstance(self.loader, DataLoader) else None
 
     def per_sample_rngs(self) -> list[PerSampleRNG]:

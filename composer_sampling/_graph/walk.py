@@ -20,21 +20,20 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
+from torch.utils.data import DataLoader, IterableDataset, Sampler
 
+from composer_sampling._graph.grouping import grouping
 from composer_sampling._validate import is_integer, replication_problem
-from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded
+from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_sharded
 
 __all__ = [
     'Visit',
     'active_root',
-    'batches_as_torch',
     'describe',
     'device_batch',
     'is_map_style',
     'is_sampler_like',
     'iter_samplers',
-    'keeps_child_order',
     'labelled_children',
     'render_tree',
     'replication_layout',
@@ -115,7 +114,7 @@ def walk(obj: Any) -> Iterator[Visit]:
     them the walk descends only into sampler-like nodes (:func:`is_sampler_like`).
     Cycles are followed once; a graph deeper than :data:`MAX_DEPTH` is an error.
     Everything that needs the graph goes through here (:func:`iter_samplers`,
-    :class:`~composer_sampling._snapshot.GraphSnapshot`).
+    :class:`~composer_sampling._graph.snapshot.GraphSnapshot`).
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -195,9 +194,11 @@ def active_root(dataloader: DataLoader) -> Any:
 def device_batch(loader: DataLoader, nodes: Sequence[Any] | None = None) -> int | None:
     """Samples per batch the loader yields, as far as the loader or its sampler graph says; None if nothing does.
 
-    The loader's ``batch_size``, else the first ``batch_size`` in the graph, times the
-    ``num_batches`` of every batch-of-batches above it. ``nodes`` is the active graph
-    when the caller has it (a snapshot's), else it is walked here.
+    The loader's ``batch_size``, else, down the graph, the size of the first grouping
+    of single indices (:func:`~composer_sampling._graph.grouping.grouping`) or the
+    first ``batch_size`` a node of yours names, times the size of every grouping of
+    batches above it (or the ``num_batches`` a node of yours names). ``nodes`` is the
+    active graph when the caller has it (a snapshot's), else it is walked here.
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -208,6 +209,12 @@ def device_batch(loader: DataLoader, nodes: Sequence[Any] | None = None) -> int 
         return loader.batch_size
     factor = 1
     for node in iter_samplers(active_root(loader)) if nodes is None else nodes:
+        group = grouping(node)
+        if group is not None:
+            if group.attribute == 'sampler':
+                return group.size * factor
+            factor *= group.size
+            continue
         size = getattr(node, 'batch_size', None)
         if is_integer(size):
             return int(size) * factor
@@ -312,35 +319,6 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
             'or composer_sampling._distribute(dataloader) for a custom batch sampler'
         )
     return None
-
-
-def batches_as_torch(node: Any) -> bool:
-    """Whether ``node`` batches its ``sampler`` with torch's own ``BatchSampler.__iter__``.
-
-    Torch's ``BatchSampler`` does, and so does a subclass that keeps its ``__iter__``
-    (one that only adds constructor arguments or attributes): that method groups
-    ``node.sampler`` in order by ``node.batch_size`` and ``node.drop_last``, whatever
-    the class. A subclass with an ``__iter__`` of its own may do anything.
-
-    Example:
-        >>> from torch.utils.data import SequentialSampler
-        >>> class Named(BatchSampler): pass
-        >>> class Tuples(BatchSampler):
-        ...     def __iter__(self): return (tuple(batch) for batch in super().__iter__())
-        >>> [batches_as_torch(kind(SequentialSampler(range(4)), 2, False)) for kind in (BatchSampler, Named, Tuples)]
-        [True, True, False]
-    """
-    return isinstance(node, BatchSampler) and getattr(type(node), '__iter__', None) is BatchSampler.__iter__
-
-
-def keeps_child_order(node: Any) -> bool:
-    """Whether ``node`` only groups or forwards, in order, the indices of the nodes below it.
-
-    Torch's ``BatchSampler`` does, and any subclass that keeps its ``__iter__``
-    (:func:`batches_as_torch`); any class may say so with a class attribute
-    ``keeps_child_order = True`` (:class:`~composer_sampling.protocols.OrderPreserving`).
-    """
-    return batches_as_torch(node) or is_order_preserving(node)
 
 
 def supports_start_offset(node: Any) -> bool:

@@ -4,9 +4,9 @@ No training, no process group and no sample is read: each rank's loader is built
 with its own ``num_replicas``/``rank`` and its sampler graph gets the epoch as
 :class:`~composer_sampling.SamplerSync` would set it. Where every rank's order is
 ours (:func:`choose_proof`), coverage follows from the samplers' parameters
-(:mod:`composer_sampling._construction`, guarded by
-:mod:`composer_sampling._construction_guard`); else the indices each rank would
-yield are computed and counted (:mod:`composer_sampling._coverage`).
+(:mod:`composer_sampling._proofs._construction`, guarded by
+:mod:`composer_sampling._proofs._construction_guard`); else the indices each rank would
+yield are computed and counted (:mod:`composer_sampling._proofs.coverage`).
 ``composer-sampling plan`` runs the same check on a recipe
 (:func:`composer_sampling.recipes.dry_run.plan_recipe`).
 
@@ -28,12 +28,18 @@ from typing import Any
 import numpy as np
 from torch.utils.data import BatchSampler, DataLoader
 
-from composer_sampling._construction import constructed_coverage
-from composer_sampling._construction_guard import GuardError, guard_first_indices, guard_positions
-from composer_sampling._coverage import EpochAccounting, EpochCoverage, epoch_accounting, stream_coverage, verdict
-from composer_sampling._graph import is_map_style, render_tree, sharding_problem
-from composer_sampling._rank_shape import RankShape, read_shape
-from composer_sampling._snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.walk import is_map_style, render_tree, sharding_problem
+from composer_sampling._proofs._construction import constructed_coverage
+from composer_sampling._proofs._construction_guard import GuardError, guard_first_indices, guard_positions
+from composer_sampling._proofs._rank_shape import RankShape, read_shape
+from composer_sampling._proofs.coverage import (
+    EpochAccounting,
+    EpochCoverage,
+    epoch_accounting,
+    stream_coverage,
+    verdict,
+)
 from composer_sampling._validate import replication_problem, valid_int
 from composer_sampling.batching import BatchSizes
 from composer_sampling.permutation import MAX_DATA_SEED
@@ -83,7 +89,7 @@ class PlanReport:
 
     @property
     def verdict(self) -> str | None:
-        """The line ``plan`` prints when every guarantee holds (:func:`~composer_sampling._coverage.verdict`)."""
+        """The line ``plan`` prints when every guarantee holds (:func:`~composer_sampling._proofs.coverage.verdict`)."""
         if not self.ok:
             return None
         return verdict(self.accounting, self.epochs, self.plan.data_parallel, self.sub_epochs)
@@ -311,11 +317,11 @@ def _check_proof(proof: str) -> None:
 
 def choose_proof(rank_graphs: list[GraphSnapshot], replication: int, dataset_len: int,
                  proof: str = 'auto') -> list[RankShape] | str:
-    """Every rank's :class:`~composer_sampling._rank_shape.RankShape` when the proof by construction applies, else
+    """Every rank's :class:`~composer_sampling._proofs._rank_shape.RankShape` when the construction applies, else
     why the plan counts (``rank 0's graph has BatchShuffleSampler, which may reorder``).
 
     It applies when every rank's graph is our sampler under order-keeping layers only
-    (:func:`~composer_sampling._rank_shape.read_shape`), the parameters that fix the
+    (:func:`~composer_sampling._proofs._rank_shape.read_shape`), the parameters that fix the
     order are equal on every rank, the samplers' ranks are ``0 .. W/R - 1`` (each on
     one group of ``replication`` ranks), the dataset length is the accounting's and no
     pass starts at an offset. Each graph is set to epoch 0 here, as the plan's first

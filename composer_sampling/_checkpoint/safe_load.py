@@ -40,7 +40,7 @@ import torch
 import torch.serialization
 from torch.torch_version import TorchVersion
 
-from composer_sampling._import_names import import_name, split_import_name
+from composer_sampling._checkpoint.import_names import import_name, split_import_name
 
 __all__ = [
     'CheckpointError',
@@ -50,6 +50,7 @@ __all__ = [
     'composer_load_path',
     'composer_object_name',
     'composer_safe_globals',
+    'download_scheme',
     'downloaded_checked_copy',
     'load_checked_checkpoint',
     'resolve_safe_global',
@@ -117,7 +118,7 @@ def resolve_safe_global(spec: str, allowed: Sequence[str] | None = None) -> list
     The entry is registered under ``module.Name`` and under the object's own
     ``__module__.__qualname__`` (the name a pickle of it carries), if they differ.
     With ``allowed`` packages, the walk to ``Name`` stays inside them
-    (:func:`~composer_sampling._import_names.import_name` raises ``OutsideAllowedError``).
+    (:func:`~composer_sampling._checkpoint.import_names.import_name` raises ``OutsideAllowedError``).
 
     Example:
         >>> resolve_safe_global('collections:Counter')
@@ -171,7 +172,7 @@ def composer_load_path(load_path: str, run_name: str | None = None) -> str:
     """
     if not load_path.strip():
         raise CheckpointError(f'{load_path!r} is empty: it names no checkpoint')
-    if uri_scheme(load_path) is not None:
+    if download_scheme(load_path) is not None:
         return load_path
     path = _with_run_name(_uri_path(load_path), run_name, load_path)
     if _is_archive(path):
@@ -181,7 +182,7 @@ def composer_load_path(load_path: str, run_name: str | None = None) -> str:
         path = path.format(**RANK_ZERO)
     except (KeyError, IndexError, ValueError, TypeError, AttributeError) as error:
         raise _unformattable(load_path, error) from None
-    if uri_scheme(path) is not None:
+    if download_scheme(path) is not None:
         return path
     return _uri_path(path)
 
@@ -295,7 +296,7 @@ def composer_handoff(path: str) -> str:
         read = composer_load_path(handed, run_name='')
     except CheckpointError as error:
         read = f'nothing it can check ({error})'
-    if uri_scheme(handed) is not None:
+    if download_scheme(handed) is not None:
         read = f'the URI {handed}'
     if read != path:
         raise CheckpointError(f'{path} cannot be given to Composer as it is: Composer would read {read} instead; '
@@ -303,11 +304,16 @@ def composer_handoff(path: str) -> str:
     return handed
 
 
-def uri_scheme(path: str) -> str | None:
+def download_scheme(path: str) -> str | None:
     """The scheme of ``path`` if it is a URI Composer would download (``s3``, ``https``...), else ``None``.
 
+    Composer's own test (``urlparse``), which decides where Composer reads a
+    checkpoint; :func:`composer_sampling.ledger_format.uri_scheme` answers another
+    question, whether a ledger location is an object store (a Path-collapsed
+    ``s3:/`` is, a Windows drive is not).
+
     Example:
-        >>> uri_scheme('s3://bucket/ep1.pt'), uri_scheme('checkpoints/ep1.pt')
+        >>> download_scheme('s3://bucket/ep1.pt'), download_scheme('checkpoints/ep1.pt')
         ('s3', None)
     """
     scheme = urlparse(path).scheme
@@ -346,7 +352,7 @@ def _local_file(path: str) -> Path:
     if not path.strip():
         raise CheckpointError(f'{path!r} is empty: it names no checkpoint')
     file = Path(path)
-    scheme = uri_scheme(path)
+    scheme = download_scheme(path)
     unchecked = None
     if scheme is not None:
         unchecked = (f'is a URI ({scheme}://) that Composer would download and unpickle unchecked; download it first '
@@ -407,7 +413,7 @@ def check_checkpoint(path: str | os.PathLike[str], extra_safe_globals: Iterable[
         >>> check_checkpoint(path)
         Traceback (most recent call last):
         ...
-        composer_sampling._checkpoint_check.CheckpointError: ... needs builtins.frozenset, ...
+        composer_sampling._checkpoint.safe_load.CheckpointError: ... needs builtins.frozenset, ...
     """
     load_checked_checkpoint(path, extra_safe_globals)
     return composer_handoff(os.fspath(path))

@@ -11,8 +11,8 @@ construction gives that rank. A mismatch is a bug in composer-sampling and raise
 Example:
     >>> from torch.utils.data import DataLoader
     >>> from composer_sampling import ResumableDistributedSampler
-    >>> from composer_sampling._rank_shape import read_shape
-    >>> from composer_sampling._snapshot import take_snapshot
+    >>> from composer_sampling._proofs._rank_shape import read_shape
+    >>> from composer_sampling._graph.snapshot import take_snapshot
     >>> sampler = ResumableDistributedSampler(10**12, num_replicas=8, rank=3)
     >>> graph = take_snapshot(DataLoader(range(10**12), batch_size=4, sampler=sampler))
     >>> shape = read_shape(graph)
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from composer_sampling._rank_shape import RankShape
-from composer_sampling._snapshot import GraphSnapshot
+from composer_sampling._graph.snapshot import GraphSnapshot
+from composer_sampling._proofs._rank_shape import RankShape
 from composer_sampling.permutation import Permutation, derive_seed
 from composer_sampling.positions import IndexArray, global_indices, rank_positions, samples_per_rank
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
@@ -59,7 +59,7 @@ def guard_positions(shape: RankShape, data_epoch: int, samples: int = GUARD_POSI
 
     Example:
         >>> from composer_sampling import SubEpochDistributedSampler
-        >>> from composer_sampling._rank_shape import RankShape
+        >>> from composer_sampling._proofs._rank_shape import RankShape
         >>> shape = RankShape(SubEpochDistributedSampler(1000, 3, num_replicas=4, rank=0), (), ('SubEpoch',))
         >>> guard_positions(shape, data_epoch=0, samples=100)
         100

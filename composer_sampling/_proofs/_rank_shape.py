@@ -2,18 +2,20 @@
 
 A graph qualifies when its active nodes form one chain from the loader's root
 down to one of our samplers (:data:`OUR_SAMPLERS`, exactly those classes), and every
-node above it only groups or passes on, in order, what is below it: torch's own
-``BatchSampler``, :class:`~composer_sampling.samplers.NestedBatchSampler`,
-:class:`~composer_sampling.samplers.DistributedBatchAdapter` and an
-:class:`~composer_sampling._index_tap.IndexTap` without a pending window. Anything
-else (a custom batch sampler, torch's ``RandomSampler`` or ``DistributedSampler``,
-a subclass of any of ours) may reorder, drop or repeat, and :func:`read_shape` names
-it instead; ``plan`` then counts that graph.
+node above it only groups or passes on, in order, what is below it: a grouping
+(:func:`~composer_sampling._graph.grouping.grouping`: torch's ``BatchSampler``,
+:class:`~composer_sampling.samplers.NestedBatchSampler`,
+:class:`~composer_sampling.samplers.DistributedBatchAdapter`, or a subclass that
+keeps their ``__iter__``) and an :class:`~composer_sampling._graph.index_tap.IndexTap`
+without a pending window. Anything else (a custom batch sampler, torch's
+``RandomSampler`` or ``DistributedSampler``, a subclass of our samplers, a subclass
+of a grouping with an ``__iter__`` of its own) may reorder, drop or repeat, and
+:func:`read_shape` names it instead; ``plan`` then counts that graph.
 
 Example:
     >>> from torch.utils.data import DataLoader
     >>> from composer_sampling import ResumableDistributedSampler
-    >>> from composer_sampling._snapshot import take_snapshot
+    >>> from composer_sampling._graph.snapshot import take_snapshot
     >>> loader = DataLoader(range(10), batch_size=3, drop_last=True, sampler=ResumableDistributedSampler(10, 2, 1))
     >>> shape = read_shape(take_snapshot(loader))
     >>> shape.describe(), shape.layers, shape.interval(0)
@@ -25,27 +27,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader
+from torch.utils.data import DataLoader
 
-from composer_sampling._construction import kept_by_batching, mixture_window, rank_window
-from composer_sampling._graph import labelled_children
-from composer_sampling._index_tap import IndexTap
-from composer_sampling._snapshot import GraphSnapshot
-from composer_sampling.protocols import is_torch_own
-from composer_sampling.samplers._base import OrderedSampler
-from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter, StatefulDistributedBatchAdapter
+from composer_sampling._graph.grouping import grouping
+from composer_sampling._graph.index_tap import IndexTap
+from composer_sampling._graph.snapshot import GraphSnapshot
+from composer_sampling._graph.walk import labelled_children
+from composer_sampling._proofs._construction import kept_by_batching, mixture_window, rank_window
 from composer_sampling.samplers.mixture import MixtureDistributedSampler
-from composer_sampling.samplers.nested import NestedBatchSampler, StatefulNestedBatchSampler
 from composer_sampling.samplers.resumable import ResumableDistributedSampler
 from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
 __all__ = ['OUR_SAMPLERS', 'RankShape', 'read_shape']
 
 #: The index samplers whose order the construction knows (exactly these classes, not subclasses).
-OUR_SAMPLERS: tuple[type[OrderedSampler], ...] = (
+OurSampler = ResumableDistributedSampler | SubEpochDistributedSampler | MixtureDistributedSampler
+OUR_SAMPLERS: tuple[type[OurSampler], ...] = (
     ResumableDistributedSampler, SubEpochDistributedSampler, MixtureDistributedSampler)
-_JOINING = (NestedBatchSampler, StatefulNestedBatchSampler)
-_PRESENTING = (DistributedBatchAdapter, StatefulDistributedBatchAdapter)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,11 +53,11 @@ class RankShape:
     Attributes:
         sampler: the index sampler at the bottom, one of :data:`OUR_SAMPLERS`.
         layers: ``(group, drop_last)`` of each batching layer above it, innermost
-            first (:func:`~composer_sampling._construction.kept_by_batching`).
+            first (:func:`~composer_sampling._proofs._construction.kept_by_batching`).
         names: the class names of the chain, the sampler first.
     """
 
-    sampler: OrderedSampler
+    sampler: OurSampler
     layers: tuple[tuple[int, bool], ...]
     names: tuple[str, ...]
 
@@ -110,7 +108,7 @@ def read_shape(graph: GraphSnapshot) -> RankShape | str:
 
     Example:
         >>> from torch.utils.data import DataLoader, RandomSampler
-        >>> from composer_sampling._snapshot import take_snapshot
+        >>> from composer_sampling._graph.snapshot import take_snapshot
         >>> read_shape(take_snapshot(DataLoader(range(4), batch_size=2, sampler=RandomSampler(range(4)))))
         'RandomSampler, which may reorder'
     """
@@ -142,14 +140,13 @@ def _step(node: Any, batches: bool) -> tuple[Any, bool, tuple[int, bool] | None]
     name = type(node).__name__
     level = 'batches' if batches else 'single indices'
     children = labelled_children(node)
-    if is_torch_own(node, BatchSampler) or type(node) in _JOINING or type(node) in _PRESENTING:
+    group = grouping(node)
+    if group is not None:
         if not batches:
             return f'{name} where {level} are expected'
-        attribute = 'sampler' if is_torch_own(node, BatchSampler) else 'batch_sampler'
-        if is_torch_own(node, BatchSampler):
-            layer: tuple[int, bool] | None = (node.batch_size, node.drop_last)
-        else:
-            layer = (node.num_batches, node.drop_last) if type(node) in _JOINING else None
+        attribute = group.attribute
+        passes_on = (group.size, group.keep_partial) == (1, True)  # each batch as it is: nothing to count
+        layer: tuple[int, bool] | None = None if passes_on else (group.size, not group.keep_partial)
     elif type(node) is IndexTap:
         if node.window != (0, None):
             skip, limit = node.window
@@ -159,4 +156,5 @@ def _step(node: Any, batches: bool) -> tuple[Any, bool, tuple[int, bool] | None]
         return f'{name}, which may reorder'
     if [label for label, _ in children] != [attribute]:
         return f'{name} with samplers beside {attribute}'
-    return children[0][1], batches and not is_torch_own(node, BatchSampler), layer
+    below_batches = batches if group is None else group.attribute == 'batch_sampler'  # a tap passes on what it reads
+    return children[0][1], below_batches, layer

@@ -1,7 +1,7 @@
 """The run summary rank 0 prints before training: batch math, epoch accounting, seed, sampler graph.
 
-The numbers come from :mod:`composer_sampling._coverage` and from one snapshot of the
-graph (:mod:`composer_sampling._snapshot`); this module lays them out.
+The numbers come from :mod:`composer_sampling._proofs.coverage` and from one snapshot of the
+graph (:mod:`composer_sampling._graph.snapshot`); this module lays them out.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from composer_sampling._coverage import EpochAccounting, epoch_accounting
-from composer_sampling._graph import render_tree
-from composer_sampling._snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.walk import render_tree
+from composer_sampling._proofs.coverage import EpochAccounting, epoch_accounting
 from composer_sampling.batching import BatchSizes
 
 __all__ = ['render_rows', 'summarize', 'summary_rows']

@@ -14,8 +14,9 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
-from composer_sampling._graph import labelled_children
-from composer_sampling._index_tap import IndexTap
+from composer_sampling._graph.grouping import grouping
+from composer_sampling._graph.index_tap import IndexTap
+from composer_sampling._graph.walk import labelled_children
 from composer_sampling._validate import resolve_replicas, valid_int
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import is_torch_own
@@ -32,8 +33,8 @@ _LOADER_SETTINGS = (
 )
 
 
-def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: int | None = None,
-               seed: int = 0) -> DataLoader:
+def distribute(dataloader: DataLoader[Any], num_replicas: int | None = None, rank: int | None = None,
+               seed: int = 0) -> DataLoader[Any]:
     """A copy of ``dataloader`` whose innermost index sampler is a :class:`ResumableDistributedSampler`.
 
     The graph is followed from the DataLoader through every ``batch_sampler`` or
@@ -45,7 +46,9 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
     wrapper is stateful exactly when its new graph is), any other class as a shallow
     copy with the child attribute set; the input DataLoader is left untouched. A custom batch sampler on
     top is wrapped in :class:`~composer_sampling.samplers.DistributedBatchAdapter`,
-    so Composer's multi-rank check accepts the result. Dataset, workers, collate
+    so Composer's multi-rank check accepts the result; an adapter already in the graph
+    is left out (a subclass with an ``__iter__`` of its own is no adapter but a
+    sampler of yours, :func:`~composer_sampling._graph.grouping.grouping`). Dataset, workers, collate
     function, pin_memory and the other settings are kept.
 
     Args:
@@ -78,8 +81,8 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
     valid_int('seed', seed, 0, MAX_DATA_SEED)
 
     def replace(node: Any, depth: int) -> Any:
-        if isinstance(node, DistributedBatchAdapter):
-            return replace(node.batch_sampler, depth)
+        if isinstance(node, DistributedBatchAdapter) and grouping(node) is not None:
+            return replace(node.batch_sampler, depth)  # the new top gets an adapter of its own
         leaf = _distributed_leaf(node, dataloader.dataset, num_replicas, rank, seed)
         if leaf is not None:
             return leaf
@@ -101,7 +104,7 @@ def distribute(dataloader: DataLoader, num_replicas: int | None = None, rank: in
                           sampler=replace(dataloader.sampler, 1))
 
 
-def rebuild_loader(dataloader: DataLoader, dataset: Any = None, **samplers: Any) -> DataLoader:
+def rebuild_loader(dataloader: DataLoader[Any], dataset: Any = None, **samplers: Any) -> DataLoader[Any]:
     """A new ``DataLoader`` with the same settings (workers, collate, ...), new samplers, and the same dataset
     unless ``dataset`` replaces it.
 

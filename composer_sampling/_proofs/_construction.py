@@ -9,8 +9,8 @@ a prefix of it. So each trainer epoch of a data epoch trains the positions
 ``[first, first + kept * W)`` (``kept`` indices on every rank), and how often each
 sample is trained follows from those intervals folded modulo ``N``: in O(number of
 trainer epochs), for any ``N`` up to ``2**62``. :func:`constructed_coverage` turns
-them into the same :class:`~composer_sampling._coverage.EpochCoverage` the counted
-proof (:func:`~composer_sampling._coverage.stream_coverage`) gives, judged by the
+them into the same :class:`~composer_sampling._proofs.coverage.EpochCoverage` the counted
+proof (:func:`~composer_sampling._proofs.coverage.stream_coverage`) gives, judged by the
 same function.
 
 Example: 10 samples on 4 ranks, padded to 12 positions.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from composer_sampling._coverage import EpochAccounting, EpochCoverage, judged_coverage, saturated_coverage
+from composer_sampling._proofs.coverage import EpochAccounting, EpochCoverage, judged_coverage, saturated_coverage
 from composer_sampling.positions import samples_per_rank, split_window
 
 __all__ = ['constructed_coverage', 'folded_counts', 'kept_by_batching', 'mixture_window', 'rank_window']

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DataLoader
 
-from composer_sampling._counting import RankOverlap, SaturatingCounts
-from composer_sampling._graph import active_root, sharding_nodes
+from composer_sampling._graph.walk import active_root, sharding_nodes
+from composer_sampling._proofs.counting import RankOverlap, SaturatingCounts
 from composer_sampling._validate import first_outside
 from composer_sampling.protocols import EpochUsage, supports
 
@@ -199,7 +199,7 @@ def stream_coverage(epoch: int, ranks: Iterable[Iterable[np.ndarray]], accountin
     """:func:`epoch_coverage` over each rank's indices given as chunks, in ``dataset_len / 2`` bytes and a chunk.
 
     Samples are counted 0, 1 or 2+ times, and by how many ranks, in
-    :class:`~composer_sampling._counting.RankOverlap`; no array of a rank's or an
+    :class:`~composer_sampling._proofs.counting.RankOverlap`; no array of a rank's or an
     epoch's indices is built.
 
     Example:
