@@ -21,12 +21,12 @@ from composer_sampling._checkpoint_envelope import VersionPolicy, read_state, wr
 from composer_sampling._coverage import epoch_accounting
 from composer_sampling._graph import active_root, describe, is_map_style, replication_layout
 from composer_sampling._index_tap import IndexTap
+from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
+from composer_sampling._resume.top_tap import end_top_tap, top_tap
 from composer_sampling._seeding import is_streaming_dataset
 from composer_sampling._snapshot import GraphSnapshot
 from composer_sampling._validate import first_outside
-from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
-from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
 from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']

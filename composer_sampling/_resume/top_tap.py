@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 from composer_sampling._distribute import rebuild_loader
 from composer_sampling._graph import active_root
 from composer_sampling._index_tap import IndexTap, install_tap
-from composer_sampling._resume_plan import top_edge
+from composer_sampling._resume.grouping import top_edge
 
 __all__ = ['end_top_tap', 'top_tap']
 
