@@ -28,7 +28,7 @@ FLOORS = {
     'protocols': 2, 'batching': 2, 'per_sample_rng': 2, '_checkpoint': 2,
     'ledger_format': 3, '_graph': 3,
     'samplers': 4,
-    '_proofs': 5, '_resume_plan': 5,
+    '_proofs': 5, '_resume': 5,
     'audit': 6, 'callbacks': 6,
     'recipes': 7,
     'train': 8,

@@ -199,8 +199,10 @@ SYNC_FLAT = {
 
 
 def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
-    return (sync._checkpoint_seed, sync._checkpoint_replication, sync._checkpoint_layout.global_batch,
-            sync._checkpoint_layout.data_parallel_ranks, sync._epoch_seeds, sync._rng._loaded_batch)
+    loaded = sync._loaded
+    assert loaded is not None
+    return (loaded.data_seed, loaded.replication, loaded.layout.global_batch, loaded.layout.data_parallel_ranks,
+            loaded.epoch_seeds, sync._rng._loaded_batch)
 
 
 @pytest.mark.parametrize(
@@ -213,7 +215,7 @@ def test_every_sampler_sync_version_loads(version: int, expected: tuple[Any, ...
     sync.load_state_dict(SYNC_FLAT[version])
     assert _loaded(sync) == expected, 'version 2 counted a replication group R times: 32 // 2 distinct'
     if version == 1:
-        assert sync._checkpoint_signatures == SYNC_FLAT[1]['order_signatures']
+        assert sync._loaded is not None and sync._loaded.signatures == SYNC_FLAT[1]['order_signatures']
 
 
 def test_sampler_sync_writes_version_3_and_refuses_newer() -> None:

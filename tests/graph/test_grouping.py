@@ -13,7 +13,7 @@ from composer_sampling import DistributedBatchAdapter, NestedBatchSampler, Resum
 from composer_sampling._graph.grouping import Grouping, grouping, keeps_child_order
 from composer_sampling._graph.snapshot import take_snapshot
 from composer_sampling._proofs._rank_shape import read_shape
-from composer_sampling._resume_plan import top_edge
+from composer_sampling._resume.top_tap import top_edge
 from composer_sampling.samplers.nested import StatefulNestedBatchSampler
 
 DATA = range(24)

@@ -1,4 +1,4 @@
-"""How a fit continues an epoch, decided from the sampler graph alone (no Trainer): composer_sampling._resume_plan."""
+"""How a fit continues an epoch, decided from the sampler graph alone (no Trainer): composer_sampling._resume.decide."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, Sampler
 
 from composer_sampling import NestedBatchSampler, ResumableDistributedSampler
-from composer_sampling._resume_plan import Layout, Position, ResumeRefusedError, plan_resume, top_edge
+from composer_sampling._resume.decide import Layout, Position, ResumeRefusedError, continuation
+from composer_sampling._resume.top_tap import top_edge
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.samplers import DistributedBatchAdapter
 
@@ -19,38 +20,38 @@ def _torch(world: int = 2, rank: int = 0, batch: int = 4) -> DataLoader:
 
 def test_our_samplers_start_at_the_sample_offset_on_any_layout() -> None:
     loader = DataLoader(DATA, batch_size=4, sampler=ResumableDistributedSampler(DATA, 3, 1))
-    plan = plan_resume(loader, Position(2, 16), Layout(8, 2), Layout(12, 3))
-    assert (plan.kind, plan.offset, plan.limit) == ('offset', 16, None)
+    chosen = continuation(loader, Position(2, 16), Layout(8, 2), Layout(12, 3))
+    assert (chosen.kind, chosen.offset, chosen.limit) == ('offset', 16, None)
 
 
 def test_torchs_sampler_skips_this_ranks_share_of_the_trained_samples_on_another_layout() -> None:
-    plan = plan_resume(_torch(world=3, batch=2), Position(3, 24), Layout(8, 2), Layout(6, 3))
-    assert (plan.kind, plan.skip, plan.edge[1]) == ('window', 8, 'sampler')
+    chosen = continuation(_torch(world=3, batch=2), Position(3, 24), Layout(8, 2), Layout(6, 3))
+    assert (chosen.kind, chosen.skip, chosen.edge[1]) == ('window', 8, 'sampler')
 
 
 def test_a_layout_that_cannot_share_the_trained_samples_is_refused_with_advice_that_works() -> None:
     refusal = (r'the checkpoint stopped after 24 samples of this epoch, which 5 data-parallel ranks cannot share '
                r"evenly.*Resume with a data-parallel world size that divides 24, such as the checkpoint's 2")
     with pytest.raises(ResumeRefusedError, match=refusal):
-        plan_resume(_torch(world=5), Position(3, 24), Layout(8, 2), Layout(20, 5))
-    assert plan_resume(_torch(world=2), Position(3, 24), Layout(8, 2), Layout(8, 2)).skip == 12  # the advice
+        continuation(_torch(world=5), Position(3, 24), Layout(8, 2), Layout(20, 5))
+    assert continuation(_torch(world=2), Position(3, 24), Layout(8, 2), Layout(8, 2)).skip == 12  # the advice
 
 
 def test_a_batch_sampler_of_yours_skips_whole_batches_on_the_same_layout_only() -> None:
     custom = BatchShuffleSampler(BatchSampler(DistributedSampler(DATA, 2, 0), 4, False))
     loader = DataLoader(DATA, batch_sampler=DistributedBatchAdapter(custom))
-    plan = plan_resume(loader, Position(3, 24), Layout(8, 2), Layout(8, 2))
-    assert (plan.kind, plan.skip, plan.edge) == ('window', 3, None)
+    chosen = continuation(loader, Position(3, 24), Layout(8, 2), Layout(8, 2))
+    assert (chosen.kind, chosen.skip, chosen.edge) == ('window', 3, None)
     with pytest.raises(ResumeRefusedError, match=r'trained on 2 data-parallel ranks, this run has 4.*'
                                                  r'BatchShuffleSampler'):
-        plan_resume(loader, Position(3, 24), Layout(8, 2), Layout(16, 4))
+        continuation(loader, Position(3, 24), Layout(8, 2), Layout(16, 4))
 
 
 def test_composers_cut_of_an_epoch_becomes_the_windows_limit() -> None:
-    plan = plan_resume(_torch(), Position(3, 24, subset_batches=5), None, Layout(8, 2))
-    assert (plan.skip, plan.limit) == (12, 8)  # 2 batches of 4 left in the cut epoch
+    chosen = continuation(_torch(), Position(3, 24, subset_batches=5), None, Layout(8, 2))
+    assert (chosen.skip, chosen.limit) == (12, 8)  # 2 batches of 4 left in the cut epoch
     ours = DataLoader(DATA, batch_size=4, sampler=ResumableDistributedSampler(DATA, 2, 0))
-    assert plan_resume(ours, Position(3, 24, subset_batches=5), None, Layout(8, 2)).limit == 2
+    assert continuation(ours, Position(3, 24, subset_batches=5), None, Layout(8, 2)).limit == 2
 
 
 class _Counting(Sampler[int]):
@@ -62,10 +63,10 @@ class _Counting(Sampler[int]):
 
 
 def test_only_a_sampler_without_set_epoch_or_generator_keeps_the_spin() -> None:
-    assert plan_resume(DataLoader(DATA, batch_size=4, sampler=_Counting()), Position(3, 12), None,
+    assert continuation(DataLoader(DATA, batch_size=4, sampler=_Counting()), Position(3, 12), None,
                        Layout(4, 1)).kind == 'spin'
     shuffled = DataLoader(DATA, batch_size=4, sampler=RandomSampler(DATA))
-    assert plan_resume(shuffled, Position(3, 12), None, Layout(4, 1)).kind == 'window'
+    assert continuation(shuffled, Position(3, 12), None, Layout(4, 1)).kind == 'window'
 
 
 def test_the_top_tap_goes_below_the_top_or_over_a_batch_sampler_of_yours() -> None:

@@ -68,6 +68,18 @@ class CheckpointRNG:
 
     # events -------------------------------------------------------------------------------------------
 
+    def watch_savers(self, state: State, callback: object) -> None:
+        """At fit start: capture only where a checkpoint is saved; warn once if a saver runs before ``callback``."""
+        from composer.callbacks import CheckpointSaver
+
+        savers = [isinstance(other, CheckpointSaver) for other in state.callbacks]
+        self.capture_enabled = dist.get_world_size() == 1 or any(savers)
+        position = next(i for i, other in enumerate(state.callbacks) if other is callback)
+        if any(savers[:position]):
+            self._warn('saver', 'SamplerSync comes after a CheckpointSaver in callbacks, so the RNG state it saves '
+                                'is one event old and a resume cannot restore it; put SamplerSync before the '
+                                'CheckpointSaver')
+
     def checkpoint_event(self, state: State) -> None:
         """Gather every rank's RNG state (a collective: every rank runs the checkpoint events)."""
         if self.capture_enabled:

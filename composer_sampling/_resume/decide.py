@@ -1,8 +1,9 @@
 """How a fit that starts inside an epoch continues it without loading a trained sample again.
 
-:class:`~composer_sampling.SamplerSync` asks :func:`plan_resume` at fit start. The
-answer depends on what decides the order in the graph (the nodes that do not
-only group what is below them, :func:`order_deciding`):
+:class:`~composer_sampling.SamplerSync` asks :func:`continuation` at fit start and
+:mod:`~composer_sampling._resume.apply` carries the answer out. The answer depends on
+what decides the order in the graph (the nodes that do not only group what is below
+them, ``GraphSnapshot.deciding()``):
 
 * **offset**: every one of them is ours (``set_sample_in_epoch``): they start at
   the global sample count, on any world size and batch size.
@@ -27,8 +28,8 @@ Example:
     >>> data = range(40)
     >>> loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data, num_replicas=2, rank=0))
     >>> now = Layout(global_batch=8, data_parallel_ranks=2)
-    >>> plan = plan_resume(loader, Position(batches=3, samples=24), now, now)
-    >>> plan.kind, plan.skip
+    >>> chosen = continuation(loader, Position(batches=3, samples=24), now, now)
+    >>> chosen.kind, chosen.skip
     ('window', 12)
 """
 
@@ -42,15 +43,15 @@ from torch.utils.data import DataLoader, SequentialSampler
 from composer_sampling._graph.grouping import grouping
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
-from composer_sampling._graph.walk import active_root, describe
+from composer_sampling._graph.walk import describe
 from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
 
-__all__ = ['Layout', 'Position', 'ResumePlan', 'ResumeRefusedError', 'order_deciding', 'plan_resume', 'spin_blockers',
-           'top_edge']
+__all__ = ['Continuation', 'Layout', 'Position', 'ResumeRefusedError', 'continuation']
 
 
 class ResumeRefusedError(ValueError):
-    """A resume that cannot continue the epoch exactly; the message says what would."""
+    """A fit start that would repeat or skip samples (a resume that cannot continue the epoch exactly, a graph that
+    does not shard by rank); the message says what would work. SamplerSync raises it as its ``DataOrderError``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +72,13 @@ class Position:
 
 
 @dataclasses.dataclass
-class ResumePlan:
-    """What to do before the first batch. ``kind``: ``start``, ``offset``, ``window`` or ``spin``.
+class Continuation:
+    """The resume decision: how the fit continues its epoch. ``kind``: ``start``, ``offset``, ``window`` or ``spin``.
 
     A window (also an offset's cut by ``train_subset_num_batches``) goes on ``edge``,
     ``(parent, attribute)``, counted in that edge's items; with ``edge`` None it goes
-    on the top tap (:func:`top_edge`), counted in the DataLoader's batches.
+    on the top tap (:func:`~composer_sampling._resume.top_tap.top_edge`), counted in
+    the DataLoader's batches.
     """
 
     kind: str
@@ -87,26 +89,10 @@ class ResumePlan:
     reason: str = ''
 
 
-def order_deciding(root: Any) -> list[Any]:
-    """The nodes of the graph below ``root`` that decide the order (they do not only group what is below them)."""
-    return take_snapshot(root).deciding()
-
-
 def _orders_by_epoch(node: Any, generator_driven: set[int]) -> bool:
     """Whether ``node``'s pass is a function of its seed, epoch and the nodes below, however often it ran before."""
     return (supports(node, Offsettable) or supports(node, EpochAware) or id(node) in generator_driven
             or is_torch_own(node, SequentialSampler))
-
-
-def spin_blockers(root: Any) -> list[Any]:
-    """Deciding nodes whose order may depend on how many passes they made before: only Composer's spin replays it.
-
-    Example:
-        >>> from torch.utils.data import RandomSampler
-        >>> spin_blockers(RandomSampler(range(4)))  # SamplerSync gives it a generator per epoch
-        []
-    """
-    return _blockers(take_snapshot(root))
 
 
 def _blockers(graph: GraphSnapshot) -> list[Any]:
@@ -114,8 +100,8 @@ def _blockers(graph: GraphSnapshot) -> list[Any]:
     return [node for node in graph.deciding() if not _orders_by_epoch(node, generator_driven)]
 
 
-def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, now: Layout,
-                graph: GraphSnapshot | None = None) -> ResumePlan:
+def continuation(loader: DataLoader, position: Position, saved: Layout | None, now: Layout,
+                 graph: GraphSnapshot | None = None) -> Continuation:
     """How the fit continues its epoch from ``position``; raises :class:`ResumeRefusedError` when it cannot exactly.
 
     ``saved`` is the layout the checkpoint was trained with (None: unknown, taken as ``now``);
@@ -125,15 +111,15 @@ def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, no
     root = graph.root
     blockers = _blockers(graph)
     if blockers:
-        return ResumePlan('spin', reason=f'{describe(blockers[0])} has neither set_epoch nor a generator, so its '
-                                         'order may depend on the passes it made before')
+        return Continuation('spin', reason=f'{describe(blockers[0])} has neither set_epoch nor a generator, so its '
+                                           'order may depend on the passes it made before')
     if position.batches == 0:
-        return ResumePlan('start')
+        return Continuation('start')
     saved = saved or now
     deciding = graph.deciding()
     remaining = None if position.subset_batches is None else max(position.subset_batches - position.batches, 0)
     if deciding and all(supports(node, Offsettable) for node in deciding):
-        return ResumePlan('offset', offset=position.samples, limit=remaining)
+        return Continuation('offset', offset=position.samples, limit=remaining)
     sample_edge = _sample_edge(graph, deciding)
     if sample_edge is not None:
         parent, attribute, per_batch, index_sampler = sample_edge
@@ -148,8 +134,8 @@ def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, no
                 + (f', such as the checkpoint\'s {saved.data_parallel_ranks}' if saved.data_parallel_ranks else ''),
             )
         skip = position.samples // ranks
-        return ResumePlan('window', edge=(parent, attribute), skip=skip,
-                          limit=None if remaining is None else remaining * per_batch)
+        return Continuation('window', edge=(parent, attribute), skip=skip,
+                            limit=None if remaining is None else remaining * per_batch)
     top = deciding[0] if deciding else root
     if saved.data_parallel_ranks not in (None, now.data_parallel_ranks):
         raise ResumeRefusedError(_changed_ranks(top, saved, now))
@@ -162,7 +148,7 @@ def plan_resume(loader: DataLoader, position: Position, saved: Layout | None, no
                f'{now.data_parallel_ranks} data-parallel ranks)'
                if now.data_parallel_ranks and saved.global_batch % now.data_parallel_ranks == 0 else ''),
         )
-    return ResumePlan('window', skip=position.batches, limit=remaining)
+    return Continuation('window', skip=position.batches, limit=remaining)
 
 
 def _rank_independent(node: Any) -> bool:
@@ -210,23 +196,3 @@ def _sample_edge(graph: GraphSnapshot, deciding: list[Any]) -> tuple[Any, str, i
     for node, _, _ in path:
         per_batch *= _per_batch(node)
     return parent, attribute, per_batch, index_sampler
-
-
-def top_edge(loader: DataLoader) -> tuple[Any, str, int, bool]:
-    """Where a tap sees every batch the DataLoader reads: the edge below the top when the top is ours or torch's.
-
-    Returns ``(parent, attribute, items of that edge per batch, whether a last shorter group is a batch)``;
-    ``parent`` None means the top itself is a batch sampler of yours, which only a new DataLoader with the
-    tap as its batch sampler can see.
-
-    Example:
-        >>> loader = DataLoader(range(8), batch_size=4, drop_last=True)
-        >>> parent, attribute, group, keep_partial = top_edge(loader)
-        >>> type(parent).__name__, attribute, group, keep_partial
-        ('BatchSampler', 'sampler', 4, False)
-    """
-    top = active_root(loader)
-    group = grouping(top)
-    if group is None:
-        return None, 'batch_sampler', 1, True
-    return top, group.attribute, group.size, group.keep_partial

@@ -1,0 +1,122 @@
+"""SamplerSync's checkpoint state: its versions, the state written, and the loaded one as one checked value."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._graph.signatures import signature_difference
+from composer_sampling._resume.decide import Layout, ResumeRefusedError
+from composer_sampling._validate import valid_int
+from composer_sampling.permutation import MAX_DATA_SEED
+
+__all__ = ['SYNC_STATE', 'LoadedSync', 'sync_state']
+
+
+def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 or 2 payload in version 3's meaning: before 3, 'global_batch' counted every rank's samples."""
+    if version < 3 and payload.get('global_batch') is not None:
+        replication = valid_int('SamplerSync state replication', payload.get('replication', 1), minimum=1)
+        payload['global_batch'] = valid_int('SamplerSync state global_batch', payload['global_batch'], minimum=1) \
+            // replication
+    return payload
+
+
+# 3: 'global_batch' counts distinct samples a step (device batch x world size / replication); adds
+# 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added 'replication' and
+# 'global_batch'. Versions 1 and 2 load with defaults (version 1 states without 'version').
+SYNC_STATE = VersionPolicy(current=3, missing_version=1, upgrade=_upgrade)
+
+
+def sync_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, replication: int, layout: Layout,
+               epoch_seeds: dict[str, Any] | None, rng: dict[str, Any]) -> dict[str, Any]:
+    """The state SamplerSync saves, in the current version (``rng``: the RNG copy's keys).
+
+    Example:
+        >>> list(sync_state(7, None, 1, Layout(8, 2), None, {'rng': None, 'rng_batch': None}))[:3]
+        ['version', 'data_seed', 'order_signatures']
+    """
+    return write_state(SYNC_STATE.current, {
+        'data_seed': data_seed,
+        'order_signatures': signatures,
+        'replication': replication,
+        'global_batch': layout.global_batch,
+        'data_parallel_ranks': layout.data_parallel_ranks,
+        'epoch_seeds': epoch_seeds,
+        **rng,
+    })
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedSync:
+    """What the loaded checkpoint says about the data order: built and checked by :meth:`read` only.
+
+    Example:
+        >>> LoadedSync.read({'version': 3, 'data_seed': 11, 'replication': 2, 'global_batch': 16},
+        ...                 error=ValueError).layout
+        Layout(global_batch=16, data_parallel_ranks=None)
+    """
+
+    data_seed: int | None
+    signatures: list[dict[str, Any]] | None
+    replication: int
+    layout: Layout  # the global batch and data-parallel ranks it trained with (None: not recorded)
+    epoch_seeds: dict[str, Any] | None  # an epoch in flight that kept its samplers' own seeds (adoption)
+
+    @classmethod
+    def read(cls, state: dict[str, Any], error: type[Exception]) -> LoadedSync:
+        """Read a state of any version SamplerSync wrote (1 to 3); keys an older version lacks get defaults.
+
+        ``error`` is raised for a version this release cannot read; a value of the wrong
+        type or range raises ``TypeError`` or ``ValueError`` naming the key.
+        """
+        state = read_state(state, 'SamplerSync', SYNC_STATE, error=error)
+        seed = state.get('data_seed')
+        if seed is not None:
+            seed = valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
+        signatures = state.get('order_signatures')
+        if signatures is not None and (
+            not isinstance(signatures, list) or not all(isinstance(item, dict) for item in signatures)
+        ):
+            raise TypeError(
+                f'SamplerSync state order_signatures must be a list of dicts or None, got {signatures!r:.200}',
+            )
+        replication = valid_int('SamplerSync state replication', state.get('replication', 1), minimum=1)
+        global_batch = state.get('global_batch')
+        if global_batch is not None:
+            global_batch = valid_int('SamplerSync state global_batch', global_batch, minimum=1)
+        ranks = state.get('data_parallel_ranks')
+        if ranks is not None:
+            ranks = valid_int('SamplerSync state data_parallel_ranks', ranks, minimum=1)
+        epoch_seeds = state.get('epoch_seeds')
+        if epoch_seeds is not None and not (isinstance(epoch_seeds, dict) and 'epoch' in epoch_seeds):
+            raise TypeError(f'SamplerSync state epoch_seeds must be a dict with an epoch or None, got '
+                            f'{epoch_seeds!r:.200}')
+        return cls(seed, signatures, replication, Layout(global_batch, ranks), epoch_seeds)
+
+    def check_graph(self, current: list[dict[str, Any]]) -> None:
+        """Refuse a graph whose order signatures differ from the checkpoint's: the one resume check."""
+        saved = self.signatures
+        if not saved:
+            return
+        if len(saved) != len(current):
+            raise ResumeRefusedError(
+                f'SamplerSync: the checkpoint was written with samplers {saved}, the train dataloader now has '
+                f'{current}; resuming would skip or repeat samples. Resume with the same sampler graph',
+            )
+        for before, now in zip(saved, current, strict=True):
+            if before.get('sampler') != now.get('sampler'):
+                raise ResumeRefusedError(
+                    f'SamplerSync: the checkpoint was written with the sampler {before.get("sampler")}, the train '
+                    f'dataloader now has {now.get("sampler")}; resuming would skip or repeat samples. Resume with '
+                    f'{before.get("sampler")}',
+                )
+            difference = signature_difference(before, now)
+            if difference:
+                key, was, is_now = difference
+                raise ResumeRefusedError(
+                    f'SamplerSync: the checkpoint was written with {before.get("sampler")} {key}={was!r}, the '
+                    f'train dataloader now has {key}={is_now!r}; resuming would skip or repeat samples. Resume '
+                    'with the same dataset and sampler settings',
+                )

@@ -1,0 +1,62 @@
+"""SamplerSync only wires Composer's events: a short module, few attributes; deciding and applying live in _resume/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / 'composer_sampling'
+SAMPLER_SYNC = PACKAGE / 'callbacks' / 'sampler_sync.py'
+MAX_LINES = 250
+MAX_ATTRIBUTES = 8
+
+
+def _names(target: ast.expr) -> list[ast.expr]:
+    """The single targets of an assignment target, tuples and starred targets unpacked."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _names(element)]
+    return _names(target.value) if isinstance(target, ast.Starred) else [target]
+
+
+def instance_attributes(source: str, class_name: str) -> set[str]:
+    """The attributes the methods of ``class_name`` set on ``self`` (``self.x = ...``, ``self.x: T = ...``, tuples)."""
+    (cls,) = [node for node in ast.walk(ast.parse(source))
+              if isinstance(node, ast.ClassDef) and node.name == class_name]
+    found = set()
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
+            continue
+        this = method.args.args[0].arg
+        for node in ast.walk(method):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            for target in targets:
+                for item in _names(target):
+                    if isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name) and item.value.id == this:
+                        found.add(item.attr)
+    return found
+
+
+def test_the_scanner_sees_every_kind_of_assignment() -> None:
+    source = ('class A:\n'
+              '    def __init__(self):\n        self.a = 1\n        self.b: int = 2\n'
+              '    def m(me):\n        me.c, (me.d, *me.g) = 3, (4, 5)\n        me.a += 1\n        me.e.f = 5\n')
+    assert instance_attributes(source, 'A') == {'a', 'b', 'c', 'd', 'g'}
+
+
+def test_sampler_sync_is_under_250_lines() -> None:
+    lines = len(SAMPLER_SYNC.read_text().splitlines())
+    assert lines < MAX_LINES, f'sampler_sync.py has {lines} lines'
+
+
+def test_sampler_sync_has_at_most_eight_instance_attributes() -> None:
+    found = instance_attributes(SAMPLER_SYNC.read_text(), 'SamplerSync')
+    assert len(found) <= MAX_ATTRIBUTES, sorted(found)
+
+
+def test_sampler_sync_neither_decides_nor_applies_the_resume() -> None:
+    imported = {node.module for node in ast.walk(ast.parse(SAMPLER_SYNC.read_text()))
+                if isinstance(node, ast.ImportFrom) and node.module}
+    assert 'composer_sampling._index_tap' not in imported, 'taps are installed by _resume.apply'
+    assert 'composer_sampling._checkpoint_envelope' not in imported, 'the state is read by _resume.loaded'
+    assert 'composer_sampling._signatures' not in imported, 'signatures are compared by _resume.loaded'
