@@ -23,7 +23,7 @@ from typing import Any
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
 
 from composer_sampling._validate import is_integer, replication_problem
-from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_order_preserving, is_sharded
+from composer_sampling.protocols import is_order_preserving, is_sharded
 
 __all__ = [
     'Visit',
@@ -38,10 +38,8 @@ __all__ = [
     'labelled_children',
     'render_tree',
     'replication_layout',
-    'set_epoch_everywhere',
     'sharding_nodes',
     'sharding_problem',
-    'supports_start_offset',
     'walk',
 ]
 
@@ -161,21 +159,6 @@ def iter_samplers(obj: Any) -> Iterator[Any]:
         ['SequentialSampler']
     """
     return (visit.node for visit in walk(obj))
-
-
-def set_epoch_everywhere(obj: Any, epoch: int) -> None:
-    """Call ``set_epoch(epoch)`` on every node reachable from ``obj`` that has one.
-
-    Example:
-        >>> from torch.utils.data import BatchSampler, DistributedSampler
-        >>> inner = DistributedSampler(range(4), num_replicas=1, rank=0)
-        >>> set_epoch_everywhere(BatchSampler(inner, 2, False), 3)
-        >>> inner.epoch
-        3
-    """
-    for node in iter_samplers(obj):
-        if is_epoch_aware(node):
-            node.set_epoch(epoch)
 
 
 def active_root(dataloader: DataLoader) -> Any:
@@ -309,7 +292,7 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
         return (
             f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '
             'every rank would train on the same samples. Use ResumableDistributedSampler as the sampler, '
-            'or composer_sampling._distribute(dataloader) for a custom batch sampler'
+            'or composer_sampling.distribute(dataloader) for a custom batch sampler'
         )
     return None
 
@@ -341,11 +324,6 @@ def keeps_child_order(node: Any) -> bool:
     ``keeps_child_order = True`` (:class:`~composer_sampling.protocols.OrderPreserving`).
     """
     return batches_as_torch(node) or is_order_preserving(node)
-
-
-def supports_start_offset(node: Any) -> bool:
-    """Whether ``node`` can start an epoch at a global sample offset (``set_sample_in_epoch``)."""
-    return is_offsettable(node)
 
 
 def describe(node: Any) -> str:
