@@ -27,7 +27,7 @@ from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
 from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
-from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter, uri_scheme
+from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -131,7 +131,7 @@ class SampleLedger(Callback):
         self._spun = 0
         self._stream: list[np.ndarray] = []
         self._stream_epoch = -1
-        self._plans: dict[int, np.ndarray] = {}
+        self._schedules: dict[int, np.ndarray] = {}
         self._loader: Any = None
         self._graph: GraphSnapshot | None = None  # the train dataloader's graph at fit start
         self._remote: RemoteLedger | None = None  # where the file goes when the folder is a URI
@@ -211,9 +211,9 @@ class SampleLedger(Callback):
             assert self._path is not None, 'fit_start names the file'
             self._writer = LedgerWriter(self._path, self._header)
         epoch = int(state.timestamp.epoch)
-        plan = self._plans.pop(epoch, None)
-        if plan is not None:
-            self._writer.append(epoch, PLAN_BATCH, plan)
+        schedule = self._schedules.pop(epoch, None)
+        if schedule is not None:
+            self._writer.append(epoch, SCHEDULE_BATCH, schedule)
         self._writer.append(epoch, batch, indices)
         self._batch = batch
 
@@ -407,14 +407,14 @@ class SampleLedger(Callback):
         callback's ``FIT_START`` and ``EPOCH_START`` have run (``SamplerSync`` has set ``shuffle_seed``, in whatever
         order the callbacks come) and DataLoader workers have copied the dataset with that seed.
         """
-        from composer_sampling._stream_partition import epoch_plan, rank_batches
+        from composer_sampling._stream_partition import epoch_schedule, rank_batches
 
         loader = self._loader
         dataset = loader.dataset
         start, self._stream = rank_batches(dataset, epoch, loader.num_workers, loader.drop_last)
         self._stream_epoch = epoch
         if dist.get_global_rank() == 0 and start == 0:
-            self._plans[epoch] = epoch_plan(dataset, epoch, loader.num_workers)
+            self._schedules[epoch] = epoch_schedule(dataset, epoch, loader.num_workers)
 
     # header -------------------------------------------------------------------------------------------
 
