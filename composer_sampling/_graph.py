@@ -29,6 +29,7 @@ __all__ = [
     'Visit',
     'active_root',
     'batches_as_torch',
+    'deciding',
     'describe',
     'device_batch',
     'is_map_style',
@@ -314,6 +315,17 @@ def batches_as_torch(node: Any) -> bool:
         [True, True, False]
     """
     return isinstance(node, BatchSampler) and getattr(type(node), '__iter__', None) is BatchSampler.__iter__
+
+
+def deciding(obj: Any) -> list[Any]:
+    """The nodes reachable from ``obj`` that decide the order: those that do not only group or forward what is below.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, SequentialSampler
+        >>> [type(node).__name__ for node in deciding(BatchSampler(SequentialSampler(range(4)), 2, False))]
+        ['SequentialSampler']
+    """
+    return [node for node in iter_samplers(obj) if not keeps_child_order(node)]
 
 
 def keeps_child_order(node: Any) -> bool:
