@@ -21,7 +21,6 @@ from composer_sampling._checkpoint_envelope import VersionPolicy, read_state, wr
 from composer_sampling._coverage import epoch_accounting
 from composer_sampling._graph import active_root, describe, is_map_style, replication_layout
 from composer_sampling._index_tap import IndexTap
-from composer_sampling._seeding import is_streaming_dataset
 from composer_sampling._snapshot import GraphSnapshot
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
@@ -152,6 +151,7 @@ class SampleLedger(Callback):
 
     def fit_start(self, state: State, logger: Logger) -> None:
         self._saver = _saver_of(state)
+        covered = _saved_batch(self._saver)
         folder = self._ledger_folder(state)
         remote = RemoteLedger(folder) if uri_scheme(folder) is not None else None
         if remote is not None:
@@ -180,14 +180,15 @@ class SampleLedger(Callback):
         }
         self.close()
         self._dataset_len, self._told = None, collections.deque()
-        self._graph = fit_graph(state) if isinstance(loader, DataLoader) else None
-        self._source = self._choose_source(state, loader)
+        self._graph = graph = fit_graph(state) if isinstance(loader, DataLoader) else None
+        stream = None if graph is None or graph.map_style else graph.streaming_dataset()
+        self._source = self._choose_source(state, loader, stream)
         header['source'] = self._source
-        header.update(self._data_header(self._graph))
+        header.update(self._data_header(graph, stream))
         self._dataset_len = header.get('dataset_len')
         self._header = header
         self._remote = remote
-        self._schedule = UploadSchedule(covered=_saved_batch(self._saver))
+        self._schedule = UploadSchedule(covered=covered)
         self._sent = None
         local = staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
         self._path = local / f'{attempt}-rank{rank}.bin'
@@ -307,7 +308,11 @@ class SampleLedger(Callback):
 
     # where the indices come from ----------------------------------------------------------------------
 
-    def _choose_source(self, state: State, loader: Any) -> str:
+    def _choose_source(self, state: State, loader: Any, stream: Any) -> str:
+        """Where the indices come from: ``'sampler'`` (the tap), ``'batch'`` (``index_key``) or ``'stream'``.
+
+        ``stream`` is the loader's ``StreamingDataset``, if it has one.
+        """
         if not isinstance(loader, DataLoader):
             if self.index_key is None:
                 raise ValueError(f'SampleLedger cannot see the samples of a {type(loader).__name__}; pass '
@@ -330,7 +335,7 @@ class SampleLedger(Callback):
             return 'sampler' if self.index_key is None else 'batch'
         if self.index_key is not None:
             return 'batch'
-        if is_streaming_dataset(loader.dataset):
+        if stream is not None:
             from composer_sampling._stream_partition import SUPPORTED, supported_version
 
             if supported_version() is None:
@@ -418,15 +423,14 @@ class SampleLedger(Callback):
 
     # header -------------------------------------------------------------------------------------------
 
-    def _data_header(self, graph: GraphSnapshot | None) -> dict[str, Any]:
+    def _data_header(self, graph: GraphSnapshot | None, stream: Any) -> dict[str, Any]:
         """Dataset length (the global one), padding and drops, sub-epochs and replication, for the header."""
         if graph is None:
             return {}
         world, rank = dist.get_world_size(), dist.get_global_rank()
         if not graph.map_style:
-            dataset = graph.loader.dataset
-            if is_streaming_dataset(dataset):
-                return {'dataset_len': int(dataset.size), 'replication': int(dataset.replication or 1)}
+            if stream is not None:
+                return {'dataset_len': int(stream.size), 'replication': int(stream.replication or 1)}
             return {}
         replication = _replication_of(graph, world, rank)
         accounting = epoch_accounting(graph.loader, world // replication, sharding=graph.sharding())
