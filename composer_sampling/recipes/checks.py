@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
@@ -63,10 +63,10 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     if spec.recipe.seed > limit:
         raise RecipeError(f'seed={spec.recipe.seed} is too large for {world_size} ranks: Composer seeds rank r with '
                           f'seed + r, which must stay below 2**32; use a seed in [0, {limit}]')
-    for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms):
-        if training or part.field in DATA_FIELDS:
-            _check_builder(part)
-    builders = {part.field: builder_of(part) for part in spec.callbacks if part.entry is None} if training else {}
+    imported = {part.field: _check_builder(part)
+                for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms)
+                if training or part.field in DATA_FIELDS}
+    builders = {part.field: imported[part.field] for part in spec.callbacks if part.entry is None} if training else {}
     _check_one_ledger(spec, builders)
     fields = checkpoint_fields(spec, builders)
     copies = None
@@ -116,7 +116,8 @@ def recipe_batch_sizes(spec: RunSpec, world_size: int) -> BatchSizes:
 _MAPPED_KINDS = {'callbacks': 'callback', 'loggers': 'logger', 'algorithms': 'algorithm', 'schedulers': 'scheduler'}
 
 
-def _check_builder(part: PartSpec) -> None:
+def _check_builder(part: PartSpec) -> Callable[..., Any]:
+    """Import a part's builder and check its arguments (and the runner's keywords) against its signature."""
     builder = builder_of(part)
     runner = {name: None for name in RUNNER_KEYWORDS.get(part.field, ())}
     positional = 1 if part.field.endswith('collate_fn') else 0  # called with the list of samples
@@ -129,6 +130,7 @@ def _check_builder(part: PartSpec) -> None:
         check_arguments(builder, {**arguments, **runner}, f'the {kind}', positional)
     except RegistryError as error:
         raise RecipeError(f'{part.field}: {error}') from None
+    return builder
 
 
 def check_folders(spec: RunSpec) -> None:
