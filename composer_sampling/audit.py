@@ -85,7 +85,7 @@ class Attempt:
     started: float
     header: dict[str, Any]
     ranks: dict[int, LedgerScan]
-    plans: dict[int, tuple[LedgerScan, int]] = field(default_factory=dict)  # epoch -> its plan record
+    schedules: dict[int, tuple[LedgerScan, int]] = field(default_factory=dict)  # epoch -> its schedule record
 
     @property
     def root(self) -> int:
@@ -210,7 +210,7 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
             raise LedgerError(f'attempt {attempt.attempt} has two ledgers for rank {header["rank"]}; {path.name} '
                               'is the second')
         attempt.ranks[header['rank']] = scan
-        attempt.plans.update((int(scan.epochs[k]), (scan, int(k))) for k in np.flatnonzero(~scan.trained))
+        attempt.schedules.update((int(scan.epochs[k]), (scan, int(k))) for k in np.flatnonzero(~scan.trained))
         attempt.ended = max(attempt.ended, path.stat().st_mtime)
     for attempts in lineages.values():
         for attempt in attempts.values():
@@ -522,19 +522,19 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
     padded = max(attempt.header.get('padded', 0) for attempt in path)
     dropped = max(attempt.header.get('dropped', 0) for attempt in path)
     final_epoch = max(per_epoch, default=-1)
-    plans = {epoch: plan for attempt in path for epoch, plan in attempt.plans.items()}
+    schedules = {epoch: schedule for attempt in path for epoch, schedule in attempt.schedules.items()}
     read = {id(scan): np.zeros(scan.offsets.size, dtype=bool) for scan in scans}
     counts = None
-    if set(per_epoch) - set(plans):
+    if set(per_epoch) - set(schedules):
         _check_memory(report.dataset_len, path[-1])
         counts = SaturatingCounts(report.dataset_len)
     for epoch in sorted(per_epoch):
-        if epoch in plans:
+        if epoch in schedules:
             # counted exactly, in memory the size of the epoch: its samples may repeat any number of times by design
-            scan, record = plans[epoch]
-            plan = _gathered([(scan, np.array([record]))], read)
-            report.epochs.append(_against_plan(epoch, _gathered(per_epoch[epoch], read), plan, epoch == final_epoch,
-                                               path[-1]))
+            scan, record = schedules[epoch]
+            schedule = _gathered([(scan, np.array([record]))], read)
+            trained = _gathered(per_epoch[epoch], read)
+            report.epochs.append(_against_schedule(epoch, trained, schedule, epoch == final_epoch, path[-1]))
             continue
         assert counts is not None
         counts.planes.fill(0)
@@ -581,14 +581,15 @@ def _chunks(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarr
             read[id(scan)][records] = True
 
 
-def _against_plan(epoch: int, trained: np.ndarray, plan: np.ndarray, final: bool, last: Attempt) -> EpochAudit:
+def _against_schedule(epoch: int, trained: np.ndarray, schedule: np.ndarray, final: bool, last: Attempt) -> EpochAudit:
     """An epoch whose samples repeat or are left out by design: what was trained against what was meant to be.
 
-    ``repeated`` counts trainings beyond the plan's, ``missing`` samples the plan has and the run did not train.
+    ``repeated`` counts trainings beyond the schedule's, ``missing`` samples the schedule has and the run did not
+    train.
     """
-    samples = np.unique(np.concatenate([trained, plan]))  # memory the size of the epoch, not of the largest index
+    samples = np.unique(np.concatenate([trained, schedule]))  # memory the size of the epoch, not of the largest index
     got = np.bincount(np.searchsorted(samples, trained), minlength=samples.size)
-    meant = np.bincount(np.searchsorted(samples, plan), minlength=samples.size)
+    meant = np.bincount(np.searchsorted(samples, schedule), minlength=samples.size)
     repeated = int(np.maximum(got - meant, 0).sum())
     missing = int(np.maximum(meant - got, 0).sum())
     exactly_once = int(np.count_nonzero((got == meant) & (meant > 0)))

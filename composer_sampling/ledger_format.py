@@ -4,11 +4,11 @@ A file is ``MAGIC``, a length-prefixed JSON header followed by the CRC32 of its
 length and text, then one record per trained batch: ``(epoch: u32, batch: i64,
 count: u32)``, ``count`` indices and a CRC32 of the record. Format version 3
 stores the indices in the narrowest width the dataset length allows (header
-``index_bytes``: 4 below ``2**32``, else 8) and may hold *plan* records (``batch``
+``index_bytes``: 4 below ``2**32``, else 8) and may hold *schedule* records (``batch``
 of ``-1``): the samples an epoch is meant to train, with their multiplicity,
 written by rank 0 for a dataset whose epochs repeat or leave out samples by design
 (mosaicml-streaming's ``epoch_size``, ``proportion``, ``repeat``, ``choose``).
-Version 2 files (8-byte indices, no plan records) are read as they are.
+Version 2 files (8-byte indices, no schedule records) are read as they are.
 
 A record is appended whole or not at all (a short write is completed, a failed one
 undone). A process killed while writing can still leave a *torn* last record:
@@ -57,15 +57,15 @@ import numpy as np
 from composer_sampling._checkpoint.envelope import valid_version
 from composer_sampling._validate import first_outside, is_integer
 
-__all__ = ['LEDGER_VERSION', 'MAGIC', 'PLAN_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
+__all__ = ['LEDGER_VERSION', 'MAGIC', 'SCHEDULE_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
            'LedgerWriter', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger', 'read_records',
            'scan_ledger', 'uri_scheme', 'verify_ledger']
 
 MAGIC = b'CSLEDGER'
-LEDGER_VERSION = 3  # 3: narrow indices, plan records; 2 added the header checksum (still read); 1 is refused
+LEDGER_VERSION = 3  # 3: narrow indices, schedule records; 2 added the header checksum (still read); 1 is refused
 _OLDEST = 2
-#: The ``batch`` of a plan record: the samples an epoch is meant to train.
-PLAN_BATCH = -1
+#: The ``batch`` of a schedule record: the samples an epoch is meant to train.
+SCHEDULE_BATCH = -1
 _LENGTH = struct.Struct('<I')
 _RECORD = struct.Struct('<IqI')
 _CRC = struct.Struct('<I')
@@ -98,7 +98,7 @@ def uri_scheme(location: str) -> str | None:
 
 @dataclass(frozen=True)
 class LedgerRecord:
-    """One trained batch (or, with ``batch == PLAN_BATCH``, an epoch's plan): epoch, batch count, sample indices."""
+    """One trained batch (or, with ``batch == SCHEDULE_BATCH``, an epoch's schedule): epoch, batch, sample indices."""
 
     epoch: int
     batch: int
@@ -115,8 +115,8 @@ class Ledger:
 
     @property
     def trained(self) -> list[LedgerRecord]:
-        """The records of trained batches (plan records left out)."""
-        return [record for record in self.records if record.batch != PLAN_BATCH]
+        """The records of trained batches (schedule records left out)."""
+        return [record for record in self.records if record.batch != SCHEDULE_BATCH]
 
 
 def index_bytes(dataset_len: int | None) -> int:
@@ -274,8 +274,8 @@ class LedgerScan:
 
     @property
     def trained(self) -> np.ndarray:
-        """Which records are trained batches (plan records left out), as a boolean mask."""
-        return self.batches != PLAN_BATCH
+        """Which records are trained batches (schedule records left out), as a boolean mask."""
+        return self.batches != SCHEDULE_BATCH
 
     def last_batch(self, default: int) -> int:
         """The furthest trained batch recorded, or ``default`` if none was."""

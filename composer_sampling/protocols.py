@@ -58,7 +58,6 @@ __all__ = [
     'Stateful',
     'SubEpochs',
     'capabilities',
-    'has_epoch_usage',
     'has_order_signature',
     'has_pass_indices',
     'has_pass_positions',
@@ -69,7 +68,6 @@ __all__ = [
     'is_seed_forwarding',
     'is_seeded',
     'is_sharded',
-    'is_shuffle_seeded',
     'is_stateful',
     'is_torch_own',
     'members',
@@ -334,11 +332,6 @@ def is_sharded(node: object) -> TypeGuard[Sharded]:
     return supports(node, Sharded)
 
 
-def has_epoch_usage(node: object) -> TypeGuard[EpochUsage]:
-    """:func:`supports` ``(node, EpochUsage)``, narrowing the type."""
-    return supports(node, EpochUsage)
-
-
 def has_order_signature(node: object) -> TypeGuard[HasOrderSignature]:
     """:func:`supports` ``(node, HasOrderSignature)``, narrowing the type."""
     return supports(node, HasOrderSignature)
@@ -362,8 +355,3 @@ def has_pass_indices(node: object) -> TypeGuard[PassIndices]:
 def has_pass_positions(node: object) -> TypeGuard[PassPositions]:
     """:func:`supports` ``(node, PassPositions)``, narrowing the type."""
     return supports(node, PassPositions)
-
-
-def is_shuffle_seeded(node: object) -> TypeGuard[ShuffleSeeded]:
-    """:func:`supports` ``(node, ShuffleSeeded)``, narrowing the type."""
-    return supports(node, ShuffleSeeded)

@@ -1,7 +1,8 @@
 """The public API is the top level's ``__all__`` and a fixed set of modules; everything else hides behind an underscore.
 
 The import paths the docs show keep working; a new module is public only when it
-is added to ``PUBLIC_MODULES`` on purpose.
+is added to ``PUBLIC_MODULES`` on purpose, or is a sampler's module in ``samplers/`` (one
+sampler a file), whose class ``composer_sampling.samplers.__all__`` lists.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import pytest
 
 import composer_sampling
+import composer_sampling.samplers
 
 #: Every module a user may import (the recipe runner's modules are public too: entry points use its registry).
 PUBLIC_MODULES = {
@@ -30,14 +32,14 @@ PUBLIC_MODULES = {
     'composer_sampling.positions',
     'composer_sampling.protocols',
     'composer_sampling.samplers',
-    'composer_sampling.samplers.batch_adapter',
     'composer_sampling.samplers.distribute',
-    'composer_sampling.samplers.mixture',
-    'composer_sampling.samplers.nested',
-    'composer_sampling.samplers.resumable',
-    'composer_sampling.samplers.sub_epoch',
     'composer_sampling.train',
 }
+#: The samplers' own modules, public by being there: each defines samplers that ``samplers.__all__`` lists.
+SAMPLER_MODULES = {info.name for info in pkgutil.iter_modules(composer_sampling.samplers.__path__,
+                                                              'composer_sampling.samplers.')
+                   if not info.name.rsplit('.', 1)[1].startswith('_')}
+PUBLIC_MODULES |= SAMPLER_MODULES
 
 #: The names of the design, plus DistributedBatchAdapter and the types users catch or pass.
 TOP_LEVEL = {'CheckpointError', 'DistributedBatchAdapter', 'MixtureDistributedSampler', 'NestedBatchSampler',
@@ -86,6 +88,11 @@ def test_every_module_outside_the_public_set_is_private() -> None:
     assert not leaked, f'modules neither public nor behind an underscore: {leaked}'
     missing = sorted(PUBLIC_MODULES - _package_modules())
     assert not missing, f'public modules that no longer exist: {missing}'
+
+
+def test_every_sampler_module_is_listed_by_the_samplers_package() -> None:
+    listed = {getattr(composer_sampling.samplers, name).__module__ for name in composer_sampling.samplers.__all__}
+    assert listed == SAMPLER_MODULES
 
 
 @pytest.mark.parametrize(('module', 'name', 'top'), DOCUMENTED_PATHS, ids=lambda value: str(value))

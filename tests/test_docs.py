@@ -1,4 +1,4 @@
-"""The README stays short enough to finish, and no link in it or in docs/ is dead."""
+"""The README stays short enough to finish, and no link or Python file named in it or in docs/ is dead."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ def test_every_relative_link_resolves(page: Path) -> None:
     dead = [target for target in _relative_links(page)
             if not (page.parent / target.split('#', 1)[0]).exists()]
     assert not dead, f'{page.relative_to(ROOT)} links to missing files: {dead}'
+
+
+@pytest.mark.parametrize('page', PAGES, ids=lambda page: page.name)
+def test_every_python_file_named_exists(page: Path) -> None:
+    files = {path.relative_to(ROOT).as_posix() for path in ROOT.rglob('*.py') if '.venv' not in path.parts}
+    named = set(re.findall(r'`([\w./-]+\.py)`', page.read_text()))
+    missing = sorted(name for name in named if not any(f == name or f.endswith('/' + name) for f in files))
+    assert not missing, f'{page.relative_to(ROOT)} names Python files that do not exist: {missing}'
 
 
 def test_every_page_of_docs_is_linked_from_the_readme() -> None:

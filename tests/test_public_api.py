@@ -33,7 +33,10 @@ def test_check_plan_passes_a_sharded_loader_and_reports_padding() -> None:
     report = check_plan(_loader, world_size=8, epochs=3, seed=9)
     assert report.ok, report.problems
     assert [epoch.repeated for epoch in report.epochs] == [4, 4, 4]  # 100 samples padded to 104 over 8 ranks
-    assert report.data_seed == 9 and report.plan.global_batch == 80
+    assert report.data_seed == 9 and report.batch_sizes.global_batch == 80
+    assert report.plan is report.batch_sizes  # the old name, kept read-only for callers of the public check_plan
+    with pytest.raises(AttributeError):
+        report.plan = report.batch_sizes  # type: ignore[misc]
 
 
 def test_check_plan_reports_a_loader_that_does_not_shard_without_raising() -> None:

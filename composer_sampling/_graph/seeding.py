@@ -20,7 +20,6 @@ from typing import Any
 
 from composer_sampling._graph.walk import iter_samplers
 from composer_sampling.permutation import derive_seed
-from composer_sampling.protocols import is_seed_forwarding, is_seeded
 
 __all__ = [
     'default_seed',
@@ -28,7 +27,6 @@ __all__ = [
     'epoch_generator_seed',
     'generator_nodes',
     'is_streaming_dataset',
-    'seeded_nodes',
 ]
 
 #: Stream tag separating the seeds of samplers' generators from every other seed derived from the data seed.
@@ -48,11 +46,6 @@ def default_seed(node: Any, attribute: str) -> Any:
     if parameter is None or parameter.default is inspect.Parameter.empty:
         return _MISSING
     return parameter.default
-
-
-def seeded_nodes(obj: Any) -> Iterator[Any]:
-    """The samplers below ``obj`` with a ``seed`` of their own (not one forwarded to the samplers below them)."""
-    return (node for node in iter_samplers(obj) if is_seeded(node) and not is_seed_forwarding(node))
 
 
 def is_streaming_dataset(dataset: Any) -> bool:

@@ -22,13 +22,14 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset, Sampler
 
-from composer_sampling._graph.grouping import grouping
+from composer_sampling._graph.grouping import grouping, keeps_child_order
 from composer_sampling._validate import is_integer, replication_problem
-from composer_sampling.protocols import is_epoch_aware, is_offsettable, is_sharded
+from composer_sampling.protocols import is_sharded
 
 __all__ = [
     'Visit',
     'active_root',
+    'deciding',
     'describe',
     'device_batch',
     'is_map_style',
@@ -37,10 +38,8 @@ __all__ = [
     'labelled_children',
     'render_tree',
     'replication_layout',
-    'set_epoch_everywhere',
     'sharding_nodes',
     'sharding_problem',
-    'supports_start_offset',
     'walk',
 ]
 
@@ -160,21 +159,6 @@ def iter_samplers(obj: Any) -> Iterator[Any]:
         ['SequentialSampler']
     """
     return (visit.node for visit in walk(obj))
-
-
-def set_epoch_everywhere(obj: Any, epoch: int) -> None:
-    """Call ``set_epoch(epoch)`` on every node reachable from ``obj`` that has one.
-
-    Example:
-        >>> from torch.utils.data import BatchSampler, DistributedSampler
-        >>> inner = DistributedSampler(range(4), num_replicas=1, rank=0)
-        >>> set_epoch_everywhere(BatchSampler(inner, 2, False), 3)
-        >>> inner.epoch
-        3
-    """
-    for node in iter_samplers(obj):
-        if is_epoch_aware(node):
-            node.set_epoch(epoch)
 
 
 def active_root(dataloader: DataLoader) -> Any:
@@ -316,14 +300,20 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
         return (
             f'world size is {world_size} but no sampler of the train dataloader shards by rank ({names}): '
             'every rank would train on the same samples. Use ResumableDistributedSampler as the sampler, '
-            'or composer_sampling._distribute(dataloader) for a custom batch sampler'
+            'or composer_sampling.distribute(dataloader) for a custom batch sampler'
         )
     return None
 
 
-def supports_start_offset(node: Any) -> bool:
-    """Whether ``node`` can start an epoch at a global sample offset (``set_sample_in_epoch``)."""
-    return is_offsettable(node)
+def deciding(obj: Any) -> list[Any]:
+    """The nodes reachable from ``obj`` that decide the order: those that do not only group or forward what is below.
+
+    Example:
+        >>> from torch.utils.data import BatchSampler, SequentialSampler
+        >>> [type(node).__name__ for node in deciding(BatchSampler(SequentialSampler(range(4)), 2, False))]
+        ['SequentialSampler']
+    """
+    return [node for node in iter_samplers(obj) if not keeps_child_order(node)]
 
 
 def describe(node: Any) -> str:

@@ -72,7 +72,7 @@ class ConstructionError(ValueError):
 class PlanReport:
     """Everything ``composer-sampling plan`` prints; ``problems`` empty means every guarantee holds."""
 
-    plan: BatchSizes
+    batch_sizes: BatchSizes
     accounting: EpochAccounting
     data_seed: int
     tree: str
@@ -92,7 +92,12 @@ class PlanReport:
         """The line ``plan`` prints when every guarantee holds (:func:`~composer_sampling._proofs.coverage.verdict`)."""
         if not self.ok:
             return None
-        return verdict(self.accounting, self.epochs, self.plan.data_parallel, self.sub_epochs)
+        return verdict(self.accounting, self.epochs, self.batch_sizes.data_parallel, self.sub_epochs)
+
+    @property
+    def plan(self) -> BatchSizes:
+        """Deprecated, read-only: :attr:`batch_sizes` under its old name (``plan`` is the coverage dry run only)."""
+        return self.batch_sizes
 
 
 def epoch_indices(loaders: list[DataLoader], epoch: int,
@@ -254,11 +259,11 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
         graphs.append(graph)
     size = graphs[0].device_batch() or 1
     ranks = world_size // replication
-    plan = BatchSizes(world_size, size * ranks, size, size, 1, replication)
-    return plan_loaders(plan, seed, loaders, epochs, graphs, proof)
+    batch_sizes = BatchSizes(world_size, size * ranks, size, size, 1, replication)
+    return plan_loaders(batch_sizes, seed, loaders, epochs, graphs, proof)
 
 
-def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader], epochs: int,
+def plan_loaders(batch_sizes: BatchSizes, data_seed: int, rank_loaders: list[DataLoader], epochs: int,
                   rank_graphs: list[GraphSnapshot] | None = None, proof: str = 'auto') -> PlanReport:
     """Check the guarantees on every rank's loader (``rank_loaders[r]`` is rank r's).
 
@@ -271,14 +276,15 @@ def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader
     world_size = len(rank_loaders)
     if rank_graphs is None:
         rank_graphs = [take_snapshot(loader) for loader in rank_loaders]
-    loaders, graphs = rank_loaders[::plan.replication], rank_graphs[::plan.replication]
+    loaders, graphs = rank_loaders[::batch_sizes.replication], rank_graphs[::batch_sizes.replication]
     first, graph = loaders[0], graphs[0]
     sub_epochs = graph.sub_epochs()
-    accounting = epoch_accounting(first, plan.data_parallel, sharding=graph.sharding())
-    report = PlanReport(plan, accounting, data_seed, render_tree(first, graph.active), graph.sources(), sub_epochs)
+    accounting = epoch_accounting(first, batch_sizes.data_parallel, sharding=graph.sharding())
+    tree = render_tree(first, graph.active)
+    report = PlanReport(batch_sizes, accounting, data_seed, tree, graph.sources(), sub_epochs)
 
     problems = [(rank, text) for rank, rank_graph in enumerate(rank_graphs)
-                if (text := sharding_problem(rank_graph.root, world_size, rank, plan.replication,
+                if (text := sharding_problem(rank_graph.root, world_size, rank, batch_sizes.replication,
                                              nodes=rank_graph.active))]
     if problems:
         rank, text = problems[0]
@@ -289,7 +295,7 @@ def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader
     if len(seeds) > 1:
         report.problems.append(f'identical seeds: the ranks draw with different seeds {sorted(seeds)}')
 
-    shapes = choose_proof(rank_graphs, plan.replication, accounting.dataset_len, proof)
+    shapes = choose_proof(rank_graphs, batch_sizes.replication, accounting.dataset_len, proof)
     if isinstance(shapes, str):
         report.proof = f'counted ({shapes})'
     else:
@@ -300,8 +306,8 @@ def plan_loaders(plan: BatchSizes, data_seed: int, rank_loaders: list[DataLoader
         if isinstance(shapes, str):
             coverage = stream_coverage(data_epoch, rank_chunks(loaders, trainer_epochs, graphs), accounting, complete)
         else:
-            coverage = _constructed(data_epoch, trainer_epochs, rank_graphs, shapes, plan.replication, accounting,
-                                    complete)
+            coverage = _constructed(data_epoch, trainer_epochs, rank_graphs, shapes, batch_sizes.replication,
+                                    accounting, complete)
         report.epochs.append(coverage)
         if coverage.problem:
             report.problems.append(coverage.problem)

@@ -76,7 +76,7 @@ def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source
     return '\n'.join(['composer-sampling run summary', *render_rows(rows)])
 
 
-def summary_rows(plan: BatchSizes | None, epoch: EpochAccounting, data_seed: str, sub_epochs: int = 1,
+def summary_rows(batch_sizes: BatchSizes | None, epoch: EpochAccounting, data_seed: str, sub_epochs: int = 1,
                  sources: list[dict[str, int]] | None = None) -> list[tuple[str, Any]]:
     """The summary's rows, the same for a training run (:func:`summarize`) and ``composer-sampling plan``.
 
@@ -86,17 +86,17 @@ def summary_rows(plan: BatchSizes | None, epoch: EpochAccounting, data_seed: str
         ('samples per epoch', '12 of 10 (2 padded, 0 dropped)')
     """
     rows: list[tuple[str, Any]] = []
-    if plan is not None:
-        rows.append(('world size', plan.world_size))
-        if plan.replication > 1:
-            rows.append(('replication', f'{plan.replication} ({plan.data_parallel} data-parallel ranks; each group '
-                                        f'of {plan.replication} reads the same data)'))
-        divisor = 'world size' if plan.replication == 1 else 'data-parallel ranks'
+    if batch_sizes is not None:
+        rows.append(('world size', batch_sizes.world_size))
+        if batch_sizes.replication > 1:
+            rows.append(('replication', f'{batch_sizes.replication} ({batch_sizes.data_parallel} data-parallel ranks; '
+                                        f'each group of {batch_sizes.replication} reads the same data)'))
+        divisor = 'world size' if batch_sizes.replication == 1 else 'data-parallel ranks'
         rows += [
-            ('global batch', plan.global_batch),
-            ('device batch', f'{plan.device_batch} (global batch / {divisor})'),
-            ('microbatch', plan.microbatch),
-            ('accumulation steps', f'{plan.accumulation_steps} (device batch / microbatch)'),
+            ('global batch', batch_sizes.global_batch),
+            ('device batch', f'{batch_sizes.device_batch} (global batch / {divisor})'),
+            ('microbatch', batch_sizes.microbatch),
+            ('accumulation steps', f'{batch_sizes.accumulation_steps} (device batch / microbatch)'),
         ]
     rows += [
         ('steps per epoch', epoch.steps),

@@ -56,7 +56,7 @@ def ledger_bytes(header_text: int, batch_samples: list[int], index_bytes: int) -
     """The size of a rank's ledger file: ``16 + header_text + sum(20 + index_bytes * n for n in batch_samples)``.
 
     ``header_text`` is the length of its JSON header (about 400 bytes), ``batch_samples``
-    the samples of each batch the rank trained (and of each plan record), ``index_bytes``
+    the samples of each batch the rank trained (and of each schedule record), ``index_bytes``
     4 for a dataset below 2**32 samples, else 8. The staging file holds the whole
     attempt, and every upload sends all of it.
 

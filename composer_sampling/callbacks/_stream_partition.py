@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ['SUPPORTED', 'epoch_plan', 'rank_batches', 'supported_version', 'worker_batches']
+__all__ = ['SUPPORTED', 'epoch_schedule', 'rank_batches', 'supported_version', 'worker_batches']
 
 #: The mosaicml-streaming releases whose partition this module reproduces.
 SUPPORTED = ('0.11.', '0.12.')
@@ -77,7 +77,7 @@ def rank_batches(dataset: Any, epoch: int, num_workers: int, drop_last: bool) ->
     return sample_in_epoch, worker_batches(work[world.node, world.rank_of_node], dataset.batch_size, drop_last)
 
 
-def epoch_plan(dataset: Any, epoch: int, num_workers: int) -> np.ndarray:
+def epoch_schedule(dataset: Any, epoch: int, num_workers: int) -> np.ndarray:
     """Every sample of ``epoch`` on every rank, with its multiplicity: what the epoch is meant to train."""
     from streaming.base.batching import generate_work
 

@@ -19,7 +19,6 @@ from torch.utils.data import DataLoader
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
 from composer_sampling._graph.index_tap import IndexTap
-from composer_sampling._graph.seeding import is_streaming_dataset
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import active_root, describe, is_map_style, replication_layout
 from composer_sampling._proofs.coverage import epoch_accounting
@@ -27,7 +26,7 @@ from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling._resume.top_tap import end_top_tap, top_tap
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
-from composer_sampling.ledger_format import PLAN_BATCH, LedgerWriter, uri_scheme
+from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -131,7 +130,7 @@ class SampleLedger(Callback):
         self._spun = 0
         self._stream: list[np.ndarray] = []
         self._stream_epoch = -1
-        self._plans: dict[int, np.ndarray] = {}
+        self._schedules: dict[int, np.ndarray] = {}
         self._loader: Any = None
         self._graph: GraphSnapshot | None = None  # the train dataloader's graph at fit start
         self._remote: RemoteLedger | None = None  # where the file goes when the folder is a URI
@@ -152,6 +151,7 @@ class SampleLedger(Callback):
 
     def fit_start(self, state: State, logger: Logger) -> None:
         self._saver = _saver_of(state)
+        covered = _saved_batch(self._saver)
         folder = self._ledger_folder(state)
         remote = RemoteLedger(folder) if uri_scheme(folder) is not None else None
         if remote is not None:
@@ -180,14 +180,15 @@ class SampleLedger(Callback):
         }
         self.close()
         self._dataset_len, self._told = None, collections.deque()
-        self._graph = fit_graph(state) if isinstance(loader, DataLoader) else None
-        self._source = self._choose_source(state, loader)
+        self._graph = graph = fit_graph(state) if isinstance(loader, DataLoader) else None
+        stream = None if graph is None or graph.map_style else graph.streaming_dataset()
+        self._source = self._choose_source(state, loader, stream)
         header['source'] = self._source
-        header.update(self._data_header(self._graph))
+        header.update(self._data_header(graph, stream))
         self._dataset_len = header.get('dataset_len')
         self._header = header
         self._remote = remote
-        self._schedule = UploadSchedule(covered=_saved_batch(self._saver))
+        self._schedule = UploadSchedule(covered=covered)
         self._sent = None
         local = staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
         self._path = local / f'{attempt}-rank{rank}.bin'
@@ -211,9 +212,9 @@ class SampleLedger(Callback):
             assert self._path is not None, 'fit_start names the file'
             self._writer = LedgerWriter(self._path, self._header)
         epoch = int(state.timestamp.epoch)
-        plan = self._plans.pop(epoch, None)
-        if plan is not None:
-            self._writer.append(epoch, PLAN_BATCH, plan)
+        schedule = self._schedules.pop(epoch, None)
+        if schedule is not None:
+            self._writer.append(epoch, SCHEDULE_BATCH, schedule)
         self._writer.append(epoch, batch, indices)
         self._batch = batch
 
@@ -307,7 +308,11 @@ class SampleLedger(Callback):
 
     # where the indices come from ----------------------------------------------------------------------
 
-    def _choose_source(self, state: State, loader: Any) -> str:
+    def _choose_source(self, state: State, loader: Any, stream: Any) -> str:
+        """Where the indices come from: ``'sampler'`` (the tap), ``'batch'`` (``index_key``) or ``'stream'``.
+
+        ``stream`` is the loader's ``StreamingDataset``, if it has one.
+        """
         if not isinstance(loader, DataLoader):
             if self.index_key is None:
                 raise ValueError(f'SampleLedger cannot see the samples of a {type(loader).__name__}; pass '
@@ -330,7 +335,7 @@ class SampleLedger(Callback):
             return 'sampler' if self.index_key is None else 'batch'
         if self.index_key is not None:
             return 'batch'
-        if is_streaming_dataset(loader.dataset):
+        if stream is not None:
             from composer_sampling.callbacks._stream_partition import SUPPORTED, supported_version
 
             if supported_version() is None:
@@ -407,26 +412,25 @@ class SampleLedger(Callback):
         callback's ``FIT_START`` and ``EPOCH_START`` have run (``SamplerSync`` has set ``shuffle_seed``, in whatever
         order the callbacks come) and DataLoader workers have copied the dataset with that seed.
         """
-        from composer_sampling.callbacks._stream_partition import epoch_plan, rank_batches
+        from composer_sampling.callbacks._stream_partition import epoch_schedule, rank_batches
 
         loader = self._loader
         dataset = loader.dataset
         start, self._stream = rank_batches(dataset, epoch, loader.num_workers, loader.drop_last)
         self._stream_epoch = epoch
         if dist.get_global_rank() == 0 and start == 0:
-            self._plans[epoch] = epoch_plan(dataset, epoch, loader.num_workers)
+            self._schedules[epoch] = epoch_schedule(dataset, epoch, loader.num_workers)
 
     # header -------------------------------------------------------------------------------------------
 
-    def _data_header(self, graph: GraphSnapshot | None) -> dict[str, Any]:
+    def _data_header(self, graph: GraphSnapshot | None, stream: Any) -> dict[str, Any]:
         """Dataset length (the global one), padding and drops, sub-epochs and replication, for the header."""
         if graph is None:
             return {}
         world, rank = dist.get_world_size(), dist.get_global_rank()
         if not graph.map_style:
-            dataset = graph.loader.dataset
-            if is_streaming_dataset(dataset):
-                return {'dataset_len': int(dataset.size), 'replication': int(dataset.replication or 1)}
+            if stream is not None:
+                return {'dataset_len': int(stream.size), 'replication': int(stream.replication or 1)}
             return {}
         replication = _replication_of(graph, world, rank)
         accounting = epoch_accounting(graph.loader, world // replication, sharding=graph.sharding())

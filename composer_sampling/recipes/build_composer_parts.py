@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from composer_sampling.recipes.checks import run_builder
+from composer_sampling.recipes.builders import run_builder
 from composer_sampling.recipes.composer_names import ALGORITHMS, REFUSED_ALGORITHMS
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import PartSpec, RunSpec

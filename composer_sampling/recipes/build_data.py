@@ -12,14 +12,13 @@ Example:
     >>> from composer_sampling.recipes.resolve import resolve
     >>> from composer_sampling.recipes.schema import load_recipe
     >>> spec = resolve(load_recipe(None, ['train_loader.dataset={name: synthetic, size: 100}']))
-    >>> data = build_data(spec, checked_spec(spec, world_size=1).plan)
+    >>> data = build_data(spec, checked_spec(spec, world_size=1).batch_sizes)
     >>> len(data.train), len(data.held_out)
     (80, 20)
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import multiprocessing
 from collections.abc import Callable, Mapping, Sized
@@ -30,7 +29,8 @@ from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, D
 
 from composer_sampling._validate import is_integer
 from composer_sampling.batching import BatchSizes
-from composer_sampling.recipes.checks import builder_of, check_data, run_builder
+from composer_sampling.recipes.builders import bound_builder, run_builder
+from composer_sampling.recipes.checks import check_data
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
@@ -75,7 +75,7 @@ def _one(field_name: str, built: Any) -> Dataset:
     return built  # type: ignore[return-value]
 
 
-def build_data(spec: RunSpec, plan: BatchSizes) -> Data:
+def build_data(spec: RunSpec, batch_sizes: BatchSizes) -> Data:
     """The train and held-out datasets: the builders' own, or the held-out split cut from the train dataset.
 
     A train dataset of several sources (a list from its builder, or one dataset cut
@@ -110,7 +110,7 @@ def build_data(spec: RunSpec, plan: BatchSizes) -> Data:
             train, held_out = cut_held_out(train, fraction)
         split = split_into_sources(train, list(spec.source_fractions)) if spec.source_fractions else None
         data = Data(ConcatDataset(split) if split else train, held_out, split)
-    check_data(spec, plan, data.train, data.held_out, data.sources)
+    check_data(spec, batch_sizes, data.train, data.held_out, data.sources)
     return data
 
 
@@ -189,11 +189,10 @@ def _collate(spec: RunSpec, field_name: str) -> Callable[..., Any] | None:
     part = spec.parts.get(field_name)
     if part is None:
         return None
-    function = builder_of(part)
-    return functools.partial(function, **part.arguments) if part.arguments else function
+    return bound_builder(part)
 
 
-def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchSizes, where: Placement) -> DataLoader:
+def build_train_loader(spec: RunSpec, dataset: Dataset, batch_sizes: BatchSizes, where: Placement) -> DataLoader:
     """The train DataLoader of one rank with the recipe's sampler; it yields device batches.
 
     The sampler builder gets the dataset, this rank's place, the data seed and the
@@ -201,7 +200,7 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchSizes, where:
     """
     part = spec.sampler
     keywords = {'dataset': dataset, 'num_replicas': where.num_replicas, 'rank': where.rank, 'seed': where.data_seed,
-                'device_batch_size': plan.device_batch}
+                'device_batch_size': batch_sizes.device_batch}
     sampler = run_builder(part, keywords)
     read_from = dataset
     if spec.recipe.train_loader.per_sample_rng:  # the samplers see the dataset as it is (a mixture its sources)
@@ -217,13 +216,13 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, plan: BatchSizes, where:
     if not isinstance(sampler, Sampler) and not callable(getattr(type(sampler), '__iter__', None)):
         raise RecipeError(f'{part.field}: the builder returned a {type(sampler).__name__}; return a sampler, a '
                           'batch sampler or a DataLoader')
-    common = worker_start(spec.recipe.train_loader.num_workers, plan.world_size, read_from)
+    common = worker_start(spec.recipe.train_loader.num_workers, batch_sizes.world_size, read_from)
     collate = _collate(spec, 'train_loader.collate_fn')
     if collate is not None:
         common['collate_fn'] = collate
     if is_batch_sampler(sampler):
         return DataLoader(read_from, batch_sampler=sampler, **common)
-    return DataLoader(read_from, batch_size=plan.device_batch, sampler=sampler, **common)
+    return DataLoader(read_from, batch_size=batch_sizes.device_batch, sampler=sampler, **common)
 
 
 def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, Any]:

@@ -27,8 +27,9 @@ from composer_sampling.recipes.build_composer_parts import (
     console_arguments,
     summary_rows,
 )
+from composer_sampling.recipes.builders import run_builder
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_argument_of
-from composer_sampling.recipes.checks import Checked, run_builder
+from composer_sampling.recipes.checks import Checked
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 from composer_sampling.recipes.run_fields import machine_device
@@ -47,7 +48,7 @@ class Run:
     """Everything a recipe builds before training starts."""
 
     spec: RunSpec
-    plan: BatchSizes
+    batch_sizes: BatchSizes
     train_dataset: Dataset
     eval_dataset: Dataset
     train_loader: DataLoader
@@ -161,7 +162,7 @@ def build_trainer(run: Run, **overrides: Any) -> Trainer:
         'device': run.device,
         'precision': recipe.precision,
         'parallelism_config': recipe.parallelism_config,
-        'device_train_microbatch_size': run.plan.microbatch,
+        'device_train_microbatch_size': run.batch_sizes.microbatch,
         'seed': recipe.seed,
         'callbacks': [*run.callbacks, *extra_callbacks],
         'save_folder': recipe.save_folder,
@@ -219,18 +220,18 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     spec = replace(spec, recipe=autoresumed(recipe))  # the latest checkpoint, checked as load_path is
     checked = checked_spec(spec, world_size)
     check_folders(spec)
-    plan = checked.plan
-    data = build_data(spec, plan)
+    batch_sizes = checked.batch_sizes
+    data = build_data(spec, batch_sizes)
     callbacks = build_callbacks(spec, checked.checkpoints)
     composer_parts = build_composer_parts(spec)
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
-    train_loader = build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank // plan.replication,
-                                                                        seed))
-    problem = sharding_problem(active_root(train_loader), world_size, rank, plan.replication)
+    where = Placement(batch_sizes.data_parallel, rank // batch_sizes.replication, seed)
+    train_loader = build_train_loader(spec, data.train, batch_sizes, where)
+    problem = sharding_problem(active_root(train_loader), world_size, rank, batch_sizes.replication)
     if problem is not None:
         raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
-    return Run(spec, plan, data.train, data.held_out, train_loader, build_eval_loader(spec, data.held_out), callbacks,
-               checked, composer_parts, device)
+    return Run(spec, batch_sizes, data.train, data.held_out, train_loader, build_eval_loader(spec, data.held_out),
+               callbacks, checked, composer_parts, device)
 
 
 def run_rows(run: Run) -> list[tuple[str, Any]]:

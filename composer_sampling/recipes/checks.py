@@ -20,37 +20,29 @@ from __future__ import annotations
 
 import os
 import tempfile
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
+from composer_sampling.recipes.builders import RUNNER_KEYWORDS, builder_of
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
 from composer_sampling.recipes.composer_names import SAME_UNIT_WARMUP
 from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import check_save_folders
-from composer_sampling.recipes.registry import ImportTargetError, NotAllowedError, RegistryError, check_arguments
-from composer_sampling.recipes.registry import import_target as _import_target
+from composer_sampling.recipes.registry import RegistryError, check_arguments
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
 
-__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'Checked', 'builder_of', 'check_data', 'check_folders',
-           'checked_spec', 'counts_tokens', 'recipe_batch_sizes', 'run_builder']
-
-#: Set it (or pass ``--verbose``) to see the traceback of a user's builder that failed.
-VERBOSE_VARIABLE = 'COMPOSER_SAMPLING_VERBOSE'
-#: The keywords the runner passes to a part's builder besides the part's own arguments.
-RUNNER_KEYWORDS = {'train_loader.sampler': ('dataset', 'num_replicas', 'rank', 'seed', 'device_batch_size'),
-                   'optimizer': ('params',)}
+__all__ = ['Checked', 'check_data', 'check_folders', 'checked_spec', 'counts_tokens', 'recipe_batch_sizes']
 
 
 @dataclass(frozen=True)
 class Checked:
     """What the checks found: the batch math and every checkpoint the recipe names, checked."""
 
-    plan: BatchSizes
+    batch_sizes: BatchSizes
     checkpoints: Mapping[str, CheckedCheckpoint] = dataclass_field(default_factory=dict)  # by field
     copies: tempfile.TemporaryDirectory[str] | None = None  # the private copies Composer loads, while they are needed
 
@@ -68,23 +60,23 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
     checked and handed to Composer (:class:`CheckedCheckpoint`); ``plan`` checks the
     files where they are.
     """
-    plan = recipe_batch_sizes(spec, world_size)
+    batch_sizes = recipe_batch_sizes(spec, world_size)
     limit = 2**32 - world_size
     if spec.recipe.seed > limit:
         raise RecipeError(f'seed={spec.recipe.seed} is too large for {world_size} ranks: Composer seeds rank r with '
                           f'seed + r, which must stay below 2**32; use a seed in [0, {limit}]')
     _check_warmup_units(spec)
-    for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms):
-        if training or part.field in DATA_FIELDS:
-            _check_builder(part)
-    builders = {part.field: builder_of(part) for part in spec.callbacks if part.entry is None} if training else {}
+    imported = {part.field: _check_builder(part)
+                for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms)
+                if training or part.field in DATA_FIELDS}
+    builders = {part.field: imported[part.field] for part in spec.callbacks if part.entry is None} if training else {}
     _check_one_ledger(spec, builders)
     fields = checkpoint_fields(spec, builders)
     copies = None
     if training and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the process whose file Composer reads
         copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
     checked = {name: check_checkpoint_field(spec, name, value, training, copies) for name, value in fields.items()}
-    return Checked(plan, checked, copies)
+    return Checked(batch_sizes, checked, copies)
 
 
 def _check_warmup_units(spec: RunSpec) -> None:
@@ -144,45 +136,12 @@ def recipe_batch_sizes(spec: RunSpec, world_size: int) -> BatchSizes:
         raise RecipeError(error.render(BATCH_FIELDS)) from None
 
 
-def builder_of(part: PartSpec) -> Callable[..., Any]:
-    """Import a part's builder; a failing import names the part and chains the user's own error."""
-    try:
-        return _import_target(part.target, f'{part.field}.target', trusted=part.trusted)
-    except ImportTargetError as error:
-        raise RecipeError(_with_traceback(f'{part.field}: {error}', error.__cause__)) from error.__cause__
-    except NotAllowedError as error:
-        raise RecipeError(str(error)) from None
-    except RegistryError as error:
-        raise RecipeError(f'{part.field}: {error}') from None
-
-
-def run_builder(part: PartSpec, extra: Mapping[str, Any] | None = None, builder: Any = None) -> Any:
-    """Call a part's builder with its arguments (and the runner's ``extra``); a failure names the part.
-
-    The builder's own exception is chained, and its traceback shown with ``--verbose``
-    (or ``COMPOSER_SAMPLING_VERBOSE=1``).
-    """
-    function = builder_of(part) if builder is None else builder
-    try:
-        return function(**part.arguments, **(extra or {}))
-    except Exception as error:
-        ours = part.entry is not None and not part.entry.from_entry_point and isinstance(error, ValueError)
-        message = f'{part.field}: {error}' if ours else f'{part.field}: {part.label} raised {type(error).__name__}: ' \
-                                                        f'{error}'
-        raise RecipeError(_with_traceback(message, None if ours else error)) from error
-
-
-def _with_traceback(message: str, error: BaseException | None) -> str:
-    if error is None or os.environ.get(VERBOSE_VARIABLE, '') in ('', '0'):
-        return message
-    return message + '\n' + ''.join(traceback.format_exception(error)).rstrip()
-
-
 #: How a builder's message names a part of a field of several: ``the callback LRMonitor``, ``the scheduler ...``.
 _MAPPED_KINDS = {'callbacks': 'callback', 'loggers': 'logger', 'algorithms': 'algorithm', 'schedulers': 'scheduler'}
 
 
-def _check_builder(part: PartSpec) -> None:
+def _check_builder(part: PartSpec) -> Callable[..., Any]:
+    """Import a part's builder and check its arguments (and the runner's keywords) against its signature."""
     builder = builder_of(part)
     runner = {name: None for name in RUNNER_KEYWORDS.get(part.field, ())}
     positional = 1 if part.field.endswith('collate_fn') else 0  # called with the list of samples
@@ -195,6 +154,7 @@ def _check_builder(part: PartSpec) -> None:
         check_arguments(builder, {**arguments, **runner}, f'the {kind}', positional)
     except RegistryError as error:
         raise RecipeError(f'{part.field}: {error}') from None
+    return builder
 
 
 def check_folders(spec: RunSpec) -> None:
@@ -202,15 +162,15 @@ def check_folders(spec: RunSpec) -> None:
     check_save_folders(spec.recipe, spec.ledger_folder)
 
 
-def check_data(spec: RunSpec, plan: BatchSizes, train: Any, held_out: Any, sources: list[Any] | None) -> None:
+def check_data(spec: RunSpec, batch_sizes: BatchSizes, train: Any, held_out: Any, sources: list[Any] | None) -> None:
     """The splits hold samples, the train split a global batch, every source a step; ``tok`` only where counted."""
-    _check_splits(spec, plan, train, held_out)
+    _check_splits(spec, batch_sizes, train, held_out)
     _check_token_units(spec, train)
     if sources is not None:
-        _check_sources(spec, plan, sources)
+        _check_sources(spec, batch_sizes, sources)
 
 
-def _check_splits(spec: RunSpec, plan: BatchSizes, train: Any, held_out: Any) -> None:
+def _check_splits(spec: RunSpec, batch_sizes: BatchSizes, train: Any, held_out: Any) -> None:
     label = spec.parts['train_loader.dataset'].label
     train_len, held_out_len = len(train), len(held_out)
     own = spec.parts.get('eval_loader.dataset')
@@ -221,15 +181,15 @@ def _check_splits(spec: RunSpec, plan: BatchSizes, train: Any, held_out: Any) ->
         raise RecipeError(f'{spec.held_out_field}={spec.held_out_fraction} leaves the {empty} split of the {label} '
                           f'dataset ({train_len + held_out_len} samples) empty; use a fraction that leaves samples '
                           'in both')
-    if train_len < plan.data_parallel:
+    if train_len < batch_sizes.data_parallel:
         raise RecipeError(f'the train split of {train_len} samples (train_loader.dataset: {label}) is smaller '
-                          f'than the {plan.data_parallel} data-parallel ranks: some rank would train nothing; use a '
-                          'larger dataset or fewer ranks')
-    if plan.global_batch > train_len:
-        ranks = plan.data_parallel
+                          f'than the {batch_sizes.data_parallel} data-parallel ranks: some rank would train nothing; '
+                          'use a larger dataset or fewer ranks')
+    if batch_sizes.global_batch > train_len:
+        ranks = batch_sizes.data_parallel
         largest = train_len // ranks * ranks
         multiple = f' (a multiple of the {ranks} data-parallel ranks)' if ranks > 1 else ''
-        raise RecipeError(f'global_train_batch_size={plan.global_batch} is larger than the train split of '
+        raise RecipeError(f'global_train_batch_size={batch_sizes.global_batch} is larger than the train split of '
                           f'{train_len} samples (train_loader.dataset: {label}); use at most {largest}{multiple}')
 
 
@@ -258,16 +218,16 @@ def _check_token_units(spec: RunSpec, train: Any) -> None:
                           f'max_seq_len), so the run would {effect}; use ep, ba or sp')
 
 
-def _check_sources(spec: RunSpec, plan: BatchSizes, sources: list[Any]) -> None:
+def _check_sources(spec: RunSpec, batch_sizes: BatchSizes, sources: list[Any]) -> None:
     """Every mixture source holds at least one global step, or it would never be trained."""
     fractions = spec.source_fractions
     sizes = [len(source) for source in sources]
-    total, step = sum(sizes), plan.global_batch
+    total, step = sum(sizes), batch_sizes.global_batch
     short = [k for k, size in enumerate(sizes) if size < step]
     if not short:
         return
     k = short[0]
-    ranks = plan.data_parallel
+    ranks = batch_sizes.data_parallel
     largest = min(sizes) // ranks * ranks
     smallest_fraction = -(-step * 1000 // total) / 1000
     batch = f', or a global_train_batch_size of at most {largest}' if largest >= ranks else ''

@@ -106,9 +106,9 @@ def _copy_target(folder: Path, name: str, force: bool) -> Path:
 def _print_plan(report: PlanReport, seconds: float) -> None:
     from composer_sampling._proofs.summary import render_rows, summary_rows
 
-    print('\n'.join(render_rows(summary_rows(report.plan, report.accounting, str(report.data_seed),
+    print('\n'.join(render_rows(summary_rows(report.batch_sizes, report.accounting, str(report.data_seed),
                                              report.sub_epochs))))
-    plan = report.plan
+    batch_sizes = report.batch_sizes
     if report.sources:
         print('\n' + tabulate(report.sources, headers='keys', tablefmt='github'))
     print('\nsampler graph of rank 0:\n' + report.tree)
@@ -120,9 +120,10 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
         headers = ['epoch' if report.sub_epochs == 1 else 'data epoch', 'trained', 'exactly once', 'repeated',
                    'missing', 'on several ranks', 'check']
         print('\n' + tabulate(table, headers=headers, tablefmt='github'))
-    groups = '' if plan.replication == 1 else f' ({plan.data_parallel} data-parallel groups of {plan.replication})'
+    replication = batch_sizes.replication
+    groups = '' if replication == 1 else f' ({batch_sizes.data_parallel} data-parallel groups of {replication})'
     passes = f'{len(report.epochs)} pass{"es" * (len(report.epochs) != 1)}'
-    ranks = f'{plan.world_size} rank{"s" * (plan.world_size != 1)}'
+    ranks = f'{batch_sizes.world_size} rank{"s" * (batch_sizes.world_size != 1)}'
     if report.proof:
         print(f'\nproof: {report.proof}')
     print(f'\nchecked {passes} on {ranks}{groups} in {seconds:.1f} s')

@@ -33,11 +33,11 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
     """
     spec = resolve(recipe, training=False)
     checked = checked_spec(spec, world_size, training=False)
-    plan = checked.plan
+    batch_sizes = checked.batch_sizes
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
-    data = build_data(spec, plan)
+    data = build_data(spec, batch_sizes)
     # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
-    loaders = [build_train_loader(spec, data.train, plan, Placement(plan.data_parallel, rank, seed))
-               for rank in range(plan.data_parallel)]
-    return plan_loaders(plan, seed, [loaders[rank // plan.replication] for rank in range(world_size)], epochs,
-                         proof=proof)
+    loaders = [build_train_loader(spec, data.train, batch_sizes, Placement(batch_sizes.data_parallel, rank, seed))
+               for rank in range(batch_sizes.data_parallel)]
+    rank_loaders = [loaders[rank // batch_sizes.replication] for rank in range(world_size)]
+    return plan_loaders(batch_sizes, seed, rank_loaders, epochs, proof=proof)

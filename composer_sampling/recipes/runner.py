@@ -92,7 +92,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
     if dist.get_global_rank() == 0:  # the only rank that writes a single-file checkpoint
         set_aside_interrupted_saves(run.spec)
-    _print_rank_zero(summarize(run.train_loader, batch_sizes=run.plan, data_seed=run.data_seed,
+    _print_rank_zero(summarize(run.train_loader, batch_sizes=run.batch_sizes, data_seed=run.data_seed,
                                seed_source=run.seed_source, run_rows=run_rows(run)))
     try:
         trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state

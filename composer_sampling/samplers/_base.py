@@ -72,7 +72,7 @@ class OrderedSampler(DistributedSampler[int]):
         self.drop_last = valid_bool('drop_last', drop_last)
         self._seed = valid_int('seed', seed, 0, MAX_DATA_SEED)
         self.epoch = 0
-        self._next_start = 0
+        self._next_offset = 0
         self._cursor: PassCursor | None = None
 
     @property
@@ -110,7 +110,7 @@ class OrderedSampler(DistributedSampler[int]):
     @property
     def sample_in_epoch(self) -> int:
         """The position the next pass starts at (0 unless an offset is pending)."""
-        return self._next_start
+        return self._next_offset
 
     def __len__(self) -> int:
         return self.num_samples
@@ -123,7 +123,7 @@ class OrderedSampler(DistributedSampler[int]):
         """Select the epoch's order; a new epoch starts at its beginning, the same epoch keeps a pending offset."""
         epoch = valid_int('epoch', epoch, 0, MAX_EPOCH)
         if epoch != self.epoch:
-            self._next_start = 0
+            self._next_offset = 0
             self._cursor = None
         self.epoch = epoch
 
@@ -133,12 +133,12 @@ class OrderedSampler(DistributedSampler[int]):
         An offset at or past the end of the pass leaves nothing to read, and is recorded as that end.
         An offset past :meth:`_offset_limit` is refused.
         """
-        start = valid_int('sample_in_epoch', sample_in_epoch)
+        offset = valid_int('sample_in_epoch', sample_in_epoch)
         limit = self._offset_limit()
-        if start > limit:
+        if offset > limit:
             raise ValueError(f'sample_in_epoch must be in the interval [0, {limit}] ({self._offset_rule()}), got '
-                             f'{start}')
-        self._next_start = min(start, self._pass_end())
+                             f'{offset}')
+        self._next_offset = min(offset, self._pass_end())
         self._cursor = None
 
     def _offset_limit(self) -> int:
@@ -151,23 +151,23 @@ class OrderedSampler(DistributedSampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         """This rank's indices of the current pass; the iterator pickles (with its sampler) as torch's does."""
-        return PassIterator.over(self, 0 if self._next_start == 0 else None)
+        return PassIterator.over(self, 0 if self._next_offset == 0 else None)
 
-    def _begin_pass(self, start: int | None) -> tuple[Iterator[int], PassCursor]:
-        """Begin a pass at ``start``, or at the pending offset (then taken, so it applies once) when ``None``."""
-        if start is None:
-            start, self._next_start = self._next_start, 0
-        indices = self._iter_pass(start)
+    def _begin_pass(self, offset: int | None) -> tuple[Iterator[int], PassCursor]:
+        """Begin a pass at ``offset``, or at the pending offset (then taken, so it applies once) when ``None``."""
+        if offset is None:
+            offset, self._next_offset = self._next_offset, 0
+        indices = self._iter_pass(offset)
         assert self._cursor is not None, '_iter_pass calls _cursor_for'
         return indices, self._cursor
 
-    def _cursor_for(self, start: int, count: int) -> PassCursor:
-        """A new cursor for the pass about to start; :meth:`state_dict` reads it."""
-        self._cursor = PassCursor(start=start, end=self._pass_end(), num_replicas=self.num_replicas, count=count)
+    def _cursor_for(self, offset: int, count: int) -> PassCursor:
+        """A new cursor for the pass about to start at ``offset``; :meth:`state_dict` reads it."""
+        self._cursor = PassCursor(start=offset, end=self._pass_end(), num_replicas=self.num_replicas, count=count)
         return self._cursor
 
-    def _iter_pass(self, start: int) -> Iterator[int]:
-        """This rank's indices of the current epoch from global position ``start``; calls :meth:`_cursor_for`."""
+    def _iter_pass(self, offset: int) -> Iterator[int]:
+        """This rank's indices of the current epoch from the offset (a global position); calls :meth:`_cursor_for`."""
         raise NotImplementedError
 
     def _iter_rank(self, first: int, count: int, epoch: int, offset: int) -> Iterator[int]:
@@ -192,7 +192,7 @@ class OrderedSampler(DistributedSampler[int]):
         """
         saved = self._cursor
         try:
-            return np.fromiter(self._iter_pass(self._next_start), dtype=np.int64)
+            return np.fromiter(self._iter_pass(self._next_offset), dtype=np.int64)
         finally:
             self._cursor = saved
 
@@ -201,7 +201,7 @@ class OrderedSampler(DistributedSampler[int]):
 
         Before a pass starts it is the pending offset; after a finished pass, the end of the epoch.
         """
-        return self._next_start if self._cursor is None else self._cursor.position
+        return self._next_offset if self._cursor is None else self._cursor.position
 
     def order_signature(self) -> dict[str, Any]:
         """What fixes the global order besides seed and epoch; a resume must not change it."""
@@ -270,9 +270,9 @@ class PassIterator(chain[int]):  # a chain, so the indices flow through C, one c
     _source: _PassSource
 
     @classmethod
-    def over(cls, sampler: OrderedSampler, start: int | None) -> PassIterator:
-        """The pass of ``sampler`` from ``start``, begun now; if None, from its pending offset at the first next()."""
-        source = _PassSource(sampler, start)
+    def over(cls, sampler: OrderedSampler, offset: int | None) -> PassIterator:
+        """The pass of ``sampler`` from ``offset``, begun now; if None, from its pending offset at the first next()."""
+        source = _PassSource(sampler, offset)
         iterator = cls(source)  # a chain asks its iterable for an iterator only when first read
         iterator._source = source
         return iterator
@@ -290,13 +290,13 @@ class PassIterator(chain[int]):  # a chain, so the indices flow through C, one c
 class _PassSource:
     """The indices a :class:`PassIterator` reads, with the cursor that knows how far they were read."""
 
-    def __init__(self, sampler: OrderedSampler, start: int | None) -> None:
+    def __init__(self, sampler: OrderedSampler, offset: int | None) -> None:
         self.sampler = sampler
         self.cursor: PassCursor | None = None
         self.given = False  # whether the chain has asked for the indices
         self._indices: Iterator[int] | None = None
-        if start is not None:
-            self._indices, self.cursor = sampler._begin_pass(start)
+        if offset is not None:
+            self._indices, self.cursor = sampler._begin_pass(offset)
 
     def __iter__(self) -> Iterator[int]:
         if self.given:

@@ -25,19 +25,13 @@ from __future__ import annotations
 from typing import Any
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
-from composer_sampling._graph.grouping import keeps_child_order
-from composer_sampling._graph.walk import iter_samplers
+from composer_sampling._graph.walk import deciding
 from composer_sampling.protocols import is_stateful
 
-__all__ = ['WRAPPER_STATE', 'DelegatedState', 'can_delegate_state', 'order_deciding_nodes', 'wrapper_class']
+__all__ = ['WRAPPER_STATE', 'DelegatedState', 'can_delegate_state', 'wrapper_class']
 
 #: Versions of a wrapper's state: 1, ``{'version': 1, 'states': [...]}``.
 WRAPPER_STATE = VersionPolicy(current=1)
-
-
-def order_deciding_nodes(wrapper: Any) -> list[Any]:
-    """The nodes below ``wrapper`` that decide the order: those that do not keep their children's order."""
-    return [node for node in iter_samplers(wrapper) if node is not wrapper and not keeps_child_order(node)]
 
 
 class DelegatedState:
@@ -51,7 +45,7 @@ class DelegatedState:
 
     def state_dict(self) -> dict[str, Any]:
         """The version and the state of every order-deciding node below, in walking order."""
-        states = [node.state_dict() for node in order_deciding_nodes(self)]
+        states = [node.state_dict() for node in deciding(self)]
         return write_state(WRAPPER_STATE.current, {'states': states})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -61,7 +55,7 @@ class DelegatedState:
         states = payload.get('states')
         if not isinstance(states, list):
             raise TypeError(f'{kind} state must hold a list "states", got {states!r:.200}')
-        nodes = order_deciding_nodes(self)
+        nodes = deciding(self)
         if len(nodes) != len(states):
             raise ValueError(
                 f'{kind} state holds {len(states)} sampler states but the graph below has {len(nodes)} '
@@ -80,7 +74,7 @@ def can_delegate_state(below: Any) -> bool:
         >>> can_delegate_state(BatchSampler(RandomSampler(range(4)), 2, False))
         False
     """
-    nodes = [node for node in iter_samplers(below) if not keeps_child_order(node)]
+    nodes = deciding(below)
     return bool(nodes) and all(is_stateful(node) for node in nodes)
 
 

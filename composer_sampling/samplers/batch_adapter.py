@@ -68,7 +68,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
             raise ValueError(
                 f'DistributedBatchAdapter needs a sampler that shards by rank below it, but the graph of '
                 f'{type(batch_sampler).__name__} has none (no node with num_replicas and rank); '
-                'build it on a ResumableDistributedSampler, or call composer_sampling._distribute(dataloader)',
+                'build it on a ResumableDistributedSampler, or call composer_sampling.distribute(dataloader)',
             )
         shapes = {(node.num_replicas, node.rank) for node in below}
         if len(shapes) > 1:

@@ -192,10 +192,10 @@ class MixtureDistributedSampler(OrderedSampler):
     def _pass_end(self) -> int:
         return sum(self.steps) * self.global_batch
 
-    def _iter_pass(self, start: int) -> Iterator[int]:
-        count = rank_count(start, self._pass_end(), self.rank, self.num_replicas)
+    def _iter_pass(self, offset: int) -> Iterator[int]:
+        count = rank_count(offset, self._pass_end(), self.rank, self.num_replicas)
         return iter_mapped_positions(self._rank_indices, rank=self.rank, num_replicas=self.num_replicas, count=count,
-                                     start=start, chunk=_CHUNK, cursor=self._cursor_for(start, count))
+                                     start=offset, chunk=_CHUNK, cursor=self._cursor_for(offset, count))
 
     def epoch_usage(self) -> tuple[int, int]:
         return self.dataset_len, sum(self.steps) * self.global_batch

@@ -88,15 +88,15 @@ class ResumableDistributedSampler(OrderedSampler):
     def _offset_rule(self) -> str:
         return f'a pass over the {self.dataset_len} samples on at most 2**62 ranks ends by then'
 
-    def _iter_pass(self, start: int) -> Iterator[int]:
-        count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)
-        return self._iter_rank(start, count, self.epoch, start)
+    def _iter_pass(self, offset: int) -> Iterator[int]:
+        count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, offset)
+        return self._iter_rank(offset, count, self.epoch, offset)
 
     def pass_positions(self) -> IndexArray:
         """The global positions the next pass reads, from this sampler's own rank, replicas and pending offset."""
-        start = self._next_start
-        count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, start)
-        return rank_positions(start, self.rank, self.num_replicas, count)
+        offset = self._next_offset
+        count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, offset)
+        return rank_positions(offset, self.rank, self.num_replicas, count)
 
     def indices_at(self, positions: IndexArray) -> IndexArray:
         """Sample indices at global ``positions`` of the current epoch's order (positions past N wrap: padding)."""

@@ -57,6 +57,6 @@ def test_sampler_sync_has_at_most_eight_instance_attributes() -> None:
 def test_sampler_sync_neither_decides_nor_applies_the_resume() -> None:
     imported = {node.module for node in ast.walk(ast.parse(SAMPLER_SYNC.read_text()))
                 if isinstance(node, ast.ImportFrom) and node.module}
-    assert 'composer_sampling._index_tap' not in imported, 'taps are installed by _resume.apply'
-    assert 'composer_sampling._checkpoint_envelope' not in imported, 'the state is read by _resume.loaded'
-    assert 'composer_sampling._signatures' not in imported, 'signatures are compared by _resume.loaded'
+    assert 'composer_sampling._graph.index_tap' not in imported, 'taps are installed by _resume.apply'
+    assert 'composer_sampling._checkpoint.envelope' not in imported, 'the state is read by _resume.loaded'
+    assert 'composer_sampling._graph.signatures' not in imported, 'signatures are compared by _resume.loaded'

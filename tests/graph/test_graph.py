@@ -10,7 +10,8 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, Sampler, SequentialSampler
 
 from composer_sampling import iter_samplers
-from composer_sampling._graph.walk import MAX_DEPTH, active_root, render_tree, set_epoch_everywhere, sharding_problem
+from composer_sampling._graph.snapshot import take_snapshot
+from composer_sampling._graph.walk import MAX_DEPTH, active_root, render_tree, sharding_problem
 
 
 class Wrapper(Sampler[list[int]]):
@@ -105,7 +106,7 @@ def test_chains_to_the_depth_bound_are_walked_and_deeper_ones_are_a_clear_error(
 
 def test_the_walk_ends_on_mocks_and_keeps_lightnings_reach() -> None:
     loader = Mock()
-    set_epoch_everywhere(loader, 3)
+    take_snapshot(loader).set_epoch(3)
     for node in (loader.sampler, loader.batch_sampler, loader.batch_sampler.sampler):
         node.set_epoch.assert_called_once_with(3)
     assert len(list(iter_samplers(loader))) == 3  # not the loader itself, nothing below a non-sampler

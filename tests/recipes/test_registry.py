@@ -38,7 +38,7 @@ def _spec(path, overrides):
 
 def _datasets(recipe):
     spec = resolve(recipe)
-    data = build_data(spec, checked_spec(spec, 1).plan)
+    data = build_data(spec, checked_spec(spec, 1).batch_sizes)
     return data.train, data.held_out
 
 

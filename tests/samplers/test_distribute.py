@@ -120,3 +120,14 @@ def test_bad_arguments() -> None:
         distribute(loader, num_replicas=2, rank=2)
     with pytest.raises(TypeError, match='distribute expects a torch DataLoader, got list'):
         distribute([1, 2], num_replicas=1, rank=0)
+
+
+def test_the_messages_that_suggest_distribute_name_the_public_function() -> None:
+    import composer_sampling
+    from composer_sampling._graph.walk import sharding_problem
+
+    assert composer_sampling.distribute is distribute  # the name both messages give, and what it is
+    text = sharding_problem(BatchSampler(SequentialSampler(range(8)), 2, False), world_size=2, rank=0)
+    assert text is not None and text.endswith('or composer_sampling.distribute(dataloader) for a custom batch sampler')
+    with pytest.raises(ValueError, match=r'or call composer_sampling\.distribute\(dataloader\)$'):
+        DistributedBatchAdapter(BatchSampler(SequentialSampler(range(8)), 2, False))

@@ -10,8 +10,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Seque
 
 from composer_sampling import ResumableDistributedSampler, SubEpochDistributedSampler
 from composer_sampling._graph.grouping import keeps_child_order
-from composer_sampling._graph.seeding import seeded_nodes
-from composer_sampling._graph.walk import set_epoch_everywhere, sharding_nodes, supports_start_offset
+from composer_sampling._graph.snapshot import take_snapshot
+from composer_sampling._graph.walk import sharding_nodes
 from composer_sampling.protocols import (
     EpochAware,
     EpochUsage,
@@ -26,6 +26,7 @@ from composer_sampling.protocols import (
     ShuffleSeeded,
     Stateful,
     SubEpochs,
+    is_offsettable,
     supports,
 )
 
@@ -66,9 +67,9 @@ def test_static_lookup_would_miss_the_forwarded_members() -> None:
 def test_the_graph_reaches_a_forwarding_wrapper() -> None:
     inner = ResumableDistributedSampler(8, num_replicas=2, rank=0)
     loader = DataLoader(range(8), batch_sampler=BatchSampler(Forwarding(inner), 2, False))  # type: ignore[arg-type]
-    set_epoch_everywhere(loader, 4)
+    take_snapshot(loader).set_epoch(4)
     assert inner.epoch == 4
-    assert supports_start_offset(loader.batch_sampler.sampler)
+    assert is_offsettable(loader.batch_sampler.sampler)
     assert sharding_nodes(loader.batch_sampler) == [loader.batch_sampler.sampler]  # it shards as what it wraps
 
 
@@ -99,7 +100,7 @@ def test_a_seed_waiting_to_be_set_still_counts() -> None:
         seed = None
 
     assert supports(Waiting(), Seeded)
-    assert list(seeded_nodes(DistributedSampler(range(4), 1, 0))) != []
+    assert take_snapshot(DistributedSampler(range(4), 1, 0)).seeded() != []
 
 
 def test_supports_refuses_what_is_not_a_protocol_of_ours() -> None:
