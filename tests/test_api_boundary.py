@@ -38,8 +38,8 @@ PUBLIC_MODULES = {
 #: The samplers' own modules, public by being there: each defines samplers that ``samplers.__all__`` lists.
 SAMPLER_MODULES = {info.name for info in pkgutil.iter_modules(composer_sampling.samplers.__path__,
                                                               'composer_sampling.samplers.')
-                   if not info.name.rsplit('.', 1)[1].startswith('_')}
-PUBLIC_MODULES |= SAMPLER_MODULES
+                   if not info.name.rsplit('.', 1)[1].startswith('_')} - {'composer_sampling.samplers.distribute'}
+PUBLIC_MODULES |= SAMPLER_MODULES  # distribute (a function beside the samplers) is listed above by hand
 
 #: The names of the design, plus DistributedBatchAdapter and the types users catch or pass.
 TOP_LEVEL = {'CheckpointError', 'DistributedBatchAdapter', 'MixtureDistributedSampler', 'NestedBatchSampler',
