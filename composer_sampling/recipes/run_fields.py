@@ -54,15 +54,18 @@ def check_run_fields(recipe: Any) -> None:
                               'get another name and miss its checkpoints); set run_name, or COMPOSER_RUN_NAME')
 
 
-def _check_on_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None) -> None:
-    """The pairs Composer refuses on ``device`` (``auto`` is judged once the machine is known)."""
+def _check_on_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None,
+                     shown: str | None = None) -> None:
+    """The pairs Composer refuses on the CPU; ``shown`` names the device as the recipe asked for it (``auto`` is
+    judged once the machine is known, :func:`machine_device`)."""
     if device != 'cpu':
         return
+    shown = shown or f'device={device}'
     if precision is not None and precision != _CPU_ONLY_PRECISION:
-        raise RecipeError(f'precision={precision} cannot train on device=cpu: Composer trains on the CPU in fp32 '
+        raise RecipeError(f'precision={precision} cannot train on {shown}: Composer trains on the CPU in fp32 '
                           'only; use precision: fp32 (or null), or a GPU device')
     if parallelism:
-        raise RecipeError(f'parallelism_config ({", ".join(parallelism)}) cannot train on device=cpu: Composer\'s '
+        raise RecipeError(f'parallelism_config ({", ".join(parallelism)}) cannot train on {shown}: Composer\'s '
                           'FSDP and tensor parallelism need GPUs; remove parallelism_config, or use device: gpu')
 
 
@@ -103,12 +106,7 @@ def machine_device(device: str, precision: str | None, parallelism: Mapping[str,
     if chosen == 'mps' and not torch.backends.mps.is_available():
         raise RecipeError('device=mps, but this machine has no Apple MPS device (torch.backends.mps.is_available() is '
                           'False); use device: auto or cpu')
-    if chosen == 'cpu' and precision is not None and precision != _CPU_ONLY_PRECISION:
-        raise RecipeError(f'precision={precision} cannot train on {shown}: Composer trains on the CPU in fp32 only; '
-                          'use precision: fp32 (or null), or run on a GPU')
-    if chosen == 'cpu' and parallelism:
-        raise RecipeError(f'parallelism_config ({", ".join(parallelism)}) cannot train on {shown}: Composer\'s FSDP '
-                          'and tensor parallelism need GPUs; remove parallelism_config, or run on GPUs')
+    _check_on_device(chosen, precision, parallelism, shown)
     if precision == 'amp_fp8' and importlib.util.find_spec('transformer_engine') is None:
         raise RecipeError('precision=amp_fp8 needs NVIDIA\'s transformer_engine, which is not installed (Composer '
                           'trains fp8 through it, on GPUs that support fp8); install it, or use amp_bf16')
