@@ -8,7 +8,7 @@
 ``ResumableDistributedSampler`` under a batch-shuffling custom batch sampler (the
 demo's ``BatchShuffleSampler``, presented by ``DistributedBatchAdapter``), so every
 rank's order is iterated and counted, by worker processes (one a core). Its peak
-memory is also summed over the process tree (proportional set sizes, sampled every
+memory is also summed over the process tree (resident set sizes, sampled every
 0.2 s), and ``--plan-base DIR`` runs each plan case with the package of another
 checkout too (e.g. ``git worktree add /tmp/base main``), in turns, for a side by
 side. The cost of each part of the count, per sample, is measured in this process
@@ -145,8 +145,9 @@ def _median(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
-def _tree_pss(root: int) -> int:
-    """The proportional set size (KiB) of process ``root`` and all its descendants, read from /proc."""
+def _tree_rss(root: int) -> int:
+    """The resident set size (KiB) of process ``root`` and all its descendants summed, read from /proc (an upper
+    bound: a page shared between them, copy-on-write or the workers' shared planes, counts in each)."""
     parents: dict[int, int] = {}
     for stat in Path('/proc').glob('[0-9]*/stat'):
         try:
@@ -163,23 +164,23 @@ def _tree_pss(root: int) -> int:
     total = 0
     for pid in tree:
         try:
-            rollup = Path(f'/proc/{pid}/smaps_rollup').read_text()
+            status = Path(f'/proc/{pid}/status').read_text()
         except OSError:
             continue
-        total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith('Pss:')), 0)
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith('VmRSS:')), 0)
     return total
 
 
 def run_plan(command: list[str], root: Path) -> tuple[float, float, float]:
-    """Wall seconds, peak RSS of the biggest process (MiB, ``/usr/bin/time``) and peak PSS summed over the process
-    tree (MiB, sampled) of one ``plan`` run with the package at ``root``; raises if it fails."""
+    """Wall seconds, peak RSS of the biggest process (MiB, ``/usr/bin/time``) and peak RSS summed over the process
+    tree (MiB, sampled every 0.2 s) of one ``plan`` run with the package at ``root``; raises if it fails."""
     env = {**_env(), 'PYTHONPATH': os.pathsep.join([str(root), str(ROOT / 'scripts')])}
     with tempfile.NamedTemporaryFile('r', suffix='.time') as report:
         timed = ['/usr/bin/time', '-f', '%e %M', '-o', report.name, *command]
         process = subprocess.Popen(timed, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         peak = 0
         while process.poll() is None:
-            peak = max(peak, _tree_pss(process.pid))
+            peak = max(peak, _tree_rss(process.pid))
             time.sleep(0.2)
         if process.returncode:
             raise RuntimeError(f'{shlex.join(command)} failed ({process.returncode}): '
@@ -191,7 +192,7 @@ def run_plan(command: list[str], root: Path) -> tuple[float, float, float]:
 def bench_plan(cases: list[tuple[int, int, int, int]], base: Path | None) -> list[str]:
     roots = {'this branch': ROOT, **({f'`{base}`': base} if base is not None else {})}
     rows = ['| samples | ranks | epochs | code | runs | first run | median wall | peak RSS (biggest process) | '
-            'peak PSS (all processes) | samples counted / s |',
+            'peak RSS (all processes) | samples counted / s |',
             '| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for samples, ranks, epochs, repeats in cases:
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in roots}
@@ -199,9 +200,9 @@ def bench_plan(cases: list[tuple[int, int, int, int]], base: Path | None) -> lis
             for name, root in roots.items():
                 runs[name].append(run_plan(plan_command(samples, ranks, epochs), root))
         for name, measured in runs.items():
-            wall, rss, pss = (statistics.median(run[k] for run in measured) for k in range(3))
+            wall, rss, tree = (statistics.median(run[k] for run in measured) for k in range(3))
             rows.append(f'| {samples:.0e} | {ranks:,} | {epochs} | {name} | {repeats} | {measured[0][0]:.1f} s | '
-                        f'{wall:.1f} s | {rss:,.0f} MiB | {pss:,.0f} MiB | {samples * epochs / wall:,.0f} |')
+                        f'{wall:.1f} s | {rss:,.0f} MiB | {tree:,.0f} MiB | {samples * epochs / wall:,.0f} |')
             print(rows[-1], flush=True)
     return rows
 
@@ -306,8 +307,9 @@ def main() -> None:
         'Each run is the whole `composer-sampling plan` process: Python and torch start-up (about 2 s and 450 MiB, '
         'see bench_startup.py), building every rank\'s loader, iterating each rank\'s batches in Python and counting '
         'them, in worker processes forked after the loaders are built (one a core: `--workers` unset). "first run" is '
-        'the first of the runs (the coldest file cache). The peak RSS is the biggest single process\'s; the peak PSS '
-        'sums every process of the run (pages shared between the plan and its workers counted once).', '',
+        'the first of the runs (the coldest file cache). The first peak RSS is the biggest single process\'s, the '
+        'second sums every process of the run, sampled every 0.2 s (an upper bound: pages the plan and its workers '
+        'share count in each).', '',
         'Where a sample\'s time goes, measured in one process on 32 ranks of the 1e9 case (CPU time, so the other '
         'jobs on the machine count less):', '',
         *part_rows, '',
