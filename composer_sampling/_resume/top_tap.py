@@ -63,13 +63,15 @@ def top_tap(state: State) -> IndexTap | None:
         tap = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
         assert isinstance(tap, IndexTap)
         return tap
-    parent, attribute, group, keep_partial = top_edge(loader)
-    if parent is not None:
-        return install_tap(parent, attribute, group, keep_partial)
+    top = active_root(loader)
+    group = grouping(top)  # as top_edge finds the edge, the top walked once
+    if group is not None:
+        return install_tap(top, group.attribute, group.size, group.keep_partial)
     if type(loader) is not DataLoader:
         return None
-    tap = IndexTap(active_root(loader))
-    rebuilt = rebuild_loader(loader, **_samplers(loader, tap))
+    tap = IndexTap(top)
+    samplers = {'batch_sampler': tap} if loader.batch_sampler is not None else {'sampler': tap, 'batch_size': None}
+    rebuilt = rebuild_loader(loader, **samplers)
     length = -1 if state.dataloader_len is None else int(state.dataloader_len)
     _REBUILT[rebuilt] = (loader, length)
     state.set_dataloader(rebuilt, 'train', length)
@@ -82,9 +84,3 @@ def end_top_tap(state: State) -> None:
     if isinstance(loader, DataLoader) and loader in _REBUILT:
         original, length = _REBUILT.pop(loader)
         state.set_dataloader(original, 'train', length)
-
-
-def _samplers(loader: DataLoader, tap: IndexTap) -> dict[str, Any]:
-    if loader.batch_sampler is not None:
-        return {'batch_sampler': tap}
-    return {'sampler': tap, 'batch_size': None}

@@ -20,8 +20,7 @@ from torch.utils.data import DataLoader
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot
-from composer_sampling._graph.walk import active_root, describe, is_map_style, replication_layout
-from composer_sampling._proofs.coverage import epoch_accounting
+from composer_sampling._graph.walk import active_root, describe, is_map_style
 from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling._resume.top_tap import end_top_tap, top_tap
 from composer_sampling._validate import first_outside
@@ -181,10 +180,16 @@ class SampleLedger(Callback):
         self.close()
         self._dataset_len, self._told = None, collections.deque()
         self._graph = graph = fit_graph(state) if isinstance(loader, DataLoader) else None
-        stream = None if graph is None or graph.map_style else graph.streaming_dataset()
+        stream = None if graph is None or graph.map_style else graph.stream
         self._source = self._choose_source(state, loader, stream)
         header['source'] = self._source
-        header.update(self._data_header(graph, stream))
+        if graph is not None and graph.map_style:  # the pass over the data, from the one snapshot
+            data = graph.epoch_data(dist.get_world_size(), rank)
+            header.update(dataset_len=data.accounting.dataset_len, padded=data.accounting.padded,
+                          dropped=data.accounting.dropped, sub_epochs_per_epoch=data.sub_epochs,
+                          replication=data.replication)
+        elif stream is not None:
+            header.update(dataset_len=int(stream.size), replication=int(stream.replication or 1))
         self._dataset_len = header.get('dataset_len')
         self._header = header
         self._remote = remote
@@ -423,20 +428,6 @@ class SampleLedger(Callback):
 
     # header -------------------------------------------------------------------------------------------
 
-    def _data_header(self, graph: GraphSnapshot | None, stream: Any) -> dict[str, Any]:
-        """Dataset length (the global one), padding and drops, sub-epochs and replication, for the header."""
-        if graph is None:
-            return {}
-        world, rank = dist.get_world_size(), dist.get_global_rank()
-        if not graph.map_style:
-            if stream is not None:
-                return {'dataset_len': int(stream.size), 'replication': int(stream.replication or 1)}
-            return {}
-        replication = _replication_of(graph, world, rank)
-        accounting = epoch_accounting(graph.loader, world // replication, sharding=graph.sharding())
-        return {'dataset_len': accounting.dataset_len, 'padded': accounting.padded, 'dropped': accounting.dropped,
-                'sub_epochs_per_epoch': graph.sub_epochs(), 'replication': replication}
-
     def _ledger_folder(self, state: State) -> str:
         """The folder, placeholders filled for rank 0: a local path, or a URI (the saver's remote folder's ledger/)."""
         if self.folder is not None:
@@ -469,15 +460,6 @@ def _saved_batch(saver: Any) -> int | None:
     """The batch of the saver's last checkpoint in this process, or ``None``."""
     saved = None if saver is None else saver.last_checkpoint_batch
     return None if saved is None else int(saved)
-
-
-def _replication_of(graph: GraphSnapshot, world: int, rank: int) -> int:
-    """The replication the sharding samplers were built for (groups of ranks reading the same data); 1 if none."""
-    for node in graph.sharding():
-        layout = replication_layout(node.num_replicas, node.rank, world, rank)
-        if layout is not None:
-            return layout
-    return 1
 
 
 def read_indices(batch: Any, index_key: IndexKey) -> np.ndarray:

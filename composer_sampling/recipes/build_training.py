@@ -201,10 +201,12 @@ def check_model_shapes(checked: CheckedCheckpoint, model: torch.nn.Module, label
                           'by another model; load one of this model, or build the model it was trained with')
 
 
-def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None) -> Run:
+def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None, device: str | None = None) -> Run:
     """Check and build everything for this process but the Trainer; raises :class:`RecipeError` before training.
 
-    ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``).
+    ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``); ``device`` to the one this
+    machine trains the recipe on (:func:`~composer_sampling.recipes.run_fields.machine_device`, which the runner
+    has computed already).
     """
     from composer.utils import dist
 
@@ -216,7 +218,8 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
     recipe = spec.recipe
-    device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
+    if device is None:
+        device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
     spec = replace(spec, recipe=autoresumed(recipe))  # the latest checkpoint, checked as load_path is
     checked = checked_spec(spec, world_size)
     check_folders(spec)
