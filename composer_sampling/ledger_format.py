@@ -10,16 +10,16 @@ written by rank 0 for a dataset whose epochs repeat or leave out samples by desi
 (mosaicml-streaming's ``epoch_size``, ``proportion``, ``repeat``, ``choose``).
 Version 2 files (8-byte indices, no schedule records) are read as they are.
 
-A record is appended whole or not at all (a short write is completed, a failed one
-undone). A process killed while writing can still leave a *torn* last record:
-reading stops there, reports it, and returns the records before it, as a
-write-ahead log recovers. A torn record is only ever the last bytes of a file: a
-record whose count runs past the end while a whole record (checksum holding) ends
-the file after it, or that is whole itself read with the count its bytes give
-it, has a damaged count, and the file is corrupted at that record. Damage
-anywhere else (a header or record failing its checksum) is an error too, the
-first damaged record named. When the header names a ``dataset_len``, every index
-must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
+A write (one record, or the many :meth:`LedgerWriter.extend` is given) is appended
+whole or not at all (a short write is completed, a failed one undone). A process
+killed while writing can still leave a *torn* last record: reading stops there,
+reports it, and returns the records before it, as a write-ahead log recovers. A
+torn record is only ever the last bytes of a file: a record whose count runs past
+the end while a whole record (checksum holding) ends the file after it, or that is
+whole itself read with the count its bytes give it, has a damaged count, and the
+file is corrupted at that record. Damage anywhere else (a header or record failing
+its checksum) is an error too, the first damaged record named. When the header
+names a ``dataset_len``, every index must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
 field before it is checked against the file's size, and a path that is not a
 regular file (a FIFO) is refused, never waited on (:func:`open_ledger`).
 
@@ -47,7 +47,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -152,26 +152,44 @@ class LedgerWriter:
         self._write(MAGIC + head + _CRC.pack(zlib.crc32(head)))
 
     def append(self, epoch: int, batch: int, indices: Any) -> None:
-        """Append one record, whole: a short write is completed, a failed one undone before the error rises.
+        """Append one record, whole: a short write is completed, a failed one undone before the error rises."""
+        self.extend([(epoch, batch, indices)])
 
-        A list of Python ints (what the sampler graph yields) is packed by :mod:`array`, the same bytes as numpy's.
+    def extend(self, records: Iterable[tuple[int, int, Any]]) -> None:
+        """Append ``(epoch, batch, indices)`` records in one write, all or none of them (as :meth:`append` one).
+
+        A list of Python ints (what the sampler graph yields) is packed by :mod:`array`, the
+        same bytes as numpy's; the file holds the bytes one :meth:`append` per record writes.
+
+        Example:
+            >>> import tempfile
+            >>> path = Path(tempfile.mkdtemp()) / 'rank0.bin'
+            >>> writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 9})
+            >>> writer.extend([(0, 1, [4, 2]), (0, 2, np.array([8]))])
+            >>> [record.indices.tolist() for record in read_ledger(path).records]
+            [[4, 2], [8]]
         """
+        parts: list[bytes] = []
+        for epoch, batch, indices in records:
+            data = self._packed(indices)
+            head = _RECORD.pack(epoch, batch, len(data) // self.width)
+            parts += (head, data, _CRC.pack(zlib.crc32(data, zlib.crc32(head))))
+        if parts:
+            self._write(b''.join(parts))
+
+    def _packed(self, indices: Any) -> bytes:
         if isinstance(indices, list):
             values = array(_TYPECODES[self.width], indices)
             if _SWAP:
                 values.byteswap()
-            count, data = len(values), values.tobytes()
-        else:
-            packed = np.asarray(indices, dtype=_dtype(self.width))
-            count, data = packed.size, packed.tobytes()
-        body = _RECORD.pack(epoch, batch, count) + data
-        self._write(body + _CRC.pack(zlib.crc32(body)))
+            return values.tobytes()
+        return np.asarray(indices, dtype=_dtype(self.width)).tobytes()
 
     def _write(self, data: bytes) -> None:
-        start, done = self._size, 0
+        start, done, view = self._size, 0, memoryview(data)
         try:
             while done < len(data):
-                written = os.write(self._fd, data[done:])
+                written = os.write(self._fd, view[done:])
                 if written <= 0:
                     raise OSError(f'no byte of the record could be written to {self.path}')
                 done += written

@@ -33,6 +33,8 @@ __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 IndexKey = str | int | Callable[[Any], Any]
 #: 1: ``{'version', 'lineage', 'attempt', 'batch'}``; the oldest states had only ``lineage`` and no ``version``.
 _STATE = VersionPolicy(current=1, missing_version=1)
+#: Indices held in memory before they are written whatever comes (some 9 MB of Python ints); checkpoints write sooner.
+_HOLD = 1 << 18
 
 
 class SampleLedger(Callback):
@@ -71,6 +73,12 @@ class SampleLedger(Callback):
     audit`` follows these links from the attempt that trained furthest back to the start.
     A fit on another dataloader than the fit before it starts a new lineage; a Trainer
     takes one SampleLedger (a second is refused when the Trainer is built).
+
+    Records are held in memory and written in one system call before every checkpoint
+    (Composer's save takes this callback's state on every rank before it writes a byte of
+    the checkpoint file, whatever the order of the callbacks), at every epoch's end, at fit
+    end, when the Trainer is closed (a clean exit, SIGTERM or Ctrl-C included), and once
+    2**18 indices are held: a process killed loses only batches that no checkpoint holds.
 
     Args:
         folder (str, optional): where the ledger files go, a local path or a URI. Default: ``{save_folder}/ledger``.
@@ -121,6 +129,8 @@ class SampleLedger(Callback):
         self._batch: int | None = None  # the last batch it recorded (or its start batch)
         self._dataset_len: int | None = None
         self._writer: LedgerWriter | None = None
+        self._pending: list[tuple[int, int, Any]] = []  # (epoch, batch, indices) recorded, not yet written
+        self._held = 0  # the indices in _pending
         self._path: Path | None = None
         self._header: dict[str, Any] = {}
         self._source = 'batch'
@@ -212,11 +222,17 @@ class SampleLedger(Callback):
             assert self._path is not None, 'fit_start names the file'
             self._writer = LedgerWriter(self._path, self._header)
         epoch = int(state.timestamp.epoch)
-        schedule = self._schedules.pop(epoch, None)
-        if schedule is not None:
-            self._writer.append(epoch, SCHEDULE_BATCH, schedule)
-        self._writer.append(epoch, batch, indices)
+        if self._schedules:
+            schedule = self._schedules.pop(epoch, None)
+            if schedule is not None:
+                self._pending.append((epoch, SCHEDULE_BATCH, schedule))
+        if not isinstance(indices, list):
+            indices = np.array(indices)  # a copy: the batch's tensor may be reused before the write
+        self._pending.append((epoch, batch, indices))
         self._batch = batch
+        self._held += len(indices)
+        if self._held > _HOLD:
+            self._flush()
 
     def batch_start(self, state: State, logger: Logger) -> None:
         self._upload_if_due(state, saving=False)  # a checkpoint saved after this callback's turn at its event
@@ -229,6 +245,9 @@ class SampleLedger(Callback):
 
     def iteration_checkpoint(self, state: State, logger: Logger) -> None:
         self._at_checkpoint(state, Event.ITERATION_CHECKPOINT)
+
+    def epoch_end(self, state: State, logger: Logger) -> None:
+        self._flush()
 
     def fit_end(self, state: State, logger: Logger) -> None:
         self.close()
@@ -244,10 +263,18 @@ class SampleLedger(Callback):
 
     def close(self, state: State | None = None, logger: Logger | None = None) -> None:
         if self._writer is not None:
+            self._flush()
             self._writer.close()
             self._writer = None
 
     def state_dict(self) -> dict[str, Any]:
+        """The state a checkpoint carries; every batch up to the one it names is written first.
+
+        Composer's save takes the callbacks' states on every rank before it writes the
+        checkpoint file, whatever the order of the callbacks and whoever saves
+        (``CheckpointSaver``, ``Trainer.save_checkpoint``).
+        """
+        self._flush()
         return write_state(_STATE.current, {'lineage': self.lineage, 'attempt': self._attempt, 'batch': self._batch})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -291,10 +318,18 @@ class SampleLedger(Callback):
     def _upload(self) -> None:
         """Upload the file unless the bucket has it as it is (it only grows: the same size is the same file)."""
         assert self._remote is not None and self._path is not None
+        self._flush()
         size = self._path.stat().st_size if self._path.exists() else None  # none before the first trained batch
         if size is not None and size != self._sent:
             self._remote.upload(self._path)
             self._sent = size
+
+    def _flush(self) -> None:
+        """Write the records held in memory, in one system call (kept for a retry if it fails)."""
+        if self._pending:
+            assert self._writer is not None, 'the first record creates the file'
+            self._writer.extend(self._pending)
+            self._pending, self._held = [], 0
 
     def _new_lineage(self, state: State) -> int | None:
         """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.
