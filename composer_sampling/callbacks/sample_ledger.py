@@ -26,7 +26,7 @@ from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling._resume.top_tap import end_top_tap, top_tap
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
-from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, uri_scheme
+from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, OutsideDatasetError, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
@@ -35,6 +35,10 @@ IndexKey = str | int | Callable[[Any], Any]
 _STATE = VersionPolicy(current=1, missing_version=1)
 #: Indices held in memory before they are written whatever comes (some 9 MB of Python ints); checkpoints write sooner.
 _HOLD = 1 << 18
+#: The events SampleLedger has a handler for (``Event.value``); Composer hands it every event of every batch.
+_HANDLED = frozenset(event.value for event in (
+    Event.INIT, Event.FIT_START, Event.BEFORE_DATALOADER, Event.BATCH_START, Event.BATCH_END, Event.BATCH_CHECKPOINT,
+    Event.EPOCH_END, Event.EPOCH_CHECKPOINT, Event.ITERATION_CHECKPOINT, Event.FIT_END))
 
 
 class SampleLedger(Callback):
@@ -153,6 +157,12 @@ class SampleLedger(Callback):
 
     # events -------------------------------------------------------------------------------------------
 
+    def run_event(self, event: Event, state: State, logger: Logger) -> None:
+        """Composer's dispatch, without the call of a handler that does nothing (9 of a batch's 13 events)."""
+        name = event._value_  # the enum's plain attribute: Event.value is a property, hashing an Event a Python call
+        if name in _HANDLED:
+            getattr(self, name)(state, logger)
+
     def init(self, state: State, logger: Logger) -> None:
         others = [callback for callback in state.callbacks if isinstance(callback, SampleLedger)]
         if len(others) > 1:
@@ -211,14 +221,11 @@ class SampleLedger(Callback):
             self._next_stream_epoch(int(state.timestamp.epoch))
 
     def batch_end(self, state: State, logger: Logger) -> None:
+        """Hold the batch's record: the first of a fit is checked (and creates the file) now, others when written."""
         batch = int(state.timestamp.batch)
         indices = self._trained(state)
-        where = None if self._dataset_len is None else first_outside(indices, self._dataset_len)
-        if where is not None:
-            raise ValueError(f'{self._where()} read sample index {int(indices[where])} in batch {batch}, outside [0, '
-                             f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
-                             'select the dataset indices')
         if self._writer is None:  # the first trained batch: only now does the run leave a file behind
+            self._check_range(batch, indices)
             assert self._path is not None, 'fit_start names the file'
             self._writer = LedgerWriter(self._path, self._header)
         epoch = int(state.timestamp.epoch)
@@ -235,7 +242,8 @@ class SampleLedger(Callback):
             self._flush()
 
     def batch_start(self, state: State, logger: Logger) -> None:
-        self._upload_if_due(state, saving=False)  # a checkpoint saved after this callback's turn at its event
+        if self._remote is not None:
+            self._upload_if_due(state, saving=False)  # a checkpoint saved after this callback's turn at its event
 
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
         self._at_checkpoint(state, Event.BATCH_CHECKPOINT)
@@ -325,11 +333,28 @@ class SampleLedger(Callback):
             self._sent = size
 
     def _flush(self) -> None:
-        """Write the records held in memory, in one system call (kept for a retry if it fails)."""
+        """Check and write the records held in memory, in one system call (kept for a retry if it fails).
+
+        A record whose indices fall outside the dataset stops the run before it is written, so
+        before any checkpoint holds its batch.
+        """
         if self._pending:
             assert self._writer is not None, 'the first record creates the file'
-            self._writer.extend(self._pending)
+            try:
+                self._writer.extend(self._pending, within=self._dataset_len)
+            except OutsideDatasetError as error:
+                raise self._outside(error.batch, error.index) from None
             self._pending, self._held = [], 0
+
+    def _check_range(self, batch: int, indices: np.ndarray | list[int]) -> None:
+        where = None if self._dataset_len is None else first_outside(indices, self._dataset_len)
+        if where is not None:
+            raise self._outside(batch, int(indices[where]))
+
+    def _outside(self, batch: int, index: int) -> ValueError:
+        return ValueError(f'{self._where()} read sample index {index} in batch {batch}, outside [0, '
+                          f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
+                          'select the dataset indices')
 
     def _new_lineage(self, state: State) -> int | None:
         """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.

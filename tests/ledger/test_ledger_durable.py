@@ -9,6 +9,7 @@ the bytes one write per record gave.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from composer.callbacks import CheckpointSaver
 from composer.core import Callback, State
 from composer.loggers import Logger
@@ -209,3 +211,73 @@ def test_a_run_killed_after_a_checkpoint_has_its_batches_in_the_ledger_and_audit
         (320, 0, 0, 'ok')]
     assert report.superseded == 0 and [attempt['start_batch'] for attempt in report.attempts] == [0, 3]
     assert sorted(_on_disk(folder / 'ledger')) == [1, 2, 3, 4, 5]
+
+
+@given(batches=st.lists(st.tuples(st.lists(st.integers(-3, 12), max_size=5), st.booleans()), max_size=6),
+       within=st.sampled_from([10, 2**32, 2**40]))
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=60)
+def test_a_checked_write_names_the_first_batch_outside_the_dataset_and_writes_nothing(
+        tmp_path_factory, batches: list[tuple[list[int], bool]], within: int) -> None:
+    """``extend(records, within=...)``: lists (checked on their packed bytes) and numpy arrays alike."""
+    from composer_sampling.ledger_format import OutsideDatasetError
+
+    path = tmp_path_factory.mktemp('ledger') / 'rank0.bin'
+    writer = LedgerWriter(path, {'rank': 0, 'dataset_len': within})
+    size = path.stat().st_size
+    records = [(0, batch, np.array(indices, dtype=np.int64) if as_array else indices)
+               for batch, (indices, as_array) in enumerate(batches, 1)]
+    bad = [(batch, next(i for i in indices if not 0 <= i < within))
+           for batch, (indices, _) in enumerate(batches, 1) if any(not 0 <= i < within for i in indices)]
+    if bad:
+        with pytest.raises(OutsideDatasetError) as raised:
+            writer.extend(records, within=within)
+        assert (raised.value.batch, raised.value.index) == bad[0]
+        assert path.stat().st_size == size, 'nothing written'
+    else:
+        writer.extend(records, within=within)
+        assert [(r.batch, r.indices.tolist()) for r in read_ledger(path).records] == [
+            (batch, list(indices)) for _, batch, indices in records]
+    writer.close()
+
+
+class Anywhere(torch.utils.data.Dataset):
+    """The synthetic dataset read at any index (modulo its length): a sampler's bad index reaches the ledger."""
+
+    def __init__(self, size: int) -> None:
+        self.data = synthetic(size)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.data[index % len(self.data)]
+
+
+class Yields(torch.utils.data.Sampler):
+    def __init__(self, indices: list[int]) -> None:
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __iter__(self) -> Any:
+        return iter(self.indices)
+
+
+@pytest.mark.parametrize('bad_batch', [1, 3])
+def test_an_index_outside_the_dataset_stops_the_run_before_a_checkpoint_holds_its_batch(tmp_path: Path,
+                                                                                       bad_batch: int) -> None:
+    """The first batch of a fit is checked at once; a later one when the records are written, here in the save of
+    batch 4, which stops before its file is written. The message is the one a check at the batch gave."""
+    indices = list(range(40))
+    indices[8 * (bad_batch - 1) + 5] = 40  # one past the end
+    loader = DataLoader(Anywhere(40), batch_size=8, sampler=Yields(indices))
+    trainer = make_trainer(loader, max_duration='1ep', save_folder=str(tmp_path / 'run'), save_interval='4ba',
+                           callbacks=[SampleLedger(str(tmp_path / 'ledger'))])
+    with pytest.raises(ValueError, match=re.escape(
+            f'SampleLedger(index_key=None) read sample index 40 in batch {bad_batch}, outside [0, 40) for a dataset '
+            'of 40 samples: index_key must select the dataset indices')):
+        trainer.fit()
+    assert int(trainer.state.timestamp.batch) == (1 if bad_batch == 1 else 4)
+    assert not list((tmp_path / 'run').glob('ep*-ba4-rank0.pt')), 'the checkpoint of batch 4 was not written'
+    assert _on_disk(tmp_path / 'ledger') == []
