@@ -182,27 +182,29 @@ def tap_walk(recipe_path: str, passes: int) -> tuple[float, float, int]:
 
 #: What timing the pieces showed when this script was written (its tables are measured on every run).
 FINDINGS = """\
-Where the time went. Timed piece by piece inside the trainer, every numpy call of `batch_end` cost several times
-what it costs in a tight loop (the step has just pushed its code and data out of the caches). Up to commit 050b215,
+Where the time went. Timed piece by piece inside the trainer, every call of `batch_end` cost several times what it
+costs in a tight loop (the step has just pushed its code and data out of the caches). Up to commit 050b215,
 `batch_end` turned each batch's index list (Python ints from the sampler graph) into a numpy array, checked its
-range with numpy's `min` and `max`, and converted it again to the file's width: this script measured `batch_end` at
-38-44 us and the ledger's time at 52-58 us a batch there (3.0-3.1% of the step). Then the list stayed a list
-(`validate.first_outside` checks it with the builtins, `array` packs it, the same bytes as numpy's): 28 us in
-`batch_end`, 43 us of the ledger's own time (2.2% of the step), of which some 40% was the one `os.write` of each
-record, 30% packing and checksumming it, 15% the range check.
+range with numpy's `min` and `max`, and converted it again to the file's width: 38-44 us in `batch_end`, 52-58 us
+of the ledger's own time a batch (3.0-3.1% of the step). Then the list stayed a list (checked with the builtins,
+packed by `array`): 28 us in `batch_end`, 43 us of own time (2.2% of the step), of which some 40% was the one
+`os.write` of each record, 30% packing and checksumming it, 15% the range check.
 
-Now `batch_end` checks the range and appends the list to the records held in memory; they are packed and written
-in one system call (`LedgerWriter.extend`, the bytes one `append` a record wrote) when Composer's save takes the
-ledger's state (`state_dict`, on every rank, before a byte of the checkpoint file is written, whatever the order of
-the callbacks), at every epoch's end, at fit end, when the Trainer is closed, and once 2**18 indices are held. A
-process killed loses only the batches no checkpoint holds, which a resume trains again anyway. Asking the saver
-whether it is about to save, at each batch's checkpoint event, was no option: its `save_interval` costs about
-30 us a call on this machine (Composer computes the elapsed fraction of the run), more than the ledger's whole
-budget; the saver itself pays it every batch (the "saver" column).
+Now `batch_end` appends the list to the records held in memory. They are checked, packed and written in one
+system call (`LedgerWriter.extend`: the bytes one `append` a record wrote; the range checked on the packed bytes,
+in one numpy pass for all of them) when Composer's save takes the ledger's state (`state_dict`: on every rank,
+before a byte of the checkpoint file is written, whatever the order of the callbacks), at every epoch's end, at
+fit end, when the Trainer is closed, and once 2**18 indices are held. A process killed loses only the batches no
+checkpoint holds, which a resume trains again. A fit's first batch is still checked at once, so a wrong
+`index_key` stops the run there; a later index outside the dataset stops it at the write, before a checkpoint
+holds its batch, with the same message. `run_event` calls only the handlers that do something (9 of a batch's 13
+events have none). Asking the saver at each batch whether it is about to save was no option: its `save_interval`
+costs about 30 us a call here (Composer computes the elapsed fraction of the run), more than the ledger's budget;
+the saver itself pays that every batch (the "saver" rows).
 
 The ledger's own time ({own:.1f} us in this run) is under 1% of any step of {floor:.1f} ms or more. The step
 grows by more than that: Composer's engine spends some tens of microseconds a batch on any callback, one that does
-nothing included (the "empty callback" column): for each callback and each of the ~14 events of a batch it formats
+nothing included (the "empty callback" rows): for each callback and each of the ~14 events of a batch it formats
 a debug-log timestamp before checking whether to log it. That cost is Composer's, not the ledger's to remove."""
 
 
