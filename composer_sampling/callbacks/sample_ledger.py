@@ -335,14 +335,16 @@ class SampleLedger(Callback):
     def _flush(self) -> None:
         """Check and write the records held in memory, in one system call (kept for a retry if it fails).
 
-        A record whose indices fall outside the dataset stops the run before it is written, so
-        before any checkpoint holds its batch.
+        A record whose indices fall outside the dataset stops the run before any checkpoint
+        holds its batch: the records before it are written, it and those after it dropped.
         """
         if self._pending:
             assert self._writer is not None, 'the first record creates the file'
             try:
                 self._writer.extend(self._pending, within=self._dataset_len)
             except OutsideDatasetError as error:
+                pending, self._pending, self._held = self._pending, [], 0
+                self._writer.extend(pending[:[batch for _, batch, _ in pending].index(error.batch)])
                 raise self._outside(error.batch, error.index) from None
             self._pending, self._held = [], 0
 
