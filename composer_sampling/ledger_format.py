@@ -10,16 +10,16 @@ written by rank 0 for a dataset whose epochs repeat or leave out samples by desi
 (mosaicml-streaming's ``epoch_size``, ``proportion``, ``repeat``, ``choose``).
 Version 2 files (8-byte indices, no schedule records) are read as they are.
 
-A record is appended whole or not at all (a short write is completed, a failed one
-undone). A process killed while writing can still leave a *torn* last record:
-reading stops there, reports it, and returns the records before it, as a
-write-ahead log recovers. A torn record is only ever the last bytes of a file: a
-record whose count runs past the end while a whole record (checksum holding) ends
-the file after it, or that is whole itself read with the count its bytes give
-it, has a damaged count, and the file is corrupted at that record. Damage
-anywhere else (a header or record failing its checksum) is an error too, the
-first damaged record named. When the header names a ``dataset_len``, every index
-must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
+A write (one record, or the many :meth:`LedgerWriter.extend` is given) is appended
+whole or not at all (a short write is completed, a failed one undone). A process
+killed while writing can still leave a *torn* last record: reading stops there,
+reports it, and returns the records before it, as a write-ahead log recovers. A
+torn record is only ever the last bytes of a file: a record whose count runs past
+the end while a whole record (checksum holding) ends the file after it, or that is
+whole itself read with the count its bytes give it, has a damaged count, and the
+file is corrupted at that record. Damage anywhere else (a header or record failing
+its checksum) is an error too, the first damaged record named. When the header
+names a ``dataset_len``, every index must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
 field before it is checked against the file's size, and a path that is not a
 regular file (a FIFO) is refused, never waited on (:func:`open_ledger`).
 
@@ -47,7 +47,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -58,8 +58,8 @@ from composer_sampling._checkpoint.envelope import valid_version
 from composer_sampling._validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'SCHEDULE_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
-           'LedgerWriter', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger', 'read_records',
-           'scan_ledger', 'uri_scheme', 'verify_ledger']
+           'LedgerWriter', 'OutsideDatasetError', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger',
+           'read_records', 'scan_ledger', 'uri_scheme', 'verify_ledger']
 
 MAGIC = b'CSLEDGER'
 LEDGER_VERSION = 3  # 3: narrow indices, schedule records; 2 added the header checksum (still read); 1 is refused
@@ -138,6 +138,14 @@ _TYPECODES = {4: 'I' if array('I').itemsize == 4 else 'L', 8: 'q'}
 _SWAP = sys.byteorder == 'big'
 
 
+class OutsideDatasetError(ValueError):
+    """A record :meth:`LedgerWriter.extend` was to check holds an index outside ``[0, within)``; nothing was written."""
+
+    def __init__(self, batch: int, index: int, within: int) -> None:
+        super().__init__(f'the record of batch {batch} holds index {index}, outside [0, {within})')
+        self.batch, self.index, self.within = batch, index, within
+
+
 class LedgerWriter:
     """Appends records to a new ledger file (created with its checksummed header)."""
 
@@ -152,26 +160,73 @@ class LedgerWriter:
         self._write(MAGIC + head + _CRC.pack(zlib.crc32(head)))
 
     def append(self, epoch: int, batch: int, indices: Any) -> None:
-        """Append one record, whole: a short write is completed, a failed one undone before the error rises.
+        """Append one record, whole: a short write is completed, a failed one undone before the error rises."""
+        self.extend([(epoch, batch, indices)])
 
-        A list of Python ints (what the sampler graph yields) is packed by :mod:`array`, the same bytes as numpy's.
+    def extend(self, records: Iterable[tuple[int, int, Any]], within: int | None = None) -> None:
+        """Append ``(epoch, batch, indices)`` records in one write, all or none of them (as :meth:`append` one).
+
+        A list of Python ints (what the sampler graph yields) is packed by :mod:`array`, the
+        same bytes as numpy's; the file holds the bytes one :meth:`append` per record writes.
+        With ``within``, every index of a batch's record (schedule records aside) must lie in
+        ``[0, within)``, or :class:`OutsideDatasetError` names the first record that fails, before a
+        byte is written; the lists are checked on their packed bytes, in one pass for all.
+
+        Example:
+            >>> import tempfile
+            >>> path = Path(tempfile.mkdtemp()) / 'rank0.bin'
+            >>> writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 9})
+            >>> writer.extend([(0, 1, [4, 2]), (0, 2, np.array([8]))])
+            >>> [record.indices.tolist() for record in read_ledger(path).records]
+            [[4, 2], [8]]
         """
+        records = list(records)
+        datas: list[bytes] = []
+        listed: list[bytes] = []  # the lists' bytes: packed exactly, their bytes are their values
+        outside = False  # some record to check holds an index outside [0, within)
+        for _, batch, indices in records:
+            try:
+                datas.append(self._packed(indices))
+            except OverflowError:  # a list with a value its width cannot hold
+                if within is None:
+                    raise
+                outside = True
+                continue
+            if within is not None and batch != SCHEDULE_BATCH:
+                if isinstance(indices, list):
+                    listed.append(datas[-1])
+                elif first_outside(np.asarray(indices), within) is not None:
+                    outside = True
+        if listed and not outside:
+            values = np.frombuffer(b''.join(listed), _dtype(self.width))
+            outside = bool(values.size) and (values.min() < 0 or values.max() >= int(within or 0))
+        if outside:
+            assert within is not None, 'only a write with within checks'
+            for _, batch, indices in records:
+                if batch != SCHEDULE_BATCH:
+                    _check_within(batch, indices, within)  # raises at the first record outside
+        if len(datas) != len(records):  # within was wider than the header's dataset_len
+            raise OverflowError(f'an index does not fit the {self.width} bytes an index takes in {self.path}')
+        parts: list[bytes] = []
+        for (epoch, batch, _), data in zip(records, datas, strict=True):
+            head = _RECORD.pack(epoch, batch, len(data) // self.width)
+            parts += (head, data, _CRC.pack(zlib.crc32(data, zlib.crc32(head))))
+        if parts:
+            self._write(b''.join(parts))
+
+    def _packed(self, indices: Any) -> bytes:
         if isinstance(indices, list):
             values = array(_TYPECODES[self.width], indices)
             if _SWAP:
                 values.byteswap()
-            count, data = len(values), values.tobytes()
-        else:
-            packed = np.asarray(indices, dtype=_dtype(self.width))
-            count, data = packed.size, packed.tobytes()
-        body = _RECORD.pack(epoch, batch, count) + data
-        self._write(body + _CRC.pack(zlib.crc32(body)))
+            return values.tobytes()
+        return np.asarray(indices, dtype=_dtype(self.width)).tobytes()
 
     def _write(self, data: bytes) -> None:
-        start, done = self._size, 0
+        start, done, view = self._size, 0, memoryview(data)
         try:
             while done < len(data):
-                written = os.write(self._fd, data[done:])
+                written = os.write(self._fd, view[done:])
                 if written <= 0:
                     raise OSError(f'no byte of the record could be written to {self.path}')
                 done += written
@@ -182,6 +237,12 @@ class LedgerWriter:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _check_within(batch: int, indices: Any, within: int) -> None:
+    where = first_outside(indices, within)
+    if where is not None:
+        raise OutsideDatasetError(batch, int(indices[where]), within)
 
 
 def not_a_file(path: Path) -> str | None:
