@@ -229,9 +229,9 @@ def _declared(target: str, where: str) -> dict[str, Any]:
 def our_samplers() -> dict[str, Entry]:
     """The recipe names the samplers of ours declare, in the order of ``samplers.SAMPLERS``, importing their modules.
 
-    A sampler's module names it for recipes with a module-level ``RECIPE``: plain
-    data, ``name``, ``build`` (its builder), ``description`` and ``options`` (each
-    the fields of an :class:`Option`), and any other field of an :class:`Entry`.
+    A sampler's module names it for recipes with a module-level ``RECIPE``: plain data,
+    ``name``, ``build`` (its builder), ``description``, ``options`` (each the fields of
+    an :class:`Option`) and any other field of an :class:`Entry`.
 
     Example:
         >>> our_samplers()['sub_epoch'].target
@@ -240,13 +240,12 @@ def our_samplers() -> dict[str, Entry]:
     entries: dict[str, Entry] = {}
     for module_name in dict.fromkeys(samplers.SAMPLERS.values()):
         module = importlib.import_module(f'{samplers.__name__}.{module_name}')
-        recipe = getattr(module, 'RECIPE', None)
+        recipe, where = getattr(module, 'RECIPE', None), f'{module.__name__}.RECIPE'
         if recipe is None:
             continue
-        where = f'{module.__name__}.RECIPE'
         name, build = recipe['name'], recipe['build']
-        if name in entries:
-            raise RegistryError(f'{where} names the sampler {name!r}, which {entries[name].target} already has')
+        if name in entries or name in _OTHER_SAMPLERS:
+            raise RegistryError(f'{where} names the sampler {name!r}, which another sampler of recipes has')
         fields = _entry_fields({key: value for key, value in recipe.items() if key not in ('name', 'build')}, where)
         entries[name] = Entry(f'{build.__module__}:{build.__qualname__}', **fields)
     return entries
@@ -255,8 +254,7 @@ def our_samplers() -> dict[str, Entry]:
 class Registry:
     """Parts of one kind by name: built-ins given as import targets, then the entry points of ``group``.
 
-    ``builtins`` may be a function that gives them, called when the registry is first
-    asked (the samplers' are read from the samplers' modules, which import torch).
+    ``builtins`` may be a function giving them, called when first asked (the samplers' modules import torch).
 
     Example:
         >>> table = Registry('things', 'example.things', {'od': Entry('collections:OrderedDict', 'ordered dict')})
@@ -344,11 +342,7 @@ _SAMPLER_ORDER = ('resumable', 'distributed', 'random', 'custom_batch', 'sub_epo
 
 def _samplers() -> dict[str, Entry]:
     """Every built-in sampler name: ours and the others, in :data:`_SAMPLER_ORDER`, then new ones as declared."""
-    table = our_samplers()
-    for name in set(table) & set(_OTHER_SAMPLERS):
-        raise RegistryError(f'{table[name].target} declares the sampler name {name!r}, which '
-                            f'{_OTHER_SAMPLERS[name].target} has')
-    table.update(_OTHER_SAMPLERS)
+    table = {**our_samplers(), **_OTHER_SAMPLERS}
     order = {name: k for k, name in enumerate(_SAMPLER_ORDER)}
     return {name: table[name] for name in sorted(table, key=lambda name: order.get(name, len(order)))}
 
