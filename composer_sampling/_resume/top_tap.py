@@ -19,7 +19,8 @@ from composer.core import State
 from torch.utils.data import DataLoader
 
 from composer_sampling._graph.grouping import grouping
-from composer_sampling._graph.index_tap import IndexTap, install_tap
+from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
+from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import active_root
 from composer_sampling.samplers.distribute import rebuild_loader
 
@@ -49,8 +50,10 @@ def top_edge(loader: DataLoader) -> tuple[Any, str, int, bool]:
     return top, group.attribute, group.size, group.keep_partial
 
 
-def top_tap(state: State) -> IndexTap | None:
-    """The tap every batch of the train dataloader passes through; None when it cannot be placed.
+def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None) -> IndexTap | None:
+    """The tap every batch of the train dataloader passes through, telling ``listener``; None when it cannot be placed.
+
+    ``graph`` is this fit's snapshot of the train dataloader (``fit_graph``): its root is the top.
 
     It cannot be placed on a batch sampler of yours at the top of a DataLoader
     subclass (torchdata's ``StatefulDataLoader``, ...), which this module does not
@@ -59,17 +62,24 @@ def top_tap(state: State) -> IndexTap | None:
     loader = state.dataloader
     if not isinstance(loader, DataLoader):
         return None
+    top = graph.root  # the top, as the fit's one walk found it
+    group = grouping(top)
     if loader in _REBUILT:
         tap = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
         assert isinstance(tap, IndexTap)
+        if listener is not None:
+            tap.listen(listener)
         return tap
-    top = active_root(loader)
-    group = grouping(top)  # as top_edge finds the edge, the top walked once
     if group is not None:
-        return install_tap(top, group.attribute, group.size, group.keep_partial)
+        tap = install_tap(top, group.attribute, group.size, group.keep_partial)
+        if listener is not None:
+            tap.listen(listener)
+        return tap
     if type(loader) is not DataLoader:
         return None
     tap = IndexTap(top)
+    if listener is not None:
+        tap.listen(listener)
     samplers = {'batch_sampler': tap} if loader.batch_sampler is not None else {'sampler': tap, 'batch_size': None}
     rebuilt = rebuild_loader(loader, **samplers)
     length = -1 if state.dataloader_len is None else int(state.dataloader_len)

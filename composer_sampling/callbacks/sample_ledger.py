@@ -389,15 +389,14 @@ class SampleLedger(Callback):
             if getattr(loader, 'in_order', True) is False:
                 raise ValueError('SampleLedger needs the DataLoader to return batches in the order of its index '
                                  'lists; build it with in_order=True (the default)')
-            tap = top_tap(state)
+            assert self._graph is not None  # taken in fit_start, as the loader is a DataLoader
+            tap = top_tap(state, self._graph, self._tell)
             if tap is None and self.index_key is None:
                 raise ValueError(
                     f'SampleLedger cannot see the index lists of {describe(active_root(loader))} at the top of a '
                     f'{type(loader).__name__}; pass SampleLedger(index_key=...) naming where each batch holds its '
                     'sample indices, or use a plain torch DataLoader')
             self._tap = tap
-            if tap is not None:
-                tap.listen(self._tell)
             self._check_first = self.index_key is not None and tap is not None
             return 'sampler' if self.index_key is None else 'batch'
         if self.index_key is not None:

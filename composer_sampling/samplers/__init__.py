@@ -2,7 +2,9 @@
 
 :data:`SAMPLERS` names each sampler and the module of this folder that defines it; the
 samplers (and ``composer_sampling``'s top level, which exports every one of them) are
-imported on first use. A new sampler is one line here.
+imported on first use. A new sampler is one line here. A module that carries a
+``RECIPE`` (plain data: the name recipes give it, its builder, a line, its options)
+gives its sampler that name in recipes; the recipe runner reads it from here.
 """
 
 from __future__ import annotations
