@@ -375,7 +375,7 @@ def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
 def _same_count(block: bytes, at: int, step: int, count: int, ahead: int) -> int:
     """How many of the ``ahead`` records every ``step`` bytes from ``at`` in ``block``, in a row from the first,
     say they hold ``count`` samples (so that each next one does start ``step`` bytes on)."""
-    counts = np.ndarray((ahead,), '<u4', block, at + _RECORD.size - _LENGTH.size, (step,))
+    counts: np.ndarray = np.ndarray((ahead,), '<u4', block, at + _RECORD.size - _LENGTH.size, (step,))
     differ = np.flatnonzero(counts != count)
     return int(differ[0]) if differ.size else ahead
 
@@ -523,7 +523,7 @@ def _run_indices(data: memoryview, starts: np.ndarray, counts: np.ndarray, lengt
     """The indices of a run's records (at ``starts`` in ``data``), in order: each stretch of records of one size
     read off in one strided copy."""
     changes = np.flatnonzero(counts[1:] != counts[:-1]) + 1
-    parts = []
+    parts: list[np.ndarray] = []
     for first, end in zip([0, *changes.tolist()], [*changes.tolist(), counts.size], strict=True):
         records, count = end - first, int(counts[first])
         parts.append(np.ndarray((records, count), dtype, data, int(starts[first]) + _RECORD.size,
