@@ -69,7 +69,8 @@ SCHEDULE_BATCH = -1
 _LENGTH = struct.Struct('<I')
 _RECORD = struct.Struct('<IqI')
 _CRC = struct.Struct('<I')
-_BLOCK = 1 << 16  # bytes read at a time while scanning record headers
+_BLOCK = 1 << 16  # bytes read at a time while scanning the headers of large records
+_SCAN_BYTES = 1 << 20  # bytes read at a time while scanning the headers of records of at most _BLOCK bytes
 _RUN_BYTES = 1 << 24  # bytes of neighbouring records read at a time
 
 
@@ -389,13 +390,18 @@ def scan_ledger(path: Path) -> LedgerScan:
 def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
                     width: int) -> tuple[list[array[int]], str | None, LedgerError | None]:
     """Offsets, epochs, batches and counts of the records from ``offset`` on, seeking past their indices; what a
-    torn last record lost, or the error naming a record whose count runs past the end of a file it does not end."""
+    torn last record lost, or the error naming a record whose count runs past the end of a file it does not end.
+
+    Each record's count says where the next one starts; the records after it whose
+    headers the block read holds and that say the same count are taken with it
+    (:func:`_same_count`): the records a walk one at a time finds, read off at once.
+    """
     fields: list[array[int]] = [array('q') for _ in range(4)]
-    block, start = b'', offset
+    block, start, wanted = b'', offset, _BLOCK
     while offset < size:
         if offset - start < 0 or offset - start + _RECORD.size > len(block):
             file.seek(offset)
-            block, start = file.read(_BLOCK), offset
+            block, start = file.read(wanted), offset
         head = block[offset - start:offset - start + _RECORD.size]
         torn = _torn(path, size - offset, head, width)
         if torn is not None:
@@ -408,10 +414,31 @@ def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
                 f'more than the {size - offset} bytes left, yet a whole record ends the file at byte {ending}: '
                 'damage, not a torn last record')
         epoch, batch, count = _RECORD.unpack(head)
-        for values, value in zip(fields, (offset, epoch, batch, count), strict=True):
-            values.append(value)
-        offset += _RECORD.size + width * count + _CRC.size
+        step = _RECORD.size + width * count + _CRC.size
+        # the records of this size whose headers the block holds and that the file holds whole
+        ahead = min((len(block) - (offset - start) - _RECORD.size) // step + 1, (size - offset) // step)
+        run = _same_count(block, offset - start, step, count, ahead) if ahead > 1 else 1
+        if run == 1:
+            for values, value in zip(fields, (offset, epoch, batch, count), strict=True):
+                values.append(value)
+        else:
+            at = offset - start
+            for values, column in zip(fields, (offset + step * np.arange(run, dtype=np.int64),
+                                               np.ndarray((run,), '<u4', block, at, (step,)),
+                                               np.ndarray((run,), '<i8', block, at + 4, (step,)),
+                                               np.full(run, count)), strict=True):
+                values.frombytes(column.astype(np.int64).tobytes())
+        offset += step * run
+        wanted = _SCAN_BYTES if step <= _BLOCK else _BLOCK
     return fields, None, None
+
+
+def _same_count(block: bytes, at: int, step: int, count: int, ahead: int) -> int:
+    """How many of the ``ahead`` records every ``step`` bytes from ``at`` in ``block``, in a row from the first,
+    say they hold ``count`` samples (so that each next one does start ``step`` bytes on)."""
+    counts: np.ndarray = np.ndarray((ahead,), '<u4', block, at + _RECORD.size - _LENGTH.size, (step,))
+    differ = np.flatnonzero(counts != count)
+    return int(differ[0]) if differ.size else ahead
 
 
 def _record_ending_the_file(file: BinaryIO, offset: int, size: int, width: int) -> int | None:
@@ -514,30 +541,55 @@ def _first_outside(scan: LedgerScan, numbers: np.ndarray, indices: np.ndarray) -
 
 
 def _checked_runs(file: BinaryIO, scan: LedgerScan, records: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Runs of neighbouring records read in one block each: their numbers and indices, checksums checked."""
+    """Runs of neighbouring records read in one block each: their numbers and indices, checksums checked.
+
+    The checksums of a run are computed record by record and compared at once; the
+    first record whose checksum fails is named, as a check in file order names it.
+    """
     sizes = _RECORD.size + scan.width * scan.counts + _CRC.size
     dtype = np.dtype(_dtype(scan.width))
+    for run, end in _runs(records, sizes):
+        numbers = records[run:end]
+        lengths = sizes[numbers]
+        file.seek(int(scan.offsets[numbers[0]]))
+        data = memoryview(_read(file, scan, int(lengths.sum())))
+        starts = np.cumsum(lengths) - lengths
+        ends = starts + lengths - _CRC.size  # where each record's checksum lies (a multiple of 4 bytes on)
+        stored = np.frombuffer(data, '<u4')[ends // _CRC.size]
+        computed = np.fromiter((zlib.crc32(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)),
+                               dtype=np.uint32, count=numbers.size)
+        failed = np.flatnonzero(computed != stored)
+        if failed.size:
+            raise _corrupted(scan.path, int(scan.offsets[numbers[failed[0]]]))
+        yield numbers, _run_indices(data, starts, scan.counts[numbers], lengths, dtype)
+
+
+def _runs(records: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, int]]:
+    """``records`` (numbers in file order) in runs ``records[run:end]`` of neighbours, each as many as fit in
+    ``_RUN_BYTES`` from its first (a larger record alone)."""
+    ends = np.cumsum(sizes[records])
+    breaks = np.flatnonzero(records[1:] != records[:-1] + 1) + 1  # where a run of neighbours ends
     run = 0
     while run < records.size:
-        first = int(records[run])
-        end = run + 1
-        total = int(sizes[first])
-        while (end < records.size and records[end] == records[end - 1] + 1
-               and total + int(sizes[records[end]]) <= _RUN_BYTES):
-            total += int(sizes[records[end]])
-            end += 1
-        numbers = records[run:end]
-        file.seek(int(scan.offsets[first]))
-        data = memoryview(_read(file, scan, total))
-        parts, at = [], 0
-        for k in numbers:
-            body = _RECORD.size + scan.width * int(scan.counts[k])
-            if _CRC.unpack_from(data, at + body)[0] != zlib.crc32(data[at:at + body]):
-                raise _corrupted(scan.path, int(scan.offsets[k]))
-            parts.append(np.frombuffer(data, dtype=dtype, count=int(scan.counts[k]), offset=at + _RECORD.size))
-            at += body + _CRC.size
-        yield numbers, (np.concatenate(parts) if len(parts) > 1 else parts[0])
+        stretch = int(breaks[np.searchsorted(breaks, run, side='right')]) if breaks.size and breaks[-1] > run \
+            else records.size
+        before = int(ends[run - 1]) if run else 0
+        end = min(max(int(np.searchsorted(ends, before + _RUN_BYTES, side='right')), run + 1), stretch)
+        yield run, end
         run = end
+
+
+def _run_indices(data: memoryview, starts: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
+                 dtype: np.dtype[Any]) -> np.ndarray:
+    """The indices of a run's records (at ``starts`` in ``data``), in order: each stretch of records of one size
+    read off in one strided copy."""
+    changes = np.flatnonzero(counts[1:] != counts[:-1]) + 1
+    parts: list[np.ndarray] = []
+    for first, end in zip([0, *changes.tolist()], [*changes.tolist(), counts.size], strict=True):
+        records, count = end - first, int(counts[first])
+        parts.append(np.ndarray((records, count), dtype, data, int(starts[first]) + _RECORD.size,
+                                (int(lengths[first]), dtype.itemsize)).reshape(-1))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 def _read(file: BinaryIO, scan: LedgerScan, size: int) -> bytes:
