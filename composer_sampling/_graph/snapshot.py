@@ -32,6 +32,7 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 import composer_sampling._graph.walk as sampler_graph
+from composer_sampling._graph.accounting import EpochAccounting
 from composer_sampling._graph.grouping import keeps_child_order
 from composer_sampling._graph.seeding import draws_from_generator, is_streaming_dataset
 from composer_sampling._graph.signatures import order_signature
@@ -49,17 +50,6 @@ from composer_sampling.protocols import (
 )
 
 __all__ = ['EpochAccounting', 'EpochData', 'GraphSnapshot', 'take_snapshot']
-
-
-@dataclasses.dataclass(frozen=True)
-class EpochAccounting:
-    """How one pass over the data uses the dataset across all ranks (a data epoch, for sub-epochs)."""
-
-    dataset_len: int
-    trained: int
-    padded: int
-    dropped: int
-    steps: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,26 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from composer_sampling._graph.accounting import EpochAccounting
 from composer_sampling._proofs.counting import RankOverlap, SaturatingCounts
 from composer_sampling._validate import first_outside
 
 if TYPE_CHECKING:  # audit's verdict needs no torch: the graph (and torch) is imported where a loader is read
     from torch.utils.data import DataLoader
-
-    from composer_sampling._graph.snapshot import EpochAccounting
-
-
-def __getattr__(name: str) -> Any:
-    """``EpochAccounting`` from the graph's snapshot module, imported (with torch) on first use."""
-    if name == 'EpochAccounting':
-        from composer_sampling._graph.snapshot import EpochAccounting
-
-        return EpochAccounting
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 __all__ = [
     'Coverage',
