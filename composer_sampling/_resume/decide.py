@@ -77,7 +77,7 @@ class Continuation:
 
     A window (also an offset's cut by ``train_subset_num_batches``) goes on ``edge``,
     ``(parent, attribute)``, counted in that edge's items; with ``edge`` None it goes
-    on the top tap (:func:`~composer_sampling._resume.top_tap.top_edge`), counted in
+    on the top tap (:func:`~composer_sampling._resume.top_tap.top_tap`), counted in
     the DataLoader's batches.
     """
 

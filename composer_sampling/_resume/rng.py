@@ -114,8 +114,10 @@ class CheckpointRNG:
         if self._loaded_batch is not None and self._loaded_batch != int(state.timestamp.batch):
             self._warn('batch', f'SamplerSync: its copy of the RNG state is from batch {self._loaded_batch}, the '
                                 f'checkpoint from batch {int(state.timestamp.batch)}, so the RNG state is not '
-                                'restored and dropout or augmentations differ from the run that never stopped. Keep '
-                                'SamplerSync before any CheckpointSaver in callbacks')
+                                'restored and dropout or augmentations differ from the run that never stopped. '
+                                'SamplerSync copies the RNG state when Composer saves, so a copy from another batch '
+                                'means the checkpoint was edited, or written by an older composer-sampling with '
+                                'SamplerSync after the CheckpointSaver')
             return
         if len(loaded) != dist.get_world_size():
             self._warn('world', f'SamplerSync: the checkpoint holds the RNG states of {len(loaded)} ranks and this '

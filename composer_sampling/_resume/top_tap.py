@@ -21,33 +21,12 @@ from torch.utils.data import DataLoader
 from composer_sampling._graph.grouping import grouping
 from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
 from composer_sampling._graph.snapshot import GraphSnapshot
-from composer_sampling._graph.walk import active_root
 from composer_sampling.samplers.distribute import rebuild_loader
 
-__all__ = ['end_top_tap', 'top_edge', 'top_tap']
+__all__ = ['end_top_tap', 'top_tap']
 
 #: A DataLoader this module built around a tap -> (the trainer's own DataLoader, its length as Composer had it).
 _REBUILT: weakref.WeakKeyDictionary[DataLoader, tuple[DataLoader, int]] = weakref.WeakKeyDictionary()
-
-
-def top_edge(loader: DataLoader) -> tuple[Any, str, int, bool]:
-    """Where a tap sees every batch the DataLoader reads: the edge below the top when the top is ours or torch's.
-
-    Returns ``(parent, attribute, items of that edge per batch, whether a last shorter group is a batch)``;
-    ``parent`` None means the top itself is a batch sampler of yours, which only a new DataLoader with the
-    tap as its batch sampler can see.
-
-    Example:
-        >>> loader = DataLoader(range(8), batch_size=4, drop_last=True)
-        >>> parent, attribute, group, keep_partial = top_edge(loader)
-        >>> type(parent).__name__, attribute, group, keep_partial
-        ('BatchSampler', 'sampler', 4, False)
-    """
-    top = active_root(loader)
-    group = grouping(top)
-    if group is None:
-        return None, 'batch_sampler', 1, True
-    return top, group.attribute, group.size, group.keep_partial
 
 
 def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None) -> IndexTap | None:

@@ -12,8 +12,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Rando
 from composer_sampling import DistributedBatchAdapter, NestedBatchSampler, ResumableDistributedSampler, distribute
 from composer_sampling._graph.grouping import Grouping, grouping, keeps_child_order
 from composer_sampling._graph.snapshot import take_snapshot
+from composer_sampling._graph.walk import active_root
 from composer_sampling._proofs._rank_shape import read_shape
-from composer_sampling._resume.top_tap import top_edge
 from composer_sampling.samplers.nested import StatefulNestedBatchSampler
 
 DATA = range(24)
@@ -91,8 +91,9 @@ def test_the_construction_proves_a_batch_sampler_subclass_that_keeps_torchs_iter
 
 def test_the_top_tap_goes_below_a_nested_subclass_that_keeps_our_iter_only() -> None:
     named = _nested(NamedNested)
-    assert top_edge(DataLoader(DATA, batch_sampler=named)) == (named, 'batch_sampler', 3, False)
-    assert top_edge(DataLoader(DATA, batch_sampler=_nested(OwnNested)))[0] is None
+    assert active_root(DataLoader(DATA, batch_sampler=named)) is named
+    assert grouping(named) == Grouping('batch_sampler', 3, False)
+    assert grouping(active_root(DataLoader(DATA, batch_sampler=_nested(OwnNested)))) is None
 
 
 def test_distribute_replaces_an_adapter_subclass_that_keeps_our_iter_and_keeps_one_of_its_own() -> None:

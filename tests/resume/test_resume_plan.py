@@ -6,8 +6,9 @@ import pytest
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, Sampler
 
 from composer_sampling import NestedBatchSampler, ResumableDistributedSampler
+from composer_sampling._graph.grouping import Grouping, grouping
+from composer_sampling._graph.walk import active_root
 from composer_sampling._resume.decide import Layout, Position, ResumeRefusedError, continuation
-from composer_sampling._resume.top_tap import top_edge
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.samplers import DistributedBatchAdapter
 
@@ -71,6 +72,6 @@ def test_only_a_sampler_without_set_epoch_or_generator_keeps_the_spin() -> None:
 
 def test_the_top_tap_goes_below_the_top_or_over_a_batch_sampler_of_yours() -> None:
     nested = NestedBatchSampler(BatchSampler(RandomSampler(DATA), 2, False), 3, drop_last=True)
-    assert top_edge(DataLoader(DATA, batch_sampler=nested))[1:] == ('batch_sampler', 3, False)
+    assert grouping(active_root(DataLoader(DATA, batch_sampler=nested))) == Grouping('batch_sampler', 3, False)
     custom = BatchShuffleSampler(BatchSampler(RandomSampler(DATA), 4, False))
-    assert top_edge(DataLoader(DATA, batch_sampler=custom))[0] is None
+    assert grouping(active_root(DataLoader(DATA, batch_sampler=custom))) is None
