@@ -1,13 +1,19 @@
 """Both proofs and ``audit`` at scale: whole-process wall time and peak memory of ``plan`` and ``audit``.
 
-    .venv/bin/python scripts/bench_proofs.py [--repeats 3] [--plan-1e8] [--plan-1e9] [--audit-samples 1e9]
+    .venv/bin/python scripts/bench_proofs.py [--repeats 3] [--plan-1e8] [--plan-1e9] [--plan-base DIR]
+                                             [--audit-samples 1e9]
     .venv/bin/python scripts/bench_proofs.py --construction-only [--repeats 3]   (prints the rows, writes nothing)
     .venv/bin/python scripts/bench_proofs.py --audit-only [--audit-samples 1e9] [--audit-against TREE]
 
 ``plan`` runs on a recipe whose sampler graph forces the counted proof: our
 ``ResumableDistributedSampler`` under a batch-shuffling custom batch sampler (the
 demo's ``BatchShuffleSampler``, presented by ``DistributedBatchAdapter``), so every
-rank's order is iterated and counted. ``audit`` reads ledger files this script writes
+rank's order is iterated and counted, by worker processes (one a core). Its peak
+memory is also summed over the process tree (resident set sizes, sampled every
+0.2 s), and ``--plan-base DIR`` runs each plan case with the package of another
+checkout too (e.g. ``git worktree add /tmp/base main``), in turns, for a side by
+side. The cost of each part of the count, per sample, is measured in this process
+on a few ranks of the 1e9 case. ``audit`` reads ledger files this script writes
 with ``LedgerWriter`` (64 ranks, one epoch of a shuffled order, 1,024 indices a
 record) into a temporary folder and deletes afterwards; ``cat FILES > /dev/null`` of
 the same bytes is its floor. Both run warm (the files just written, in the page
@@ -31,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -142,15 +149,105 @@ def _median(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
-def bench_plan(cases: list[tuple[int, int, int, int]]) -> list[str]:
-    rows = ['| samples | ranks | epochs | runs | first run | median wall | peak RSS | samples counted / s |',
-            '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |']
+def _tree_rss(root: int) -> int:
+    """The resident set size (KiB) of process ``root`` and all its descendants summed, read from /proc (an upper
+    bound: a page shared between them, copy-on-write or the workers' shared planes, counts in each)."""
+    parents: dict[int, int] = {}
+    for stat in Path('/proc').glob('[0-9]*/stat'):
+        try:
+            fields = stat.read_text().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    total = 0
+    for pid in tree:
+        try:
+            status = Path(f'/proc/{pid}/status').read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith('VmRSS:')), 0)
+    return total
+
+
+def run_plan(command: list[str], root: Path) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS of the biggest process (MiB, ``/usr/bin/time``) and peak RSS summed over the process
+    tree (MiB, sampled every 0.2 s) of one ``plan`` run with the package at ``root``; raises if it fails."""
+    env = {**_env(), 'PYTHONPATH': os.pathsep.join([str(root), str(ROOT / 'scripts')])}
+    with tempfile.NamedTemporaryFile('r', suffix='.time') as report:
+        timed = ['/usr/bin/time', '-f', '%e %M', '-o', report.name, *command]
+        process = subprocess.Popen(timed, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, _tree_rss(process.pid))
+            time.sleep(0.2)
+        if process.returncode:
+            raise RuntimeError(f'{shlex.join(command)} failed ({process.returncode}): '
+                               f'{process.stderr.read().decode()[-2000:] if process.stderr else ""}')
+        wall, rss = report.read().split()[-2:]
+    return float(wall), int(rss) / 1024, peak / 1024
+
+
+def bench_plan(cases: list[tuple[int, int, int, int]], base: Path | None) -> list[str]:
+    roots = {'this branch': ROOT, **({f'`{base}`': base} if base is not None else {})}
+    rows = ['| samples | ranks | epochs | code | runs | first run | median wall | peak RSS (biggest process) | '
+            'peak RSS (all processes) | samples counted / s |',
+            '| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for samples, ranks, epochs, repeats in cases:
-        runs = [run_once(plan_command(samples, ranks, epochs)) for _ in range(repeats)]
-        wall, rss = _median(runs)
-        rows.append(f'| {samples:.0e} | {ranks:,} | {epochs} | {repeats} | {runs[0][0]:.1f} s | {wall:.1f} s | '
-                    f'{rss:,.0f} MiB | {samples * epochs / wall:,.0f} |')
-        print(rows[-1], flush=True)
+        runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in roots}
+        for _ in range(repeats):  # in turns, so that a drift of the machine falls on both
+            for name, root in roots.items():
+                runs[name].append(run_plan(plan_command(samples, ranks, epochs), root))
+        for name, measured in runs.items():
+            wall, rss, tree = (statistics.median(run[k] for run in measured) for k in range(3))
+            rows.append(f'| {samples:.0e} | {ranks:,} | {epochs} | {name} | {repeats} | {measured[0][0]:.1f} s | '
+                        f'{wall:.1f} s | {rss:,.0f} MiB | {tree:,.0f} MiB | {samples * epochs / wall:,.0f} |')
+            print(rows[-1], flush=True)
+    return rows
+
+
+def plan_parts(samples: int = 10**9, ranks: int = 16384, probe: int = 32) -> list[str]:
+    """CPU ns a sample of each part of the counted proof, on ``probe`` ranks of ``samples`` on ``ranks`` ranks."""
+    from itertools import chain
+
+    from composer_sampling._proofs.counting import RankOverlap
+    from composer_sampling._proofs.coverage import RankTally
+
+    samplers = [ours_under_custom_batch(samples, ranks, rank, 17, DEVICE_BATCH) for rank in range(probe)]
+    clock = time.process_time
+    started = clock()
+    batches = [list(sampler) for sampler in samplers]
+    iterated = clock() - started
+    started = clock()
+    arrays = [np.fromiter(chain.from_iterable(rank), dtype=np.int64) for rank in batches]
+    converted = clock() - started
+    count = sum(array.size for array in arrays)
+    tally = RankTally(RankOverlap(samples))
+    tally.counts.ranks.planes.fill(0)  # paged in first, as it is after the first ranks of a whole plan
+    started = clock()
+    for rank, array in enumerate(arrays):
+        tally.add_rank(rank, [array], 0)
+    counted = clock() - started
+    other = RankOverlap(samples)
+    other.ranks.once[:] = np.random.default_rng(0).integers(0, 256, other.ranks.once.size, dtype=np.uint8)
+    other.ranks.twice.fill(0)
+    started = clock()
+    tally.counts.merge(other)
+    merged = clock() - started
+    rows = ['| part | CPU ns a sample |', '| --- | ---: |']
+    for name, seconds, per in [
+            ("iterating the user's batch sampler (`list` of its batches, our sampler's permutation included)",
+             iterated, count),
+            ('converting the batches to one array (`np.fromiter` over them)', converted, count),
+            ('counting (`RankTally.add_rank`: a sort, the 2-bit planes)', counted, count),
+            ('merging one worker\'s planes into another\'s, per sample of the dataset', merged, samples)]:
+        rows.append(f'| {name} | {seconds / per * 1e9:,.1f} |')
+    print('\n'.join(rows), flush=True)
     return rows
 
 
@@ -221,7 +318,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--plan-1e8', action='store_true', help='plan 1e8 samples on 1,024 ranks, 2 epochs (once)')
-    parser.add_argument('--plan-1e9', action='store_true', help='plan 1e9 samples on 16,384 ranks, 1 epoch (once)')
+    parser.add_argument('--plan-1e9', action='store_true', help='plan 1e9 samples on 16,384 ranks, 2 epochs (once)')
+    parser.add_argument('--plan-base', type=Path, metavar='DIR',
+                        help='also run each plan case with the package of this checkout (e.g. main), in turns')
     parser.add_argument('--audit-samples', type=float, default=1e7, help='recorded samples to audit (1e9: 4 GB)')
     parser.add_argument('--construction-only', action='store_true',
                         help='only the proof by construction\'s cases: print their rows, write nothing')
@@ -240,10 +339,12 @@ def main() -> None:
     if args.plan_1e8:
         cases.append((10**8, 1024, 2, 1))
     if args.plan_1e9:
-        cases.append((10**9, 16384, 1, 1))
-    plan_rows = bench_plan(cases)
+        cases.append((10**9, 16384, 2, 1))
+    plan_rows = bench_plan(cases, args.plan_base)
+    part_rows = plan_parts()
     audit_rows = bench_audit(int(args.audit_samples), audit_repeats, args.audit_against)
     flags = ''.join(f' --{flag}' for flag in ('plan-1e8', 'plan-1e9') if getattr(args, flag.replace('-', '_')))
+    flags += f' --plan-base {args.plan_base}' if args.plan_base else ''
     command = (f'.venv/bin/python scripts/bench_proofs.py --repeats {args.repeats}{flags} '
                f'--audit-samples {args.audit_samples:.0e}'
                + (f' --audit-against {args.audit_against}' if args.audit_against else ''))
@@ -252,7 +353,13 @@ def main() -> None:
         *plan_rows, '',
         'Each run is the whole `composer-sampling plan` process: Python and torch start-up (about 2 s and 450 MiB, '
         'see bench_startup.py), building every rank\'s loader, iterating each rank\'s batches in Python and counting '
-        'them. "first run" is the first of the runs (the coldest file cache).', '',
+        'them, in worker processes forked after the loaders are built (one a core: `--workers` unset). "first run" is '
+        'the first of the runs (the coldest file cache). The first peak RSS is the biggest single process\'s, the '
+        'second sums every process of the run, sampled every 0.2 s (an upper bound: pages the plan and its workers '
+        'share count in each).', '',
+        'Where a sample\'s time goes, measured in one process on 32 ranks of the 1e9 case (CPU time, so the other '
+        'jobs on the machine count less):', '',
+        *part_rows, '',
         '### plan: the proof by construction (our sampler under torch\'s BatchSampler, digits recipe)', '',
         *construction_rows, '',
         'Whole `composer-sampling plan` processes again, 2 epochs: the time is start-up and building 16,384 loaders '

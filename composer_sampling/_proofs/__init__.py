@@ -9,4 +9,6 @@ an underscore are this folder's own:
 * ``summary``: the run summary (:func:`~composer_sampling.summarize`)
 * ``_construction``, ``_rank_shape``, ``_construction_guard``: the proof by construction,
   the rank graph it reads and the guard that checks the permutation on sampled positions
+* ``_indices``, ``_workers``: the counted proof's indices of every rank (read as arrays
+  where the sampler can say them, else iterated) and the worker processes that count them
 """

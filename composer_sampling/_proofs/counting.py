@@ -6,6 +6,8 @@ The exactly-once verdict needs, per sample, only whether it was trained 0, 1 or
 size: no array of a whole epoch's indices is ever built. :class:`RankOverlap`
 adds, for the plan, how many samples several ranks train, with one scratch bitmap
 (``N / 8`` bytes) that holds the current rank's samples and is cleared where it was set.
+Counts of disjoint sets of ranks merge (:meth:`RankOverlap.merge`), and their planes may
+live in memory the caller provides (``store``), so that processes can count ranks apart.
 
 Example:
     >>> counts = SaturatingCounts(5)
@@ -18,11 +20,22 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ['RankOverlap', 'SaturatingCounts', 'group_bits', 'popcount']
+__all__ = ['RankOverlap', 'SaturatingCounts', 'group_bits', 'plane_bytes', 'popcount']
 
 _POPCOUNT = np.array([bin(value).count('1') for value in range(256)], dtype=np.uint8)
 _POPCOUNT_CHUNK = 1 << 24
 _ONE = np.uint8(1)
+
+
+def plane_bytes(n: int, planes: int) -> int:
+    """The bytes of ``planes`` bit planes over ``n`` samples (a :class:`SaturatingCounts` has 2, a
+    :class:`RankOverlap` 3).
+
+    Example:
+        >>> plane_bytes(10, 3)
+        6
+    """
+    return planes * -(-n // 8)
 
 
 def popcount(bits: np.ndarray) -> int:
@@ -107,6 +120,8 @@ class SaturatingCounts:
 
     Args:
         n (int): the number of samples, at least 0.
+        planes (np.ndarray | None): zeroed ``uint8`` memory of :func:`plane_bytes` ``(n, 2)`` bytes to count in
+            (shared memory, for counts another process reads), or ``None`` for new memory. Default: ``None``.
 
     Example:
         >>> counts = SaturatingCounts(4)
@@ -115,10 +130,10 @@ class SaturatingCounts:
         (2, 1, 1)
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, planes: np.ndarray | None = None) -> None:
         self.n = n
         size = -(-n // 8)
-        self.planes = np.zeros(2 * size, dtype=np.uint8)
+        self.planes = np.zeros(2 * size, dtype=np.uint8) if planes is None else planes[:2 * size]
         self.once, self.twice = self.planes[:size], self.planes[size:]
 
     def add(self, indices: np.ndarray) -> None:
@@ -154,8 +169,24 @@ class SaturatingCounts:
         twice = seen & bits
         if again is not None:
             twice |= again
-        self.twice[bytes_] |= twice
+        if twice.any():  # most chunks repeat nothing: the second plane is then neither read nor written
+            self.twice[bytes_] |= twice
         self.once[bytes_] = seen | bits
+
+    def merge(self, other: SaturatingCounts) -> None:
+        """Add the counts of ``other`` (of the same ``n``): a sample counted once in each is now counted twice.
+
+        Example:
+            >>> first, second = SaturatingCounts(4), SaturatingCounts(4)
+            >>> first.add(np.array([0, 1])); second.add(np.array([1, 2, 2]))
+            >>> first.merge(second)
+            >>> first.at_least_once(), first.at_least_twice()
+            (3, 2)
+        """
+        for lo in range(0, self.once.size, _POPCOUNT_CHUNK):
+            window = slice(lo, lo + _POPCOUNT_CHUNK)
+            self.twice[window] |= other.twice[window] | (self.once[window] & other.once[window])
+            self.once[window] |= other.once[window]
 
     def at_least_once(self) -> int:
         return popcount(self.once)
@@ -177,6 +208,9 @@ class RankOverlap:
 
     Args:
         n (int): the number of samples, at least 0.
+        store (np.ndarray | None): zeroed ``uint8`` memory of :func:`plane_bytes` ``(n, 3)`` bytes for the counts
+            and ``within`` (shared memory, for counts another process reads), or ``None`` for new memory.
+            Default: ``None``.
 
     Example:
         >>> overlap = RankOverlap(6)
@@ -186,8 +220,10 @@ class RankOverlap:
         (3, 1, 1)
     """
 
-    def __init__(self, n: int) -> None:
-        self.ranks = SaturatingCounts(n)
+    def __init__(self, n: int, store: np.ndarray | None = None) -> None:
+        self.ranks = SaturatingCounts(n, None if store is None else store[:plane_bytes(n, 2)])
+        #: Where ``within`` goes once a rank repeats a sample (allocated then, unless a store holds it).
+        self._within_store = None if store is None else store[plane_bytes(n, 2):plane_bytes(n, 3)]
         self.within: np.ndarray | None = None
         self._scratch = np.zeros(self.ranks.once.size, dtype=np.uint8)
         self._touched: list[np.ndarray] | None = []
@@ -221,10 +257,34 @@ class RankOverlap:
             self._hold(bytes_, held | bits)
         repeated = (held & bits) | again
         if repeated.any():
-            if self.within is None:
-                self.within = np.zeros(self._scratch.size, dtype=np.uint8)
-            self.within[bytes_] |= repeated
+            self._within()[bytes_] |= repeated
         self.ranks.add_bits(bytes_, bits & ~held)
+
+    def _within(self) -> np.ndarray:
+        """The plane of samples a rank repeats, allocated (or taken from the store) at its first use."""
+        if self.within is None:
+            self.within = (np.zeros(self._scratch.size, dtype=np.uint8) if self._within_store is None
+                           else self._within_store)
+        return self.within
+
+    def note_within(self) -> None:
+        """Read ``within`` from the store: another process counting into it found a rank that repeats a sample."""
+        self._within()
+
+    def merge(self, other: RankOverlap) -> None:
+        """Add the counts of ``other``, counted over other ranks than these (of the same ``n``).
+
+        Example:
+            >>> first, second = RankOverlap(4), RankOverlap(4)
+            >>> first.start_rank(); first.add(np.array([0, 1, 1]))
+            >>> second.start_rank(); second.add(np.array([1, 2]))
+            >>> first.merge(second)
+            >>> first.at_least_once(), first.at_least_twice(), first.on_several_ranks()
+            (3, 1, 1)
+        """
+        self.ranks.merge(other.ranks)
+        if other.within is not None:
+            self._within()[:] |= other.within
 
     def _hold(self, bytes_: np.ndarray, bits: np.ndarray) -> None:
         """Set the current rank's ``bits`` in the scratch bitmap, remembering where (while that is the smaller)."""

@@ -30,6 +30,7 @@ __all__ = [
     'Coverage',
     'EpochAccounting',
     'EpochCoverage',
+    'RankTally',
     'count_coverage',
     'epoch_accounting',
     'epoch_coverage',
@@ -37,6 +38,7 @@ __all__ = [
     'judged_coverage',
     'saturated_coverage',
     'stream_coverage',
+    'tally_coverage',
     'verdict',
 ]
 
@@ -160,6 +162,55 @@ def _outside(indices: np.ndarray, dataset_len: int) -> int | None:
     return None if where is None else int(indices[where])
 
 
+@dataclass
+class RankTally:
+    """One pass's indices of a run of ranks, counted: what :func:`tally_coverage` judges, mergeable across runs.
+
+    Ranks are added in increasing order (:meth:`add_rank`); the tallies of disjoint
+    runs of ranks, counted apart (by worker processes), :meth:`merge` into what one
+    count of all of them gives, the first problem included (the lowest rank's).
+
+    Example:
+        >>> tally = RankTally(RankOverlap(4))
+        >>> tally.add_rank(0, [np.array([0, 1])], epoch=0)
+        >>> other = RankTally(RankOverlap(4))
+        >>> other.add_rank(1, [np.array([1, 9])], epoch=0)
+        >>> tally.merge(other)
+        >>> tally.trained, tally.problem
+        (4, (1, 'indices within the dataset: rank 1 yields index 9 in epoch 0, outside [0, 4)'))
+    """
+
+    counts: RankOverlap
+    trained: int = 0
+    ranks: int = 0
+    idle: int = 0
+    #: The first index outside the dataset, as ``(rank, problem)``: counting stops there, summing goes on.
+    problem: tuple[int, str] | None = None
+
+    def add_rank(self, rank: int, chunks: Iterable[np.ndarray], epoch: int) -> None:
+        """Count rank ``rank``'s indices of data epoch ``epoch``, given as chunks."""
+        size = self.counts.ranks.n
+        self.counts.start_rank()
+        rank_size = 0
+        for indices in chunks:
+            rank_size += indices.size
+            if self.problem is None and (bad := _outside(indices, size)) is not None:
+                # counting it would credit a sample of another dataset
+                self.problem = (rank, f'indices within the dataset: rank {rank} yields index {bad} in epoch '
+                                      f'{epoch}, outside [0, {size})')
+            if self.problem is None:
+                self.counts.add(indices)
+        self.trained, self.ranks, self.idle = self.trained + rank_size, self.ranks + 1, self.idle + (rank_size == 0)
+
+    def merge(self, other: RankTally) -> None:
+        """Add the tally of other ranks than these; the problem kept is the lowest rank's."""
+        self.counts.merge(other.counts)
+        self.trained, self.ranks, self.idle = (self.trained + other.trained, self.ranks + other.ranks,
+                                               self.idle + other.idle)
+        if other.problem is not None and (self.problem is None or other.problem[0] < self.problem[0]):
+            self.problem = other.problem
+
+
 def stream_coverage(epoch: int, ranks: Iterable[Iterable[np.ndarray]], accounting: EpochAccounting,
                     complete: bool) -> EpochCoverage:
     """:func:`epoch_coverage` over each rank's indices given as chunks, in ``dataset_len / 2`` bytes and a chunk.
@@ -174,25 +225,29 @@ def stream_coverage(epoch: int, ranks: Iterable[Iterable[np.ndarray]], accountin
         >>> stream_coverage(0, chunks, accounting, complete=True).exactly_once
         4
     """
-    size = accounting.dataset_len
-    counts = RankOverlap(size)
-    trained, ranks_seen, idle, problem = 0, 0, 0, None
+    tally = RankTally(RankOverlap(accounting.dataset_len))
     for rank, chunks in enumerate(ranks):
-        counts.start_rank()
-        rank_size = 0
-        for indices in chunks:
-            rank_size += indices.size
-            if problem is None and (bad := _outside(indices, size)) is not None:
-                # counting it would credit a sample of another dataset
-                problem = (f'indices within the dataset: rank {rank} yields index {bad} in epoch {epoch}, '
-                           f'outside [0, {size})')
-            if problem is None:
-                counts.add(indices)
-        trained, ranks_seen, idle = trained + rank_size, ranks_seen + 1, idle + (rank_size == 0)
-    if problem is not None:
-        return EpochCoverage(epoch, trained, 0, 0, 0, 0, complete, problem)
-    coverage = saturated_coverage(counts.at_least_once(), counts.at_least_twice(), trained, size)
-    return judged_coverage(epoch, coverage, counts.on_several_ranks(), accounting, ranks_seen, idle, complete)
+        tally.add_rank(rank, chunks, epoch)
+    return tally_coverage(epoch, tally, accounting, complete)
+
+
+def tally_coverage(epoch: int, tally: RankTally, accounting: EpochAccounting, complete: bool) -> EpochCoverage:
+    """One pass's coverage judged from the tally of all its data-parallel ranks.
+
+    Example:
+        >>> accounting = EpochAccounting(dataset_len=2, trained=2, padded=0, dropped=0, steps=1)
+        >>> tally = RankTally(RankOverlap(2))
+        >>> tally.add_rank(0, [np.array([1, 1])], epoch=0)
+        >>> print(tally_coverage(0, tally, accounting, complete=True).problem)
+        exactly once per epoch: 1 samples trained again in epoch 0, padding allows 0
+    """
+    counts = tally.counts
+    if tally.problem is not None:
+        return EpochCoverage(epoch, tally.trained, 0, 0, 0, 0, complete, tally.problem[1])
+    coverage = saturated_coverage(counts.at_least_once(), counts.at_least_twice(), tally.trained,
+                                  accounting.dataset_len)
+    return judged_coverage(epoch, coverage, counts.on_several_ranks(), accounting, tally.ranks, tally.idle,
+                           complete)
 
 
 def judged_coverage(epoch: int, coverage: Coverage, overlap: int, accounting: EpochAccounting, ranks: int, idle: int,

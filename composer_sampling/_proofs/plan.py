@@ -6,7 +6,9 @@ with its own ``num_replicas``/``rank`` and its sampler graph gets the epoch as
 ours (:func:`choose_proof`), coverage follows from the samplers' parameters
 (:mod:`composer_sampling._proofs._construction`, guarded by
 :mod:`composer_sampling._proofs._construction_guard`); else the indices each rank would
-yield are computed and counted (:mod:`composer_sampling._proofs.coverage`).
+yield are computed (:mod:`composer_sampling._proofs._indices`) and counted
+(:mod:`composer_sampling._proofs.coverage`), by worker processes for a big plan
+(:mod:`composer_sampling._proofs._workers`).
 ``composer-sampling plan`` runs the same check on a recipe
 (:func:`composer_sampling.recipes.dry_run.plan_recipe`).
 
@@ -20,29 +22,28 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain, islice
-from typing import Any
 
-import numpy as np
-from torch.utils.data import BatchSampler, DataLoader
+from torch.utils.data import DataLoader
 
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._graph.walk import is_map_style, render_tree, sharding_problem
 from composer_sampling._proofs._construction import constructed_coverage
 from composer_sampling._proofs._construction_guard import GuardError, guard_first_indices, guard_positions
+from composer_sampling._proofs._indices import CHUNK, epoch_indices, rank_chunks
 from composer_sampling._proofs._rank_shape import RankShape, read_shape
+from composer_sampling._proofs._workers import plan_workers, tally_passes
 from composer_sampling._proofs.coverage import (
     EpochAccounting,
     EpochCoverage,
-    stream_coverage,
+    tally_coverage,
     verdict,
 )
 from composer_sampling._validate import replication_problem, valid_int
 from composer_sampling.batching import BatchSizes
 from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.protocols import Seeded, has_pass_indices, has_pass_positions, is_torch_own
+from composer_sampling.protocols import Seeded
 
 __all__ = [
     'CHUNK',
@@ -56,8 +57,6 @@ __all__ = [
     'rank_chunks',
 ]
 
-#: Indices computed and counted at a time by the plan (a rank read in one call may exceed it).
-CHUNK = 1 << 20
 #: The proofs of coverage: ``'auto'`` (by construction where every rank's order is ours, else counted),
 #: ``'construction'`` (refused where it does not apply) and ``'counted'``.
 PROOFS = ('auto', 'construction', 'counted')
@@ -99,111 +98,8 @@ class PlanReport:
         return self.batch_sizes
 
 
-def epoch_indices(loaders: list[DataLoader], epoch: int,
-                  graphs: list[GraphSnapshot] | None = None) -> list[np.ndarray]:
-    """The sample indices each loader would train in ``epoch``, without reading a sample.
-
-    Each loader's graph gets the epoch as SamplerSync would set it. A loader that
-    batches one sampler (torch's ``BatchSampler`` over it) is read from that
-    sampler's own positions (:class:`~composer_sampling.protocols.PassPositions`):
-    the positions of all loaders whose samplers draw the same order are mapped to
-    indices in one vectorised call. Else the sampler's whole pass is read as one
-    array (:class:`~composer_sampling.protocols.PassIndices`); any other graph is iterated.
-    ``graphs`` are the loaders' snapshots when the caller has them (else they are taken here).
-
-    Example:
-        >>> from composer_sampling import ResumableDistributedSampler
-        >>> loaders = [DataLoader(range(6), batch_size=2, sampler=ResumableDistributedSampler(6, 2, r, shuffle=False))
-        ...            for r in range(2)]
-        >>> [indices.tolist() for indices in epoch_indices(loaders, 0)]
-        [[0, 2, 4], [1, 3, 5]]
-    """
-    results: list[np.ndarray | None] = [None] * len(loaders)
-    groups: dict[tuple[Any, ...], list[tuple[int, Any, np.ndarray]]] = {}
-    graphs = [take_snapshot(loader) for loader in loaders] if graphs is None else graphs
-    for k, (loader, graph) in enumerate(zip(loaders, graphs, strict=True)):
-        graph.set_epoch(epoch)
-        root = graph.root
-        sampler = getattr(root, 'sampler', None)
-        if is_torch_own(root, BatchSampler) and has_pass_positions(sampler):
-            key = (type(sampler), tuple(sorted(sampler.order_signature().items())), sampler.seed, sampler.epoch)
-            groups.setdefault(key, []).append((k, sampler, np.asarray(sampler.pass_positions(), dtype=np.int64)))
-            continue
-        if is_torch_own(root, BatchSampler) and has_pass_indices(sampler):
-            results[k] = _batched(np.asarray(sampler.pass_indices(), dtype=np.int64), root)
-            continue
-        results[k] = np.fromiter(_root_items(loader, graph), dtype=np.int64)
-    for members in groups.values():
-        mapped = members[0][1].indices_at(np.concatenate([positions for _, _, positions in members]))
-        bounds = np.cumsum([0] + [positions.size for _, _, positions in members])
-        for (k, _, _), lo, hi in zip(members, bounds[:-1], bounds[1:], strict=True):
-            results[k] = _batched(np.asarray(mapped[lo:hi], dtype=np.int64), graphs[k].root)
-    return results  # type: ignore[return-value]
-
-
-def _root_items(loader: DataLoader, graph: GraphSnapshot) -> Iterator[int]:
-    """The indices the loader's active root yields, one by one (a batch sampler's batches flattened)."""
-    items = iter(graph.root)
-    return chain.from_iterable(items) if loader.batch_sampler is not None else items
-
-
-def _vectorised(graph: GraphSnapshot) -> bool:
-    """Whether :func:`epoch_indices` reads the loader's pass in one call instead of iterating it."""
-    sampler = getattr(graph.root, 'sampler', None)
-    return is_torch_own(graph.root, BatchSampler) and (has_pass_indices(sampler) or has_pass_positions(sampler))
-
-
-def rank_chunks(loaders: list[DataLoader], epochs: Sequence[int], graphs: list[GraphSnapshot] | None = None,
-                chunk: int = CHUNK) -> Iterator[Iterator[np.ndarray]]:
-    """Per loader, the indices it would train over ``epochs``, as arrays of at most about ``chunk`` indices.
-
-    A loader's chunks are computed when they are read, the loaders one after the
-    other: read each loader's chunks before asking for the next loader. Loaders read
-    in one call (:func:`epoch_indices`) are computed together, as many at a time as
-    make about ``chunk`` indices; any other loader is iterated ``chunk`` indices at a
-    time, so no array holds more than one rank's pass, whatever the world size.
-    ``graphs`` are the loaders' snapshots when the caller has them.
-
-    Example:
-        >>> from composer_sampling import ResumableDistributedSampler
-        >>> loaders = [DataLoader(range(6), batch_size=2, sampler=ResumableDistributedSampler(6, 2, r, shuffle=False))
-        ...            for r in range(2)]
-        >>> [[part.tolist() for part in chunks] for chunks in rank_chunks(loaders, [0, 1])]
-        [[[0, 2, 4], [0, 2, 4]], [[1, 3, 5], [1, 3, 5]]]
-    """
-    graphs = [take_snapshot(loader) for loader in loaders] if graphs is None else graphs
-    k = 0
-    while k < len(loaders):
-        if not _vectorised(graphs[k]):
-            yield _iterated_chunks(loaders[k], graphs[k], epochs, chunk)
-            k += 1
-            continue
-        share = max(1, len(graphs[k].root.sampler))
-        end = k + 1
-        while end < len(loaders) and (end + 1 - k) * share <= chunk and _vectorised(graphs[end]):
-            end += 1
-        by_epoch = [epoch_indices(loaders[k:end], epoch, graphs[k:end]) for epoch in epochs]
-        for position in range(end - k):
-            yield iter([indices[position] for indices in by_epoch])
-        k = end
-
-
-def _iterated_chunks(loader: DataLoader, graph: GraphSnapshot, epochs: Sequence[int],
-                     chunk: int) -> Iterator[np.ndarray]:
-    for epoch in epochs:
-        graph.set_epoch(epoch)
-        items = _root_items(loader, graph)
-        while (indices := np.fromiter(islice(items, chunk), dtype=np.int64)).size:
-            yield indices
-
-
-def _batched(indices: np.ndarray, batch_sampler: BatchSampler) -> np.ndarray:
-    """What ``batch_sampler`` keeps of its sampler's ``indices``: all, or whole batches only with ``drop_last``."""
-    return indices[:indices.size - indices.size % batch_sampler.batch_size] if batch_sampler.drop_last else indices
-
-
 def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, epochs: int = 2, seed: int = 0,
-               replication: int = 1, proof: str = 'auto') -> PlanReport:
+               replication: int = 1, proof: str = 'auto', workers: int | None = None) -> PlanReport:
     """The coverage check of ``composer-sampling plan`` for any DataLoader: no recipe, no training, no sample read.
 
     ``make_loader(rank, world_size)`` builds one rank's train DataLoader, as your
@@ -225,6 +121,10 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
             indices; ``'construction'`` refuses a plan it does not apply to
             (:class:`ValueError`), ``'counted'`` always counts. Both give the same
             numbers; ``report.proof`` says which ran and why. Default: ``'auto'``.
+        workers (int | None): processes that count the ranks' indices for the counted
+            proof, at least 1 (forked, so ``make_loader`` need not pickle; ``1`` counts in
+            this process). A rank's order must depend on its own loader only, as in
+            training. Default: ``None``, one a core available, fewer for a small plan.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -259,19 +159,22 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
     size = graphs[0].device_batch() or 1
     ranks = world_size // replication
     batch_sizes = BatchSizes(world_size, size * ranks, size, size, 1, replication)
-    return plan_loaders(batch_sizes, seed, loaders, epochs, graphs, proof)
+    return plan_loaders(batch_sizes, seed, loaders, epochs, graphs, proof, workers)
 
 
 def plan_loaders(batch_sizes: BatchSizes, data_seed: int, rank_loaders: list[DataLoader], epochs: int,
-                  rank_graphs: list[GraphSnapshot] | None = None, proof: str = 'auto') -> PlanReport:
+                  rank_graphs: list[GraphSnapshot] | None = None, proof: str = 'auto',
+                  workers: int | None = None) -> PlanReport:
     """Check the guarantees on every rank's loader (``rank_loaders[r]`` is rank r's).
 
     Coverage is proved on the first rank of each replication group, by construction
-    where every rank's order is ours, else counted (``proof``: see :func:`check_plan`);
-    ``report.proof`` says which and why. ``rank_graphs`` are the loaders' snapshots
-    when the caller has them (else they are taken here).
+    where every rank's order is ours, else counted (``proof``, ``workers``: see
+    :func:`check_plan`); ``report.proof`` says which and why. ``rank_graphs`` are the
+    loaders' snapshots when the caller has them (else they are taken here).
     """
     _check_proof(proof)
+    if workers is not None:
+        valid_int('workers', workers, minimum=1)
     world_size = len(rank_loaders)
     if rank_graphs is None:
         rank_graphs = [take_snapshot(loader) for loader in rank_loaders]
@@ -299,14 +202,18 @@ def plan_loaders(batch_sizes: BatchSizes, data_seed: int, rank_loaders: list[Dat
         report.proof = f'counted ({shapes})'
     else:
         report.proof = f'by construction (every rank: {shapes[0].describe()})'
-    for data_epoch in range(-(-epochs // sub_epochs)):
-        trainer_epochs = range(data_epoch * sub_epochs, min((data_epoch + 1) * sub_epochs, epochs))
-        complete = len(trainer_epochs) == sub_epochs
-        if isinstance(shapes, str):
-            coverage = stream_coverage(data_epoch, rank_chunks(loaders, trainer_epochs, graphs), accounting, complete)
-        else:
-            coverage = _constructed(data_epoch, trainer_epochs, rank_graphs, shapes, batch_sizes.replication,
-                                    accounting, complete)
+    passes = [(data_epoch, range(data_epoch * sub_epochs, min((data_epoch + 1) * sub_epochs, epochs)))
+              for data_epoch in range(-(-epochs // sub_epochs))]
+    if isinstance(shapes, str):
+        count = plan_workers(workers, len(loaders), accounting.trained)
+        tallies = tally_passes(loaders, graphs, passes, accounting.dataset_len, count)
+        coverages = (tally_coverage(data_epoch, tally, accounting, len(trainer_epochs) == sub_epochs)
+                     for (data_epoch, trainer_epochs), tally in zip(passes, tallies, strict=True))
+    else:
+        coverages = (_constructed(data_epoch, trainer_epochs, rank_graphs, shapes, batch_sizes.replication,
+                                  accounting, len(trainer_epochs) == sub_epochs)
+                     for data_epoch, trainer_epochs in passes)
+    for coverage in coverages:
         report.epochs.append(coverage)
         if coverage.problem:
             report.problems.append(coverage.problem)

@@ -1,7 +1,7 @@
 """The ``composer-sampling`` command: ``train`` a recipe, ``plan`` it at any world size, ``audit`` a run's ledgers.
 
     composer-sampling train RECIPE [field=value ...]   (several ranks: composer -n N -m composer_sampling.train RECIPE)
-    composer-sampling plan RECIPE [--world-size N] [--epochs E] [--proof P] [field=value ...]
+    composer-sampling plan RECIPE [--world-size N] [--epochs E] [--proof P] [--workers W] [field=value ...]
     composer-sampling audit FOLDER [--lineage ID] [--plot coverage.png]  (a local folder, or a URI: s3://bucket/run)
     composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
 
@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument('--epochs', type=int, default=2, help='trainer epochs to check (default: 2)')
     plan.add_argument('--proof', choices=('auto', 'construction', 'counted'), default='auto',
                       help='auto (default): by construction where every rank\'s order is ours, else counted')
+    plan.add_argument('--workers', type=int, default=None,
+                      help='processes that count the ranks\' orders for the counted proof (default: one a core '
+                           'available, fewer for a small plan)')
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
     audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger; a URI '
                        "(s3://bucket/run) is read through Composer's object store")
@@ -132,12 +135,15 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
 def _plan(args: argparse.Namespace) -> int:
     if args.world_size < 1 or args.epochs < 1:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
+    if args.workers is not None and args.workers < 1:
+        raise RecipeError(f'--workers must be at least 1, got {args.workers}')
     from composer_sampling._proofs.plan import ConstructionError
     from composer_sampling.recipes.dry_run import plan_recipe
 
     started = time.perf_counter()
     try:
-        report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs, args.proof)
+        report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs, args.proof,
+                             args.workers)
     except ConstructionError as error:
         raise RecipeError(str(error)) from None
     _print_plan(report, time.perf_counter() - started)

@@ -23,8 +23,11 @@ from composer_sampling.recipes.schema import Recipe
 __all__ = ['plan_recipe']
 
 
-def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto') -> PlanReport:
+def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto',
+                workers: int | None = None) -> PlanReport:
     """Build every rank's loader for ``world_size`` and check ``epochs`` trainer epochs of their orders.
+
+    ``proof`` and ``workers`` are :func:`~composer_sampling.check_plan`'s.
 
     Raises :class:`~composer_sampling.recipes.errors.RecipeError` for everything
     ``train`` refuses at this world size but what needs the model, the optimizer or
@@ -40,4 +43,4 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
     loaders = [build_train_loader(spec, data.train, batch_sizes, Placement(batch_sizes.data_parallel, rank, seed))
                for rank in range(batch_sizes.data_parallel)]
     rank_loaders = [loaders[rank // batch_sizes.replication] for rank in range(world_size)]
-    return plan_loaders(batch_sizes, seed, rank_loaders, epochs, proof=proof)
+    return plan_loaders(batch_sizes, seed, rank_loaders, epochs, proof=proof, workers=workers)
