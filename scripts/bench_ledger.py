@@ -121,7 +121,8 @@ OVERRIDES = {'ledger': ['callbacks.sample_ledger={{folder: {folder}}}'],
 
 def one_fit(recipe_path: str, variant: str, folder: Path, timing: bool = False) -> dict[str, float]:
     """Fit the recipe once as ``variant`` (see :data:`VARIANTS`), writing into ``folder``; with ``timing``, the calls
-    of the ledger (variant ``ledger``) or of SamplerSync (variant ``sync``) are timed where they run."""
+    of the ledger (variant ``ledger``), of SamplerSync (variant ``sync``) or of the empty callback (``empty``) are timed
+    where they run."""
     from composer.core import Callback
 
     from composer_sampling import SampleLedger, SamplerSync
@@ -137,11 +138,11 @@ def one_fit(recipe_path: str, variant: str, folder: Path, timing: bool = False) 
     ours = [callback for callback in run.callbacks if isinstance(callback, (SampleLedger, SamplerSync))]
     if [type(callback) for callback in ours] != ([] if kind is None else [kind]):
         raise RuntimeError(f'the recipe did not build the callbacks of {variant!r}: {run.callbacks}')
-    calls = instrument(ours[0]) if timing else {}
     clock = clock_callback()
     run.callbacks.insert(0, clock)
     if variant == 'empty':
         run.callbacks.append(Callback())
+    calls = instrument(run.callbacks[-1] if variant == 'empty' else ours[0]) if timing else {}
     trainer = build_trainer(run)
     trainer.fit()
     trainer.close()
@@ -220,7 +221,9 @@ a debug-log timestamp before checking whether to log it. That cost is Composer's
 
 def measure(recipe_path: str, repeats: int) -> dict[str, list[dict[str, float]]]:
     """``repeats`` rounds after a warm-up: the variants (order turned each round), then the timed ledger and sync."""
-    results: dict[str, list[dict[str, float]]] = {variant: [] for variant in (*VARIANTS, 'ledger timed', 'sync timed')}
+    timed = ('empty', 'ledger', 'sync')
+    results: dict[str, list[dict[str, float]]] = {variant: [] for variant in
+                                                  (*VARIANTS, *(f'{variant} timed' for variant in timed))}
     root = Path(tempfile.mkdtemp(prefix='bench-ledger-'))
     try:
         for repeat in range(repeats + 1):
@@ -230,7 +233,7 @@ def measure(recipe_path: str, repeats: int) -> dict[str, list[dict[str, float]]]
                 if repeat:  # the first round warms the caches and the imports
                     results[variant].append(result)
             if repeat:
-                for variant in ('ledger', 'sync'):
+                for variant in timed:
                     results[f'{variant} timed'].append(one_fit(recipe_path, variant, root / f'timed-{variant}-{repeat}',
                                                                timing=True))
             for folder in root.iterdir():
@@ -260,6 +263,7 @@ def report(results: dict[str, list[dict[str, float]]], walk: tuple[float, float,
 
     ledger, batch_end = median_of(results['ledger timed'], 'own'), median_of(results['ledger timed'], 'batch_end')
     sync, sync_end = median_of(results['sync timed'], 'own'), median_of(results['sync timed'], 'batch_end')
+    empty = median_of(results['empty timed'], 'own')
     silent, listened, count = walk
     walked = listened - silent
     own = ledger + walked
@@ -269,6 +273,8 @@ def report(results: dict[str, list[dict[str, float]]], walk: tuple[float, float,
              f'| the saver - no callback | {added("saver", "none")} |',
              f'| SamplerSync: the saver and SamplerSync - the saver | {added("sync", "saver")} |',
              '', '| their own time, where it runs | per batch | share of the step |', '| --- | ---: | ---: |',
+             f'| an empty callback: every event Composer hands it (the anchor) | {empty * us:.1f} us | '
+             f'{empty / step:.2%} |',
              f'| SampleLedger: `batch_end` (median call) | {batch_end * us:.1f} us | {batch_end / step:.2%} |',
              f'| SampleLedger: every event Composer hands it, and its tap listener | {ledger * us:.1f} us | '
              f'{ledger / step:.2%} |',
@@ -276,7 +282,11 @@ def report(results: dict[str, list[dict[str, float]]], walk: tuple[float, float,
              f'{listened * us:.1f} us listened) | {walked * us:+.1f} us | {walked / step:+.2%} |',
              f'| **SampleLedger, all of it** | **{own * us:.1f} us** | **{own / step:.2%}** |',
              f'| SamplerSync: `batch_end` (median call) | {sync_end * us:.1f} us | {sync_end / step:.2%} |',
-             f'| **SamplerSync: every event Composer hands it** | **{sync * us:.1f} us** | **{sync / step:.2%}** |']
+             f'| **SamplerSync: every event Composer hands it** | **{sync * us:.1f} us** | **{sync / step:.2%}** |',
+             f'| SamplerSync beyond the empty callback | {(sync - empty) * us:+.1f} us | '
+             f'{(sync - empty) / step:+.2%} |',
+             f'| SampleLedger beyond the empty callback (all of it) | {(own - empty) * us:+.1f} us | '
+             f'{(own - empty) / step:+.2%} |']
     once, batches = median_of(results['ledger timed'], 'once'), results['ledger'][0]['batches']
     findings = '\n\n'.join(part.replace('\n', ' ') for part in FINDINGS.split('\n\n'))
     findings = findings.format(own=own * us, floor=own * 100 * 1e3)
@@ -284,7 +294,8 @@ def report(results: dict[str, list[dict[str, float]]], walk: tuple[float, float,
         f'\n\nMedians over {repeats} rounds, after a warm-up round; in each round, in turns: a fit with no callback of '
         'ours (the recipe\'s SamplerSync taken out), one with a `Callback()` that does nothing, one with the ledger '
         '(no saver: it writes at each epoch\'s end), one with a `CheckpointSaver` saving every epoch, and one with '
-        'that saver and SamplerSync; then a ledger fit and a SamplerSync fit with their calls timed. '
+        'that saver and SamplerSync; then an empty-callback fit, a ledger fit and a SamplerSync fit with their calls '
+        'timed. '
         f'{batches:.0f} batches a fit (4 epochs of batch 64), torch intra-op threads: {threads}; the machine was '
         'shared with other jobs. "step" is one `batch_start` to the next inside an epoch (a save at an epoch\'s end '
         'falls outside); CPU is the main thread\'s CPU time. Shares are of the median CPU step with no callback. '
