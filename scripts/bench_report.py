@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
-import torch
-
 BENCHMARKS = Path(__file__).resolve().parent.parent / 'BENCHMARKS.md'
-HEADER = '# Benchmarks\n\nEach section is written by the script it names; rerun the command to refresh it.\n'
+HEADER = '# Benchmarks\n\nEach section below is written by the script it names; rerun the command to refresh it.\n'
 
 
 def machine() -> str:
-    """One line naming the machine and versions, for the record."""
-    return (f'{platform.machine()}, {len(__import__("os").sched_getaffinity(0))} cores, Python '
-            f'{platform.python_version()}, torch {torch.__version__}')
+    """One line naming the machine and versions, for the record.
+
+    torch's version is read from its installed metadata, not by importing it: a
+    benchmark that times child processes must not grow its own resident set first
+    (a child's peak RSS starts from its parent's at the fork).
+    """
+    return (f'{platform.machine()}, {len(os.sched_getaffinity(0))} cores, Python '
+            f'{platform.python_version()}, torch {version("torch")}')
 
 
 def write_section(name: str, command: str, body: str) -> None:

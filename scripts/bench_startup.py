@@ -7,7 +7,10 @@ commands interleaved (A B C A B C ...) so that a drift in the machine's speed fa
 on all of them alike. For each: the median wall time, CPU time (user + system) and
 peak resident memory, read from the operating system's accounting of the finished
 child (``os.wait4``), as ``/usr/bin/time -v`` reports them. ``import torch`` is the
-floor: the samplers subclass torch's, so nothing of ours can start faster.
+reference: the samplers subclass torch's, so whatever builds one waits for it, while
+``import composer_sampling`` and the command's start-up import torch only when a
+command needs it. This process imports nothing heavy itself, since a child's peak
+resident memory starts from its parent's at the fork.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def main() -> None:
         for name, command in COMMANDS.items():
             results[name].append(run_once(command))
     floor = statistics.median(wall for wall, _, _ in results['python -c "import torch"'])
-    rows = ['| command | wall | CPU | peak RSS | wall beyond `import torch` |', '| --- | ---: | ---: | ---: | ---: |']
+    rows = ['| command | wall | CPU | peak RSS | wall against `import torch` |', '| --- | ---: | ---: | ---: | ---: |']
     for name, runs in results.items():
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)
