@@ -68,7 +68,8 @@ def test_each_figure_is_in_its_section(row: dict[str, str]) -> None:
                                         f'{row["section"]}; copy the figure from the section again')
 
 
-def _ratio_bounds(ours: tuple[float, float], anchor: tuple[float, float], ratio: str, rate: bool) -> tuple[float, float]:
+def _ratio_bounds(ours: tuple[float, float], anchor: tuple[float, float], ratio: str,
+                  rate: bool) -> tuple[float, float]:
     """What a ratio cell may state, given the intervals of its two figures.
 
     ``N%``: ours as a share of the anchor. Otherwise our advantage (the anchor's
