@@ -23,10 +23,25 @@ def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-# 3: 'global_batch' counts distinct samples a step (device batch x world size / replication); adds
-# 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added 'replication' and
-# 'global_batch'. Versions 1 and 2 load with defaults (version 1 states without 'version').
-SYNC_STATE = VersionPolicy(current=3, missing_version=1, upgrade=_upgrade)
+# 4: 'order_signatures', 'epoch_seeds' and 'rng' are written as tuples ('epoch_seeds' as its (key, value)
+# pairs): torch.distributed.checkpoint stores a tuple as one entry, where it splits a list of mappings, or a
+# mapping, into one entry per item, which a sharded checkpoint's load template (the state before any fit, None
+# there) cannot match. 3: 'global_batch' counts distinct samples a step (device batch x world size /
+# replication); adds 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added
+# 'replication' and 'global_batch'. Versions 1 to 3 load with defaults (version 1 states without 'version').
+SYNC_STATE = VersionPolicy(current=4, missing_version=1, upgrade=_upgrade)
+
+
+def _entry(value: Any) -> Any:
+    """A list or mapping as one entry of a sharded checkpoint: a tuple (a mapping's items); None stays None.
+
+    Example:
+        >>> _entry([{'sampler': 'A'}]), _entry({'epoch': 1}), _entry(None)
+        (({'sampler': 'A'},), (('epoch', 1),), None)
+    """
+    if value is None:
+        return None
+    return tuple(value.items()) if isinstance(value, dict) else tuple(value)
 
 
 def sync_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, replication: int, layout: Layout,
@@ -39,12 +54,12 @@ def sync_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, r
     """
     return write_state(SYNC_STATE.current, {
         'data_seed': data_seed,
-        'order_signatures': signatures,
+        'order_signatures': _entry(signatures),
         'replication': replication,
         'global_batch': layout.global_batch,
         'data_parallel_ranks': layout.data_parallel_ranks,
-        'epoch_seeds': epoch_seeds,
-        **rng,
+        'epoch_seeds': _entry(epoch_seeds),
+        **{key: _entry(value) if key == 'rng' else value for key, value in rng.items()},
     })
 
 
@@ -66,7 +81,7 @@ class LoadedSync:
 
     @classmethod
     def read(cls, state: dict[str, Any], error: type[Exception]) -> LoadedSync:
-        """Read a state of any version SamplerSync wrote (1 to 3); keys an older version lacks get defaults.
+        """Read a state of any version SamplerSync wrote (1 to 4); keys an older version lacks get defaults.
 
         ``error`` is raised for a version this release cannot read; a value of the wrong
         type or range raises ``TypeError`` or ``ValueError`` naming the key.
@@ -76,6 +91,8 @@ class LoadedSync:
         if seed is not None:
             seed = valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
         signatures = state.get('order_signatures')
+        if isinstance(signatures, tuple):  # version 4
+            signatures = list(signatures)
         if signatures is not None and (
             not isinstance(signatures, list) or not all(isinstance(item, dict) for item in signatures)
         ):
@@ -90,6 +107,8 @@ class LoadedSync:
         if ranks is not None:
             ranks = valid_int('SamplerSync state data_parallel_ranks', ranks, minimum=1)
         epoch_seeds = state.get('epoch_seeds')
+        if isinstance(epoch_seeds, tuple):  # version 4: its (key, value) pairs
+            epoch_seeds = _pairs(epoch_seeds)
         if epoch_seeds is not None and not (isinstance(epoch_seeds, dict) and 'epoch' in epoch_seeds):
             raise TypeError(f'SamplerSync state epoch_seeds must be a dict with an epoch or None, got '
                             f'{epoch_seeds!r:.200}')
@@ -120,3 +139,10 @@ class LoadedSync:
                     f'train dataloader now has {key}={is_now!r}; resuming would skip or repeat samples. Resume '
                     'with the same dataset and sampler settings',
                 )
+
+
+def _pairs(value: tuple[Any, ...]) -> dict[str, Any] | tuple[Any, ...]:
+    """A version 4 mapping back from its (key, value) pairs; anything else as it is, for the caller's type check."""
+    if all(isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) for pair in value):
+        return dict(value)
+    return value

@@ -66,6 +66,8 @@ class CheckpointRNG:
     def load(self, state: dict[str, Any]) -> None:
         """Take the RNG copy of a loaded SamplerSync state (absent in versions before 3)."""
         rng, batch = state.get('rng'), state.get('rng_batch')
+        if isinstance(rng, tuple):  # version 4
+            rng = list(rng)
         if rng is not None and not (isinstance(rng, list) and all(isinstance(item, dict) for item in rng)):
             raise TypeError(f'SamplerSync state rng must be a list of dicts (one per rank) or None, got {rng!r:.100}')
         kept = _checkpoint_keeps_rng()

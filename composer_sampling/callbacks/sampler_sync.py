@@ -206,7 +206,7 @@ class SamplerSync(Callback):
                           fit.layout, self._seeds.epoch_seeds, self._rng.state())
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Loads a state of any version SamplerSync wrote (1 to 3); keys an older version lacks get defaults."""
+        """Loads a state of any version SamplerSync wrote (1 to 4); keys an older version lacks get defaults."""
         loaded = LoadedSync.read(state, error=DataOrderError)
         self._rng.load(state)
         self._loaded, self._seeds.epoch_seeds = loaded, loaded.epoch_seeds

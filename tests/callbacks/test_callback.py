@@ -218,7 +218,7 @@ def test_set_epoch_reaches_every_node_once_per_epoch() -> None:
     ('state', 'error', 'message'),
     [
         (None, TypeError, 'expects a dict, got None'),
-        ({'version': 99}, ValueError, 'version 99; this version of composer-sampling reads versions 1 to 3'),
+        ({'version': 99}, ValueError, 'version 99; this version of composer-sampling reads versions 1 to 4'),
         ({'version': 1, 'data_seed': 'x'}, TypeError, 'data_seed must be an int'),
         ({'version': 1, 'data_seed': -3}, ValueError, 'data_seed must be in the interval'),
         ({'version': 1, 'order_signatures': 5}, TypeError, 'order_signatures must be a list of dicts or None'),

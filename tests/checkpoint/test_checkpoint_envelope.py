@@ -2,7 +2,7 @@
 
 The layout is the one every release wrote (commit c8b0497 and before): samplers
 ``{'version': 1, 'order_signature', 'epoch', 'sample_in_epoch', 'seed'}``, wrappers
-``{'version': 1, 'states': [...]}``, ``SamplerSync`` versions 1 to 3 and
+``{'version': 1, 'states': [...]}``, ``SamplerSync`` versions 1 to 4 and
 ``SampleLedger`` version 1 (or, oldest, without a version). The states written by
 that commit itself are fixtures (tests/test_state_fixtures.py); here the policy,
 its errors and the legacy versions are checked on states built by hand.
@@ -185,7 +185,7 @@ def test_wrapper_states_resume_and_refuse_in_the_one_format(make: Any, kind: str
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# SamplerSync: versions 1 to 3
+# SamplerSync: versions 1 to 4
 
 
 RNG = [{'python': (3, (1, 2), None)}]
@@ -195,6 +195,10 @@ SYNC_FLAT = {
     2: {'version': 2, 'data_seed': 11, 'order_signatures': None, 'replication': 2, 'global_batch': 32},
     3: {'version': 3, 'data_seed': 11, 'order_signatures': None, 'replication': 2, 'global_batch': 16,
         'data_parallel_ranks': 4, 'epoch_seeds': {'epoch': 1, 'samplers': [3]}, 'rng': RNG, 'rng_batch': 6},
+    4: {'version': 4, 'data_seed': 11, 'order_signatures': ({'sampler': 'DistributedSampler', 'dataset_len': 8,
+                                                             'shuffle': True},),
+        'replication': 2, 'global_batch': 16, 'data_parallel_ranks': 4,
+        'epoch_seeds': (('epoch', 1), ('samplers', [3])), 'rng': tuple(RNG), 'rng_batch': 6},
 }
 
 
@@ -208,23 +212,34 @@ def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
 @pytest.mark.parametrize(
     ('version', 'expected'),
     [(1, (11, 1, None, None, None, None)), (2, (11, 2, 16, None, None, None)),
-     (3, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6))],
+     (3, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6)), (4, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6))],
 )
 def test_every_sampler_sync_version_loads(version: int, expected: tuple[Any, ...]) -> None:
     sync = SamplerSync()
     sync.load_state_dict(SYNC_FLAT[version])
     assert _loaded(sync) == expected, 'version 2 counted a replication group R times: 32 // 2 distinct'
-    if version == 1:
-        assert sync._loaded is not None and sync._loaded.signatures == SYNC_FLAT[1]['order_signatures']
+    if version in (1, 4):
+        assert sync._loaded is not None and sync._loaded.signatures == list(SYNC_FLAT[version]['order_signatures'])
+    if version >= 3:
+        assert sync._rng._loaded == RNG
 
 
-def test_sampler_sync_writes_version_3_and_refuses_newer() -> None:
+def test_sampler_sync_version_4_refuses_what_version_3_refused() -> None:
+    with pytest.raises(TypeError, match='order_signatures must be a list of dicts or None'):
+        SamplerSync().load_state_dict({**SYNC_FLAT[4], 'order_signatures': (5,)})
+    with pytest.raises(TypeError, match='epoch_seeds must be a dict with an epoch or None'):
+        SamplerSync().load_state_dict({**SYNC_FLAT[4], 'epoch_seeds': (('samplers', [3]),)})
+    with pytest.raises(TypeError, match='rng must be a list of dicts'):
+        SamplerSync().load_state_dict({**SYNC_FLAT[4], 'rng': (3,)})
+
+
+def test_sampler_sync_writes_version_4_and_refuses_newer() -> None:
     state = SamplerSync(data_seed=9).state_dict()
     assert list(state) == ['version', 'data_seed', 'order_signatures', 'replication', 'global_batch',
-                           'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch'] and state['version'] == 3
-    with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 4; this version of '
-                                                       'composer-sampling reads versions 1 to 3. Upgrade')):
-        SamplerSync().load_state_dict({'version': 4})
+                           'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch'] and state['version'] == 4
+    with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 5; this version of '
+                                                       'composer-sampling reads versions 1 to 4. Upgrade')):
+        SamplerSync().load_state_dict({'version': 5})
 
 
 # ---------------------------------------------------------------------------------------------------------------
