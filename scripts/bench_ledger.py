@@ -148,8 +148,11 @@ def one_fit(recipe_path: str, variant: str, folder: Path, timing: bool = False) 
     trainer.close()
     # per batch: each kind of call at its median, as often as it came (robust to a preempted call)
     own = sum(statistics.median(times) * len(times) for times in calls.values()) / clock.batches
+    # the events Composer hands it at every batch (not fit_start, epoch_start, the saves...), at their medians
+    every_batch = sum(statistics.median(times) * len(times) / clock.batches for times in calls.values()
+                      if len(times) >= clock.batches)
     return {'cpu': statistics.median(clock.steps['cpu']), 'wall': statistics.median(clock.steps['wall']),
-            'fit': clock.fit / clock.batches, 'batches': clock.batches, 'own': own,
+            'fit': clock.fit / clock.batches, 'batches': clock.batches, 'own': own, 'every_batch': every_batch,
             'batch_end': statistics.median(calls['batch_end']) if 'batch_end' in calls else 0.0,
             'once': sum(max(times) for name, times in calls.items() if name == 'fit_start')}
 
@@ -264,6 +267,7 @@ def report(results: dict[str, list[dict[str, float]]], walk: tuple[float, float,
     ledger, batch_end = median_of(results['ledger timed'], 'own'), median_of(results['ledger timed'], 'batch_end')
     sync, sync_end = median_of(results['sync timed'], 'own'), median_of(results['sync timed'], 'batch_end')
     empty = median_of(results['empty timed'], 'own')
+    every = {variant: median_of(results[f'{variant} timed'], 'every_batch') for variant in ('empty', 'ledger', 'sync')}
     silent, listened, count = walk
     walked = listened - silent
     own = ledger + walked
@@ -286,7 +290,12 @@ def report(results: dict[str, list[dict[str, float]]], walk: tuple[float, float,
              f'| SamplerSync beyond the empty callback | {(sync - empty) * us:+.1f} us | '
              f'{(sync - empty) / step:+.2%} |',
              f'| SampleLedger beyond the empty callback (all of it) | {(own - empty) * us:+.1f} us | '
-             f'{(own - empty) / step:+.2%} |']
+             f'{(own - empty) / step:+.2%} |',
+             '', '| only the events of every batch (no fit start, epoch start or save) | per batch | beyond the '
+             'empty callback |', '| --- | ---: | ---: |',
+             *(f'| {label} | {every[variant] * us:.1f} us | {(every[variant] - every["empty"]) * us:+.1f} us |'
+               for variant, label in (('empty', 'an empty callback'), ('sync', 'SamplerSync'),
+                                      ('ledger', 'SampleLedger (its `_tell` included)')))]
     once, batches = median_of(results['ledger timed'], 'once'), results['ledger'][0]['batches']
     findings = '\n\n'.join(part.replace('\n', ' ') for part in FINDINGS.split('\n\n'))
     findings = findings.format(own=own * us, floor=own * 100 * 1e3)
