@@ -67,16 +67,16 @@ def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoi
 
     A ledger without a folder gets the one resolution derived; a callback that
     unpickles a checkpoint receives the checked copy in its checkpoint argument
-    (``checkpoints``, by field). The model's initial weights follow the recipe's seed;
-    it is checked against the shapes of the checkpoint at load_path
-    (:func:`~composer_sampling.recipes.models.check_model_shapes`).
+    (``checkpoints``, by field). The model's initial weights follow the recipe's seed
+    (:func:`~composer_sampling.recipes.models.build_model`: checked against the shapes
+    of the checkpoint at load_path).
     """
     import torch
     from composer.core import Algorithm, Callback
     from composer.loggers import LoggerDestination
     from torch.optim.lr_scheduler import LRScheduler
 
-    from composer_sampling.recipes.models import as_composer_model, check_model_shapes
+    from composer_sampling.recipes.models import build_model, build_optimizer
 
     console = console_arguments(spec.recipe)
     checkpoints = checkpoints or {}
@@ -94,12 +94,6 @@ def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoi
                for part in spec.loggers]
     algorithms = [built(part, lambda made: isinstance(made, Algorithm), 'a composer.core.Algorithm')
                   for part in spec.algorithms]
-    torch.manual_seed(spec.recipe.seed)  # the model's initial weights follow the recipe's seed
-    module = built(spec.parts['model'])
-    # The classifier a plain module is wrapped in adds no parameters: the optimizer takes the module's.
-    optimizer = built(spec.parts['optimizer'], lambda made: isinstance(made, torch.optim.Optimizer),
-                      'a torch.optim.Optimizer', {'params': module.parameters()}) \
-        if isinstance(module, torch.nn.Module) else None
     for part, algorithm in zip(spec.algorithms, algorithms, strict=True):  # a builder's, as a name is refused
         refused = refused_algorithm(algorithm)
         if refused is not None:
@@ -112,11 +106,9 @@ def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoi
                               'checkpoint the check never saw; name it by its class (name: load_checkpoint, or '
                               'target: composer.callbacks:LoadCheckpoint) with its load_path, so that the file is '
                               'checked')
-    model = as_composer_model(module, spec.parts['model'].label)
-    checked = checkpoints.get('load_path')
-    if checked is not None:
-        check_model_shapes(checked, model, spec.parts['model'].label)
-    assert optimizer is not None  # a module that is no torch.nn.Module is refused as a model above
+    torch.manual_seed(spec.recipe.seed)  # the model's initial weights follow the recipe's seed
+    model = build_model(spec, checkpoints.get('load_path'))
+    optimizer = build_optimizer(spec, model)
     return TrainerParts(callbacks, schedulers, loggers, algorithms, model, optimizer, console)
 
 

@@ -139,7 +139,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.build_data import Placement, build_loaders
     from composer_sampling.recipes.checks import checked_spec
-    from composer_sampling.recipes.folders import check_save_folders, run_folders
+    from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, run_folders
 
     recipe = spec.recipe
     device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config) if device is None else device
@@ -152,15 +152,15 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     spec = replace(spec, recipe=autoresumed(recipe, folders))  # the latest checkpoint, checked as load_path is
     checked = checked_spec(spec, world_size)
     resumed = checked.checkpoints.get('load_path')
-    interrupted = check_save_folders(spec.recipe, spec.ledger_folder, folders,
-                                     None if resumed is None else resumed.path)
+    later = later_checkpoints(spec.recipe, folders, None if resumed is None else resumed.path)
+    check_save_folders(spec.recipe, spec.ledger_folder, folders, later)
     batch_sizes = checked.batch_sizes
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     loaders = build_loaders(spec, batch_sizes, Placement(batch_sizes.data_parallel, rank // batch_sizes.replication,
                                                          seed))
     graph = take_snapshot(loaders.train)
     run = Run(spec, batch_sizes, loaders.data.train, loaders.data.held_out, loaders.train, loaders.held_out, checked,
-              device, interrupted, graph)
+              device, later if later is not None and later.interrupted else None, graph)
     summary = summarize(loaders.train, batch_sizes=batch_sizes, data_seed=run.data_seed, seed_source=run.seed_source,
                         graph=graph, run_rows=summary_rows(spec, device, checked.checkpoints))
     problem = sharding_problem(graph.root, world_size, rank, batch_sizes.replication, nodes=graph.active)

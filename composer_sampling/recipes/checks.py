@@ -32,7 +32,7 @@ from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_check
 from composer_sampling.recipes.composer_names import SAME_UNIT_WARMUP
 from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LaterCheckpoints, check_save_folders, resumed_file, run_folders
+from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, resumed_file, run_folders
 from composer_sampling.recipes.registry import RegistryError, check_arguments
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
 
@@ -158,9 +158,10 @@ def _check_builder(part: PartSpec) -> Callable[..., Any]:
     return builder
 
 
-def check_folders(spec: RunSpec) -> LaterCheckpoints | None:
-    """The save and ledger folders of ``spec``'s recipe as it stands (:func:`~composer_sampling.recipes.folders.
-    check_save_folders`): refused, or what a save cut short left, to be moved aside (``None``: nothing)."""
+def check_folders(spec: RunSpec) -> None:
+    """The save and ledger folders of ``spec``'s recipe as it stands: :func:`~composer_sampling.recipes.folders.
+    check_save_folders`."""
     recipe = spec.recipe
     folders = run_folders(recipe, spec.ledger_folder, spec.run_name)
-    return check_save_folders(recipe, spec.ledger_folder, folders, resumed_file(recipe.load_path, spec.run_name))
+    later = later_checkpoints(recipe, folders, resumed_file(recipe.load_path, spec.run_name))
+    check_save_folders(recipe, spec.ledger_folder, folders, later)

@@ -1,14 +1,16 @@
 """The save and ledger folders as Composer fills them, what an earlier run left there, and what a crash left.
 
-:func:`run_folders` fills the folders once for the run; :func:`check_save_folders` is
-the refusal ``train`` makes before its summary, and returns the checkpoints a save
-cut short left after the one a resume loads, which the runner moves aside. Composer
+:func:`run_folders` fills the folders once for the run; :func:`later_checkpoints`
+reads what the save folder holds after the checkpoint a resume loads, which
+:func:`check_save_folders` (the refusal ``train`` makes before its summary) refuses,
+or, when a save cut short left it after the latest, the runner moves aside. Composer
 is imported only to fill a folder's placeholders with its own function.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
     >>> recipe = load_recipe(None, ['save_folder=/nonexistent/runs/a'])
-    >>> check_save_folders(recipe, None, run_folders(recipe, None, None), None) is None  # nothing to resume
+    >>> folders = run_folders(recipe, None, None)
+    >>> later_checkpoints(recipe, folders, None) is None  # nothing to resume
     True
 """
 
@@ -26,7 +28,7 @@ from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'RunFolders', 'check_save_folders',
-           'checkpoint_pattern', 'rank_zero_folder', 'resumed_file', 'run_folders']
+           'checkpoint_pattern', 'later_checkpoints', 'rank_zero_folder', 'resumed_file', 'run_folders']
 
 #: The names Composer's Trainer gives checkpoints and the link to the latest (the runner keeps its defaults).
 CHECKPOINT_NAME = 'ep{epoch}-ba{batch}-rank{rank}.pt'
@@ -84,17 +86,16 @@ def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None)
 
 
 def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFolders,
-                       resumed: str | None) -> LaterCheckpoints | None:
+                       later: LaterCheckpoints | None) -> None:
     """The save and ledger folders can be written, and the run would not write over an earlier run's checkpoints.
 
     Each local folder is checked as Composer fills its placeholders for this run's rank 0
     (the part before an unknown ``{run_name}`` only). A fresh run refuses a save folder
-    that holds checkpoints; a resume (from ``resumed``, the file ``load_path`` names as
-    Composer resolves it; ``None`` if it cannot be told) refuses one that holds checkpoints
-    later than it, unless it is the folder's latest: then they are what a run that
-    stopped while saving left, and they are returned, for the runner to move them aside
-    (``None``: nothing to move). Nothing is left behind: a folder is made in the nearest
-    existing folder and removed, to see that one can be.
+    that holds checkpoints; a resume refuses one that holds checkpoints ``later`` than the
+    one it loads (:func:`later_checkpoints`), unless that one is the folder's latest (then
+    they are what a run that stopped while saving left, :attr:`LaterCheckpoints.interrupted`).
+    Nothing is left behind: a folder is made in the nearest existing folder and removed, to
+    see that one can be.
     """
     for field, template, folder, remote in (('save_folder', recipe.save_folder, folders.save, folders.save_remote),
                                             ('the ledger folder', ledger_folder, folders.ledger,
@@ -110,20 +111,17 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
         if not existing.is_dir() or not _writable(existing):
             raise RecipeError(f'{field} {shown} cannot be created: {existing} is not a folder this process may '
                               'write to')
-    save, folder = recipe.save_folder, folders.save
-    if save is None or folder is None or recipe.save_overwrite or folders.save_remote:
-        return None
-    shown = _shown(save, folder)
-    if '{run_name}' in folder or not Path(folder).is_dir():
-        return None
+    kept = _local_save_folder(recipe, folders)
+    if kept is None:
+        return
+    shown = _shown(recipe.save_folder or str(kept), str(kept))
     if recipe.load_path is None:
-        earlier = sorted(path.name for path in Path(folder).glob('*.pt'))
+        earlier = sorted(path.name for path in kept.glob('*.pt'))
         if earlier:
             raise RecipeError(f'save_folder {shown} holds the checkpoints of an earlier run ({_names(earlier)}); '
                               'Composer would refuse to write over them. Choose another save_folder, set '
                               'save_overwrite: true to replace them, or load_path to resume')
-        return None
-    later = _later_checkpoints(Path(folder), resumed)
+        return
     if later is not None and not later.latest and later.files:
         ways = ['choose another save_folder for this run', 'set save_overwrite: true to replace them']
         if later.link.is_symlink():
@@ -132,7 +130,15 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
                           f'later than the one load_path resumes ({later.resumed.name}), which this run would write '
                           f'again; Composer refuses to write over them. {ways[0][0].upper()}{ways[0][1:]}, '
                           f'{", ".join(ways[1:-1]) + ", " if len(ways) > 2 else ""}or {ways[-1]}')
-    return later if later is not None and later.files else None
+
+
+def _local_save_folder(recipe: Recipe, folders: RunFolders) -> Path | None:
+    """The save folder as a local folder that exists and is not overwritten, else ``None``: nothing in it to refuse."""
+    folder = folders.save
+    if folder is None or recipe.save_overwrite or folders.save_remote or '{run_name}' in folder or \
+            not Path(folder).is_dir():
+        return None
+    return Path(folder)
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,13 @@ class LaterCheckpoints:
     link: Path  # the save folder's link to its latest checkpoint (rank 0's)
     latest: bool  # whether the resumed checkpoint is the one that link points to
     files: list[Path]
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the files are what a save cut short left after the latest checkpoint, which the run resumes: the
+        runner moves them aside (a checkpoint file later than the latest can only be one whose writing stopped, or,
+        if the crash came between the two, one whose link to the latest was never made)."""
+        return self.latest and bool(self.files)
 
 
 def resumed_file(load_path: str | None, run_name: str | None) -> str | None:
@@ -158,10 +171,17 @@ def resumed_file(load_path: str | None, run_name: str | None) -> str | None:
         return None
 
 
-def _later_checkpoints(folder: Path, resumed_path: str | None) -> LaterCheckpoints | None:
-    """The checkpoints in ``folder`` Composer's ``CheckpointSaver`` would refuse at fit start after loading
-    ``resumed_path`` (rank 0's files: the only ones a single-file checkpoint writes); ``None`` if it cannot be told."""
-    if resumed_path is None:
+def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | None) -> LaterCheckpoints | None:
+    """The checkpoints in the save folder Composer's ``CheckpointSaver`` would refuse at fit start after loading
+    ``resumed_path`` (the file load_path names, :func:`resumed_file`; rank 0's files: the only ones a single-file
+    checkpoint writes); ``None`` if there is nothing to tell (no local save folder kept, or no file resumed).
+
+    Example:
+        >>> later_checkpoints(Recipe(save_folder='/nonexistent/a'), RunFolders('/nonexistent/a', None), None) is None
+        True
+    """
+    folder = _local_save_folder(recipe, folders)
+    if folder is None or resumed_path is None or recipe.load_path is None:
         return None
     resumed = Path(resumed_path)
     if not resumed.exists():

@@ -24,14 +24,17 @@ import torch
 from composer.models import ComposerClassifier, ComposerModel
 
 from composer_sampling._validate import is_integer
+from composer_sampling.recipes.builders import built
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.resolve import RunSpec
 
 if TYPE_CHECKING:
     from composer import Trainer
 
     from composer_sampling.recipes.checkpoints import CheckedCheckpoint
 
-__all__ = ['IndexedClassifier', 'as_composer_model', 'check_model_shapes', 'held_out_metrics']
+__all__ = ['IndexedClassifier', 'as_composer_model', 'build_model', 'build_optimizer', 'check_model_shapes',
+           'held_out_metrics']
 
 
 class IndexedClassifier(ComposerClassifier):
@@ -45,6 +48,22 @@ class IndexedClassifier(ComposerClassifier):
 
     def update_metric(self, batch: Any, outputs: Any, metric: Any) -> None:
         metric.update(outputs, batch[1])
+
+
+def build_model(spec: RunSpec, checked: CheckedCheckpoint | None = None) -> ComposerModel:
+    """The model the recipe names, as a ``ComposerModel`` (a plain module is wrapped: :func:`as_composer_model`),
+    checked against the shapes of the checkpoint at load_path (``checked``: :func:`check_model_shapes`)."""
+    part = spec.parts['model']
+    model = as_composer_model(built(part), part.label)
+    if checked is not None:
+        check_model_shapes(checked, model, part.label)
+    return model
+
+
+def build_optimizer(spec: RunSpec, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The optimizer builder gets ``params`` (the model's parameters) and its own arguments."""
+    return built(spec.parts['optimizer'], lambda made: isinstance(made, torch.optim.Optimizer),
+                 'a torch.optim.Optimizer', {'params': model.parameters()})
 
 
 def as_composer_model(built: Any, label: str) -> ComposerModel:

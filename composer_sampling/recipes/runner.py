@@ -100,13 +100,16 @@ def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
     """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
 
     Only when the run resumes from the save folder's latest checkpoint
-    (:func:`~composer_sampling.recipes.checks.check_folders`): the files are checkpoints
-    later than it, which Composer would refuse to start over. They are moved, never
-    deleted; the folder they went to is returned (``None``: nothing to move).
+    (:attr:`~composer_sampling.recipes.folders.LaterCheckpoints.interrupted`): the files are
+    checkpoints later than it, which Composer would refuse to start over. They are moved,
+    never deleted; the folder they went to is returned (``None``: nothing to move).
     """
-    from composer_sampling.recipes.checks import check_folders
+    from composer_sampling.recipes.folders import later_checkpoints, resumed_file, run_folders
 
-    return _set_aside(check_folders(spec))
+    recipe = spec.recipe
+    later = later_checkpoints(recipe, run_folders(recipe, spec.ledger_folder, spec.run_name),
+                              resumed_file(recipe.load_path, spec.run_name))
+    return _set_aside(later if later is not None and later.interrupted else None)
 
 
 def _set_aside(later: LaterCheckpoints | None) -> Path | None:
