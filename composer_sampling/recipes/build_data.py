@@ -2,10 +2,11 @@
 
 Datasets are built, never indexed (but for ``dataset[0]`` when a duration counts
 tokens): :func:`build_data` returns the train and held-out splits (and, for a
-sampler whose entry ``takes_sources``, the sources), checked by
-:func:`~composer_sampling.recipes.checks.check_data`. :func:`build_train_loader`
-builds one rank's train loader from the sampler part; :func:`build_eval_loader` the
-held-out loader.
+sampler whose entry ``takes_sources``, the sources), checked by :func:`check_data`
+(the splits hold samples, the train split a global batch, every source a step).
+:func:`build_train_loader` builds one rank's train loader from the sampler part;
+:func:`build_eval_loader` the held-out loader; ``train`` gets all of them in one
+call, :func:`build_loaders` (``plan`` builds the loader of every rank).
 
 Example:
     >>> from composer_sampling.recipes.checks import checked_spec

@@ -3,16 +3,17 @@
 The run goes down in phases, each module asked once for all it answers: the device,
 the folders (:mod:`~composer_sampling.recipes.folders`), autoresume, the checks
 (:mod:`~composer_sampling.recipes.checks`), the datasets and loaders
-(:func:`~composer_sampling.recipes.build_data.build_loaders`), Composer's parts
-(:func:`~composer_sampling.recipes.build_composer_parts.build_composer_parts`), and one
-snapshot of the train loader's graph, which the summary and the sharding check read.
+(:func:`~composer_sampling.recipes.build_data.build_loaders`), and one snapshot of the
+train loader's graph, which the summary and the sharding check read.
+:func:`build_trainer` builds every part the Trainer takes in one call
+(:func:`~composer_sampling.recipes.build_composer_parts.build_trainer_parts`).
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
     >>> from composer_sampling.recipes.schema import load_recipe
     >>> run = build_run(resolve(load_recipe(None, ['train_loader.dataset={name: synthetic, size: 100}'])))
-    >>> [type(callback).__name__ for callback in run.callbacks], len(run.train_dataset), run.device
-    (['SamplerSync'], 80, 'cpu')
+    >>> len(run.train_dataset), run.device, run.summary.splitlines()[0]
+    (80, 'cpu', 'composer-sampling run summary')
 """
 
 from __future__ import annotations
