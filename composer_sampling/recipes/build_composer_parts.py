@@ -16,9 +16,9 @@ Example:
     >>> parts = build_trainer_parts(spec)
     >>> [type(part).__name__ for part in (*parts.callbacks, *parts.schedulers, *parts.algorithms, parts.optimizer)]
     ['SamplerSync', 'LinearWithWarmupScheduler', 'GradientClipping', 'AdamW']
-    >>> for row in summary_rows(spec):
+    >>> for row in summary_rows(spec, device='cpu'):
     ...     print(*row, sep=': ')
-    device: cpu
+    device: cpu (device: auto)
     precision: fp32 (Composer's default on cpu)
     LR schedule: linear_with_warmup (t_warmup=2ba)
     algorithms: gradient_clipping (clipping_type=norm, clipping_threshold=1)

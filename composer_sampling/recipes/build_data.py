@@ -79,7 +79,7 @@ def build_loaders(spec: RunSpec, batch_sizes: BatchSizes, where: Placement) -> L
         >>> spec = resolve(load_recipe(None, ['train_loader.dataset={name: synthetic, size: 100}']))
         >>> loaders = build_loaders(spec, checked_spec(spec, world_size=1).batch_sizes, Placement(1, 0, 17))
         >>> len(loaders.data.train), loaders.train.batch_size, loaders.held_out.batch_size
-        (80, 32, 64)
+        (80, 64, 128)
     """
     data = build_data(spec, batch_sizes)
     held_out = build_eval_loader(spec, data.held_out)

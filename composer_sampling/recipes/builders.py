@@ -75,7 +75,7 @@ def built(part: PartSpec, fits: Callable[[Any], bool] | None = None, wanted: str
         >>> built(resolve(load_recipe(None)).parts['model'], lambda made: False, 'a ComposerModel')
         Traceback (most recent call last):
         ...
-        composer_sampling.recipes.errors.RecipeError: model: the builder returned a MLP, not a ComposerModel
+        composer_sampling.recipes.errors.RecipeError: model: the builder returned a MLPClassifier, not a ComposerModel
     """
     made = run_builder(part, extra)
     if fits is not None and not fits(made):
