@@ -21,13 +21,11 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
 
-__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'RunFacts', 'check_run_fields', 'composer_run_name',
-           'machine_device', 'run_facts']
+__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_run_fields', 'composer_run_name', 'machine_device']
 
 #: The devices a recipe names (``auto``: the GPU when torch sees one, else the CPU, as Composer's ``get_device``).
 DEVICES = ('auto', 'cpu', 'gpu', 'mps')
@@ -91,31 +89,6 @@ def _check_parallelism(parallelism: Mapping[str, Any] | None) -> None:
         if value is not None and not isinstance(value, Mapping):
             raise RecipeError(f'parallelism_config.{key} must be a mapping of Composer\'s '
                               f'{"FSDPConfig" if key == "fsdp" else "TPConfig"} fields, got {value!r}')
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What this process knows of the run before it builds anything: the run name Composer will take (``None``:
-    Composer invents one) and the device this machine trains on (``cpu``, ``gpu`` or ``mps``)."""
-
-    run_name: str | None
-    device: str
-
-
-def run_facts(recipe: Any, device: str | None = None) -> RunFacts:
-    """The run name and the device, each found once (:func:`composer_run_name`, :func:`machine_device`).
-
-    ``device`` is the machine's device when the caller has it already.
-
-    Example:
-        >>> from types import SimpleNamespace
-        >>> run_facts(SimpleNamespace(run_name='digits', device='cpu', precision=None, parallelism_config=None))
-        RunFacts(run_name='digits', device='cpu')
-    """
-    run_name = composer_run_name(recipe)
-    if device is None:
-        device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
-    return RunFacts(run_name, device)
 
 
 def machine_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None) -> str:
