@@ -159,8 +159,8 @@ def _check_builder(part: PartSpec) -> Callable[..., Any]:
 
 
 def check_folders(spec: RunSpec) -> None:
-    """The save and ledger folders of ``spec``'s recipe as it stands: :func:`~composer_sampling.recipes.folders.
-    check_save_folders`."""
+    """The save and ledger folders of ``spec``'s recipe as it stands (no autoresume): refused as ``train`` refuses
+    them (:func:`~composer_sampling.recipes.folders.check_save_folders`)."""
     recipe = spec.recipe
     folders = run_folders(recipe, spec.ledger_folder, spec.run_name)
     later = later_checkpoints(recipe, folders, resumed_file(recipe.load_path, spec.run_name))
