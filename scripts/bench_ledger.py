@@ -126,24 +126,27 @@ def one_fit(recipe_path: str, variant: str, folder: Path, timing: bool = False) 
     from composer.core import Callback
 
     from composer_sampling import SampleLedger, SamplerSync
+    from composer_sampling.recipes.build_composer_parts import build_trainer_parts
     from composer_sampling.recipes.build_training import build_run, build_trainer
     from composer_sampling.recipes.resolve import resolve
     from composer_sampling.recipes.schema import load_recipe
 
     overrides = [item.format(folder=folder) for item in OVERRIDES.get(variant, [])]
     run = build_run(resolve(load_recipe(recipe_path, overrides)))
+    parts = build_trainer_parts(run.spec, run.checked.checkpoints if run.checked is not None else None)
+    callbacks = parts.callbacks
     if variant != 'sync':
-        run.callbacks[:] = [callback for callback in run.callbacks if not isinstance(callback, SamplerSync)]
+        callbacks[:] = [callback for callback in callbacks if not isinstance(callback, SamplerSync)]
     kind = {'ledger': SampleLedger, 'sync': SamplerSync}.get(variant)
-    ours = [callback for callback in run.callbacks if isinstance(callback, (SampleLedger, SamplerSync))]
+    ours = [callback for callback in callbacks if isinstance(callback, (SampleLedger, SamplerSync))]
     if [type(callback) for callback in ours] != ([] if kind is None else [kind]):
-        raise RuntimeError(f'the recipe did not build the callbacks of {variant!r}: {run.callbacks}')
+        raise RuntimeError(f'the recipe did not build the callbacks of {variant!r}: {callbacks}')
     clock = clock_callback()
-    run.callbacks.insert(0, clock)
+    callbacks.insert(0, clock)
     if variant == 'empty':
-        run.callbacks.append(Callback())
-    calls = instrument(run.callbacks[-1] if variant == 'empty' else ours[0]) if timing else {}
-    trainer = build_trainer(run)
+        callbacks.append(Callback())
+    calls = instrument(callbacks[-1] if variant == 'empty' else ours[0]) if timing else {}
+    trainer = build_trainer(run, parts)
     trainer.fit()
     trainer.close()
     # per batch: each kind of call at its median, as often as it came (robust to a preempted call)

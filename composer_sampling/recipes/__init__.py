@@ -9,9 +9,10 @@ floors above it:
 * ``schema.py``: the recipe's fields, loaded from YAML and overrides;
 * ``registry.py``: the named parts, what each needs (options and their ranges), the one import of code;
 * ``resolve.py``: the recipe resolved once into a frozen ``RunSpec``;
-* ``checks.py``: every refusal ``plan`` and ``train`` share, before training;
-* ``build_data.py``: datasets, splits and DataLoaders;
-* ``build_training.py``: callbacks, model, optimizer, the ``Trainer``;
+* ``folders.py``, ``checkpoints.py``, ``checks.py``: every refusal ``plan`` and ``train`` share, before training;
+* ``build_data.py``: datasets, splits (and their checks) and DataLoaders;
+* ``models.py``, ``build_composer_parts.py``: the model and its optimizer, and every part the ``Trainer`` takes;
+* ``build_training.py``: the run for this process, then its ``Trainer``;
 * ``dry_run.py`` (``composer-sampling plan``), ``runner.py`` (``train``), ``cli.py`` (the command).
 
 ``builtin_parts.py`` holds the builders of the sampler names that are torch's or the

@@ -23,17 +23,24 @@ import re
 from pathlib import Path
 from typing import Any
 
-from composer_sampling._checkpoint.safe_load import download_scheme
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LATEST_NAME, checkpoint_pattern, rank_zero_folder
+from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_pattern, run_folders
 from composer_sampling.recipes.run_fields import composer_run_name
 from composer_sampling.recipes.schema import Recipe
 
-__all__ = ['autoresume_checkpoint', 'autoresumed']
+__all__ = ['autoresume_checkpoint', 'autoresumed', 'latest_checkpoint']
 
 
 def autoresume_checkpoint(recipe: Recipe) -> str | None:
     """The latest checkpoint of ``recipe``'s save folder when it autoresumes, as a ``load_path`` value; else ``None``.
+
+    :func:`latest_checkpoint` of the recipe's folders, filled here.
+    """
+    return latest_checkpoint(recipe, run_folders(recipe, None, composer_run_name(recipe)))
+
+
+def latest_checkpoint(recipe: Recipe, folders: RunFolders) -> str | None:
+    """The latest checkpoint in the save folder of ``folders`` when ``recipe`` autoresumes, as a ``load_path``.
 
     A local folder's is its ``latest-rank0.pt`` link (Composer's default
     ``save_latest_filename``, the file every rank loads); a remote folder's is the
@@ -41,26 +48,26 @@ def autoresume_checkpoint(recipe: Recipe) -> str | None:
     ``extract_path_from_symlink``. Braces in the path are escaped as a ``load_path``
     needs (Composer formats it twice).
     """
-    if not recipe.autoresume or recipe.save_folder is None:
+    if not recipe.autoresume or folders.save is None:
         return None
-    folder = rank_zero_folder('save_folder', recipe.save_folder, composer_run_name(recipe))
     latest = LATEST_NAME.format(rank=0)
-    if download_scheme(folder) is None:
-        link = Path(folder) / latest
+    if not folders.save_remote:
+        link = Path(folders.save) / latest
         return _escaped(str(link)) if link.exists() else None
-    found = _remote_latest(folder, latest)
+    found = _remote_latest(folders.save, latest)
     return None if found is None else _escaped(found)
 
 
-def autoresumed(recipe: Recipe) -> Recipe:
-    """``recipe`` with ``load_path`` set to the checkpoint autoresume picks, when there is one.
+def autoresumed(recipe: Recipe, folders: RunFolders) -> Recipe:
+    """``recipe`` with ``load_path`` set to the checkpoint autoresume picks (:func:`latest_checkpoint`), if any.
 
     Example:
         >>> from composer_sampling.recipes.schema import load_recipe
-        >>> autoresumed(load_recipe(None, ['load_path=a.pt'])).load_path
+        >>> recipe = load_recipe(None, ['load_path=a.pt'])
+        >>> autoresumed(recipe, run_folders(recipe, None, None)).load_path
         'a.pt'
     """
-    found = autoresume_checkpoint(recipe)
+    found = latest_checkpoint(recipe, folders)
     return recipe if found is None else dataclasses.replace(recipe, load_path=found)
 
 

@@ -2,10 +2,11 @@
 
 Datasets are built, never indexed (but for ``dataset[0]`` when a duration counts
 tokens): :func:`build_data` returns the train and held-out splits (and, for a
-sampler whose entry ``takes_sources``, the sources), checked by
-:func:`~composer_sampling.recipes.checks.check_data`. :func:`build_train_loader`
-builds one rank's train loader from the sampler part; :func:`build_eval_loader` the
-held-out loader.
+sampler whose entry ``takes_sources``, the sources), checked by :func:`check_data`
+(the splits hold samples, the train split a global batch, every source a step).
+:func:`build_train_loader` builds one rank's train loader from the sampler part;
+:func:`build_eval_loader` the held-out loader; ``train`` gets all of them in one
+call, :func:`build_loaders` (``plan`` builds the loader of every rank).
 
 Example:
     >>> from composer_sampling.recipes.checks import checked_spec
@@ -20,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
 from typing import Any
@@ -30,15 +30,16 @@ from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, D
 from composer_sampling._validate import is_integer
 from composer_sampling.batching import BatchSizes
 from composer_sampling.recipes.builders import bound_builder, run_builder
-from composer_sampling.recipes.checks import check_data
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
+from composer_sampling.recipes.workers import worker_start
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
 from composer_sampling.samplers.distribute import rebuild_loader
 from composer_sampling.samplers.nested import NestedBatchSampler
 
-__all__ = ['Data', 'Placement', 'Split', 'build_data', 'build_eval_loader', 'build_train_loader', 'cut_held_out',
-           'is_batch_sampler', 'split_into_sources', 'worker_start']
+__all__ = ['Data', 'Loaders', 'Placement', 'Split', 'build_data', 'build_eval_loader', 'build_loaders',
+           'build_train_loader', 'check_data', 'counts_tokens', 'cut_held_out', 'is_batch_sampler',
+           'split_into_sources']
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,32 @@ class Placement:
     num_replicas: int
     rank: int
     data_seed: int
+
+
+@dataclass(frozen=True)
+class Loaders:
+    """What ``train`` reads: the splits (:class:`Data`) and this rank's train loader and held-out loader."""
+
+    data: Data
+    train: DataLoader
+    held_out: DataLoader
+
+
+def build_loaders(spec: RunSpec, batch_sizes: BatchSizes, where: Placement) -> Loaders:
+    """The datasets (:func:`build_data`), this rank's train loader at ``where`` and the held-out loader, in one call.
+
+    Example:
+        >>> from composer_sampling.recipes.checks import checked_spec
+        >>> from composer_sampling.recipes.resolve import resolve
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> spec = resolve(load_recipe(None, ['train_loader.dataset={name: synthetic, size: 100}']))
+        >>> loaders = build_loaders(spec, checked_spec(spec, world_size=1).batch_sizes, Placement(1, 0, 17))
+        >>> len(loaders.data.train), loaders.train.batch_size, loaders.held_out.batch_size
+        (80, 64, 128)
+    """
+    data = build_data(spec, batch_sizes)
+    held_out = build_eval_loader(spec, data.held_out)
+    return Loaders(data, build_train_loader(spec, data.train, batch_sizes, where), held_out)
 
 
 def _built(spec: RunSpec, field_name: str, extra: Mapping[str, Any] | None = None) -> Any:
@@ -208,6 +235,13 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, batch_sizes: BatchSizes,
     keywords = {'dataset': dataset, 'num_replicas': where.num_replicas, 'rank': where.rank, 'seed': where.data_seed,
                 'device_batch_size': batch_sizes.device_batch}
     sampler = _built(spec, part.field, keywords)
+    whole = isinstance(sampler, DataLoader)
+    if not whole and not isinstance(sampler, Sampler) and not callable(getattr(type(sampler), '__iter__', None)):
+        raise RecipeError(f'{part.field}: the builder returned a {type(sampler).__name__}; return a sampler, a '
+                          'batch sampler or a DataLoader')
+    collate = None if whole else _collate(spec, 'train_loader.collate_fn')
+    samplers = {'batch_sampler': sampler} if not whole and is_batch_sampler(sampler) else \
+        {'batch_size': batch_sizes.device_batch, 'sampler': sampler}
     read_from = dataset
     if spec.recipe.train_loader.per_sample_rng:  # the samplers see the dataset as it is (a mixture its sources)
         from composer_sampling.per_sample_rng import PerSampleRNG
@@ -216,47 +250,13 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, batch_sizes: BatchSizes,
     if isinstance(sampler, DataLoader):
         if read_from is dataset:
             return sampler
-        samplers = ({'batch_sampler': sampler.batch_sampler} if sampler.batch_size is None else
-                    {'batch_size': sampler.batch_size, 'sampler': sampler.sampler, 'drop_last': sampler.drop_last})
-        return rebuild_loader(sampler, dataset=read_from, **samplers)
-    if not isinstance(sampler, Sampler) and not callable(getattr(type(sampler), '__iter__', None)):
-        raise RecipeError(f'{part.field}: the builder returned a {type(sampler).__name__}; return a sampler, a '
-                          'batch sampler or a DataLoader')
+        own = ({'batch_sampler': sampler.batch_sampler} if sampler.batch_size is None else
+               {'batch_size': sampler.batch_size, 'sampler': sampler.sampler, 'drop_last': sampler.drop_last})
+        return rebuild_loader(sampler, dataset=read_from, **own)
     common = worker_start(spec.recipe.train_loader.num_workers, batch_sizes.world_size, read_from)
-    collate = _collate(spec, 'train_loader.collate_fn')
     if collate is not None:
         common['collate_fn'] = collate
-    if is_batch_sampler(sampler):
-        return DataLoader(read_from, batch_sampler=sampler, **common)
-    return DataLoader(read_from, batch_size=batch_sizes.device_batch, sampler=sampler, **common)
-
-
-def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, Any]:
-    """The DataLoader keywords that start ``num_workers`` workers: on several ranks, from a fork server.
-
-    On several ranks the Trainer iterates the loader in a process that runs gloo's
-    threads (and torch's thread pools). Forking a worker copies that process with only
-    the forking thread: a lock another thread held at that instant stays held in the
-    worker, and a worker that needs it never delivers its batch. There the workers
-    are forked by a fork server instead, a process of one thread started once, with
-    the main script, ``torch`` and the dataset's modules imported; the dataset (and a
-    collate function) must then be picklable by name, and a script guard its top level
-    with ``if __name__ == '__main__':``. On one rank, torch's default (``fork``) is kept.
-
-    Example:
-        >>> worker_start(2, 1, range(4))
-        {'num_workers': 2}
-        >>> worker_start(2, 2, range(4))['multiprocessing_context'].get_start_method()
-        'forkserver'
-    """
-    if num_workers == 0 or world_size == 1 or 'forkserver' not in multiprocessing.get_all_start_methods():
-        return {'num_workers': num_workers}
-    from composer_sampling.per_sample_rng import iter_datasets
-
-    context = multiprocessing.get_context('forkserver')
-    modules = ['__main__', 'torch', *dict.fromkeys(type(node).__module__ for node in iter_datasets(dataset))]
-    context.set_forkserver_preload(modules)  # read once, when this process starts its fork server
-    return {'num_workers': num_workers, 'multiprocessing_context': context}
+    return DataLoader(read_from, **samplers, **common)
 
 
 def build_eval_loader(spec: RunSpec, dataset: Dataset) -> DataLoader:
@@ -267,3 +267,83 @@ def build_eval_loader(spec: RunSpec, dataset: Dataset) -> DataLoader:
     extra: dict[str, Any] = {'collate_fn': collate} if collate is not None else {}
     return DataLoader(dataset, batch_size=spec.recipe.device_eval_batch_size,
                       sampler=dist.get_sampler(dataset, shuffle=False), **extra)
+
+
+def check_data(spec: RunSpec, batch_sizes: BatchSizes, train: Any, held_out: Any, sources: list[Any] | None) -> None:
+    """The splits hold samples, the train split a global batch, every source a step; ``tok`` only where counted."""
+    _check_splits(spec, batch_sizes, train, held_out)
+    _check_token_units(spec, train)
+    if sources is not None:
+        _check_sources(spec, batch_sizes, sources)
+
+
+def _check_splits(spec: RunSpec, batch_sizes: BatchSizes, train: Any, held_out: Any) -> None:
+    label = spec.parts['train_loader.dataset'].label
+    train_len, held_out_len = len(train), len(held_out)
+    own = spec.parts.get('eval_loader.dataset')
+    if held_out_len == 0 and own is not None:
+        raise RecipeError(f'eval_loader.dataset ({own.label}) is empty; give it samples to evaluate on')
+    if held_out_len == 0 or train_len == 0:
+        empty = 'held-out' if held_out_len == 0 else 'train'
+        raise RecipeError(f'{spec.held_out_field}={spec.held_out_fraction} leaves the {empty} split of the {label} '
+                          f'dataset ({train_len + held_out_len} samples) empty; use a fraction that leaves samples '
+                          'in both')
+    if train_len < batch_sizes.data_parallel:
+        raise RecipeError(f'the train split of {train_len} samples (train_loader.dataset: {label}) is smaller '
+                          f'than the {batch_sizes.data_parallel} data-parallel ranks: some rank would train nothing; '
+                          'use a larger dataset or fewer ranks')
+    if batch_sizes.global_batch > train_len:
+        ranks = batch_sizes.data_parallel
+        largest = train_len // ranks * ranks
+        multiple = f' (a multiple of the {ranks} data-parallel ranks)' if ranks > 1 else ''
+        raise RecipeError(f'global_train_batch_size={batch_sizes.global_batch} is larger than the train split of '
+                          f'{train_len} samples (train_loader.dataset: {label}); use at most {largest}{multiple}')
+
+
+def counts_tokens(dataset: Any) -> bool:
+    """Whether Composer counts tokens in batches of ``dataset``: samples with ``input_ids``, or a ``max_seq_len``.
+
+    Example:
+        >>> counts_tokens([{'input_ids': [1, 2]}]), counts_tokens([{'input': 0.5}])
+        (True, False)
+    """
+    if hasattr(dataset, 'max_seq_len'):
+        return True
+    if len(dataset) == 0:
+        return False
+    sample = dataset[0]
+    return isinstance(sample, Mapping) and 'input_ids' in sample
+
+
+def _check_token_units(spec: RunSpec, train: Any) -> None:
+    in_tokens = [name for name, (_, unit) in spec.durations.items() if unit == 'tok']
+    if in_tokens and not counts_tokens(train):
+        name = in_tokens[0]
+        effect = 'train forever' if name == 'max_duration' else 'never reach it'
+        raise RecipeError(f'{name}={getattr(spec.recipe, name)!r} counts tokens, but Composer counts none in this run '
+                          f'(the {spec.parts["train_loader.dataset"].label} dataset yields no input_ids and has no '
+                          f'max_seq_len), so the run would {effect}; use ep, ba or sp')
+
+
+def _check_sources(spec: RunSpec, batch_sizes: BatchSizes, sources: list[Any]) -> None:
+    """Every mixture source holds at least one global step, or it would never be trained."""
+    fractions = spec.source_fractions
+    sizes = [len(source) for source in sources]
+    total, step = sum(sizes), batch_sizes.global_batch
+    short = [k for k, size in enumerate(sizes) if size < step]
+    if not short:
+        return
+    k = short[0]
+    ranks = batch_sizes.data_parallel
+    largest = min(sizes) // ranks * ranks
+    smallest_fraction = -(-step * 1000 // total) / 1000
+    batch = f', or a global_train_batch_size of at most {largest}' if largest >= ranks else ''
+    if fractions is None:
+        raise RecipeError(f'train_loader.dataset: source {k} holds {sizes[k]} of the {total} train samples, fewer '
+                          f'than one global step of {step}, so it would never be trained; give it at least {step} '
+                          f'samples{batch}')
+    raise RecipeError(
+        f'train_loader.sampler.source_fractions={list(fractions)}: source {k} (fraction {fractions[k]}) holds '
+        f'{sizes[k]} of the {total} train samples, fewer than one global step of {step}, so it would never be '
+        f'trained; give every source a fraction of at least {smallest_fraction} ({step} / {total}){batch}',
+    )

@@ -25,7 +25,7 @@ from composer_sampling.recipes.registry import ImportTargetError, NotAllowedErro
 from composer_sampling.recipes.registry import import_target as _import_target
 from composer_sampling.recipes.resolve import PartSpec
 
-__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'bound_builder', 'builder_of', 'run_builder']
+__all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'bound_builder', 'builder_of', 'built', 'run_builder']
 
 #: Set it (or pass ``--verbose``) to see the traceback of a user's builder that failed.
 VERBOSE_VARIABLE = 'COMPOSER_SAMPLING_VERBOSE'
@@ -60,6 +60,27 @@ def run_builder(part: PartSpec, extra: Mapping[str, Any] | None = None, builder:
         message = f'{part.field}: {error}' if ours else f'{part.field}: {part.label} raised {type(error).__name__}: ' \
                                                         f'{error}'
         raise RecipeError(_with_traceback(message, None if ours else error)) from error
+
+
+def built(part: PartSpec, fits: Callable[[Any], bool] | None = None, wanted: str = '',
+          extra: Mapping[str, Any] | None = None) -> Any:
+    """What ``part``'s builder returns (given ``extra`` too), refused naming ``wanted`` unless it ``fits``.
+
+    The one call of a builder for the parts of the Trainer (callbacks, schedulers, loggers, algorithms, the model
+    and the optimizer).
+
+    Example:
+        >>> from composer_sampling.recipes.resolve import resolve
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> built(resolve(load_recipe(None)).parts['model'], lambda made: False, 'a ComposerModel')
+        Traceback (most recent call last):
+        ...
+        composer_sampling.recipes.errors.RecipeError: model: the builder returned a MLPClassifier, not a ComposerModel
+    """
+    made = run_builder(part, extra)
+    if fits is not None and not fits(made):
+        raise RecipeError(f'{part.field}: the builder returned a {type(made).__name__}, not {wanted}')
+    return made
 
 
 def bound_builder(part: PartSpec) -> Callable[..., Any]:

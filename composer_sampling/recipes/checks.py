@@ -1,10 +1,11 @@
-"""Every refusal of a resolved recipe that needs no training: ``plan`` and ``train`` run the same ones.
+"""Every refusal of a resolved recipe that needs neither data nor training: ``plan`` and ``train`` run the same ones.
 
 :func:`checked_spec` runs what needs neither data nor Composer: the batch math and
 the seed for this world size, each builder's import and arguments (``plan`` imports
-only the data parts), the checkpoint at ``load_path``. ``train`` adds
-:func:`check_folders`. Once the datasets are built (never indexed), :func:`check_data`
-checks the splits, the mixture's sources and token units. Every failure is a
+only the data parts), the checkpoint at ``load_path``. ``train`` adds the folders'
+(:func:`check_folders`). Once the datasets are built (never indexed),
+:func:`~composer_sampling.recipes.build_data.check_data` checks the splits, the
+mixture's sources and token units. Every failure is a
 :class:`~composer_sampling.recipes.errors.RecipeError` naming the field.
 
 Example:
@@ -31,11 +32,11 @@ from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_check
 from composer_sampling.recipes.composer_names import SAME_UNIT_WARMUP
 from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import check_save_folders
+from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, resumed_file, run_folders
 from composer_sampling.recipes.registry import RegistryError, check_arguments
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
 
-__all__ = ['Checked', 'check_data', 'check_folders', 'checked_spec', 'counts_tokens', 'recipe_batch_sizes']
+__all__ = ['Checked', 'check_folders', 'checked_spec', 'recipe_batch_sizes']
 
 
 @dataclass(frozen=True)
@@ -158,85 +159,9 @@ def _check_builder(part: PartSpec) -> Callable[..., Any]:
 
 
 def check_folders(spec: RunSpec) -> None:
-    """The save and ledger folders: :func:`~composer_sampling.recipes.folders.check_save_folders` of the recipe."""
-    check_save_folders(spec.recipe, spec.ledger_folder)
-
-
-def check_data(spec: RunSpec, batch_sizes: BatchSizes, train: Any, held_out: Any, sources: list[Any] | None) -> None:
-    """The splits hold samples, the train split a global batch, every source a step; ``tok`` only where counted."""
-    _check_splits(spec, batch_sizes, train, held_out)
-    _check_token_units(spec, train)
-    if sources is not None:
-        _check_sources(spec, batch_sizes, sources)
-
-
-def _check_splits(spec: RunSpec, batch_sizes: BatchSizes, train: Any, held_out: Any) -> None:
-    label = spec.parts['train_loader.dataset'].label
-    train_len, held_out_len = len(train), len(held_out)
-    own = spec.parts.get('eval_loader.dataset')
-    if held_out_len == 0 and own is not None:
-        raise RecipeError(f'eval_loader.dataset ({own.label}) is empty; give it samples to evaluate on')
-    if held_out_len == 0 or train_len == 0:
-        empty = 'held-out' if held_out_len == 0 else 'train'
-        raise RecipeError(f'{spec.held_out_field}={spec.held_out_fraction} leaves the {empty} split of the {label} '
-                          f'dataset ({train_len + held_out_len} samples) empty; use a fraction that leaves samples '
-                          'in both')
-    if train_len < batch_sizes.data_parallel:
-        raise RecipeError(f'the train split of {train_len} samples (train_loader.dataset: {label}) is smaller '
-                          f'than the {batch_sizes.data_parallel} data-parallel ranks: some rank would train nothing; '
-                          'use a larger dataset or fewer ranks')
-    if batch_sizes.global_batch > train_len:
-        ranks = batch_sizes.data_parallel
-        largest = train_len // ranks * ranks
-        multiple = f' (a multiple of the {ranks} data-parallel ranks)' if ranks > 1 else ''
-        raise RecipeError(f'global_train_batch_size={batch_sizes.global_batch} is larger than the train split of '
-                          f'{train_len} samples (train_loader.dataset: {label}); use at most {largest}{multiple}')
-
-
-def counts_tokens(dataset: Any) -> bool:
-    """Whether Composer counts tokens in batches of ``dataset``: samples with ``input_ids``, or a ``max_seq_len``.
-
-    Example:
-        >>> counts_tokens([{'input_ids': [1, 2]}]), counts_tokens([{'input': 0.5}])
-        (True, False)
-    """
-    if hasattr(dataset, 'max_seq_len'):
-        return True
-    if len(dataset) == 0:
-        return False
-    sample = dataset[0]
-    return isinstance(sample, Mapping) and 'input_ids' in sample
-
-
-def _check_token_units(spec: RunSpec, train: Any) -> None:
-    in_tokens = [name for name, (_, unit) in spec.durations.items() if unit == 'tok']
-    if in_tokens and not counts_tokens(train):
-        name = in_tokens[0]
-        effect = 'train forever' if name == 'max_duration' else 'never reach it'
-        raise RecipeError(f'{name}={getattr(spec.recipe, name)!r} counts tokens, but Composer counts none in this run '
-                          f'(the {spec.parts["train_loader.dataset"].label} dataset yields no input_ids and has no '
-                          f'max_seq_len), so the run would {effect}; use ep, ba or sp')
-
-
-def _check_sources(spec: RunSpec, batch_sizes: BatchSizes, sources: list[Any]) -> None:
-    """Every mixture source holds at least one global step, or it would never be trained."""
-    fractions = spec.source_fractions
-    sizes = [len(source) for source in sources]
-    total, step = sum(sizes), batch_sizes.global_batch
-    short = [k for k, size in enumerate(sizes) if size < step]
-    if not short:
-        return
-    k = short[0]
-    ranks = batch_sizes.data_parallel
-    largest = min(sizes) // ranks * ranks
-    smallest_fraction = -(-step * 1000 // total) / 1000
-    batch = f', or a global_train_batch_size of at most {largest}' if largest >= ranks else ''
-    if fractions is None:
-        raise RecipeError(f'train_loader.dataset: source {k} holds {sizes[k]} of the {total} train samples, fewer '
-                          f'than one global step of {step}, so it would never be trained; give it at least {step} '
-                          f'samples{batch}')
-    raise RecipeError(
-        f'train_loader.sampler.source_fractions={list(fractions)}: source {k} (fraction {fractions[k]}) holds '
-        f'{sizes[k]} of the {total} train samples, fewer than one global step of {step}, so it would never be '
-        f'trained; give every source a fraction of at least {smallest_fraction} ({step} / {total}){batch}',
-    )
+    """The save and ledger folders of ``spec``'s recipe as it stands (no autoresume): refused as ``train`` refuses
+    them (:func:`~composer_sampling.recipes.folders.check_save_folders`)."""
+    recipe = spec.recipe
+    folders = run_folders(recipe, spec.ledger_folder, spec.run_name)
+    later = later_checkpoints(recipe, folders, resumed_file(recipe.load_path, spec.run_name))
+    check_save_folders(recipe, spec.ledger_folder, folders, later)

@@ -18,8 +18,7 @@ Example:
 from __future__ import annotations
 
 __all__ = ['ALGORITHMS', 'CALLBACKS', 'CHECKPOINT_ARGUMENTS', 'LOGGERS', 'REFUSED_ALGORITHMS', 'SAME_UNIT_WARMUP',
-           'SCHEDULERS',
-           'TIMES_FROM_ZERO', 'TIME_LISTS']
+           'SCHEDULERS', 'TIMES_FROM_ZERO', 'TIME_LISTS', 'refused_algorithm']
 
 #: Composer's callbacks (``composer.callbacks``).
 CALLBACKS = {
@@ -93,3 +92,19 @@ REFUSED_ALGORITHMS = {
              f'fewer, longer rows), so batches are not the planned ones; {_PROMISE}. For its model surgery alone, '
              'call composer.functional.apply_alibi in your model builder',
 }
+
+
+def refused_algorithm(algorithm: object) -> tuple[str, str, str] | None:
+    """The name, Composer's class and the reason when ``algorithm`` is (a subclass of) one a recipe refuses by name.
+
+    Example:
+        >>> refused_algorithm(object()) is None
+        True
+    """
+    import composer.algorithms
+
+    for name, reason in REFUSED_ALGORITHMS.items():
+        refused = getattr(composer.algorithms, ALGORITHMS[name])
+        if isinstance(algorithm, refused):
+            return name, refused.__name__, reason
+    return None

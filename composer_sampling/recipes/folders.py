@@ -1,13 +1,16 @@
 """The save and ledger folders as Composer fills them, what an earlier run left there, and what a crash left.
 
-:func:`check_save_folders` is the refusal ``train`` makes before its summary;
-:func:`interrupted_saves` finds the checkpoints a save cut short left after the one
-a resume loads, which the runner moves aside (``set_aside_interrupted_saves``).
-Composer is imported only to fill a folder's placeholders with its own function.
+:func:`run_folders` fills the folders once for the run; :func:`later_checkpoints`
+reads what the save folder holds after the checkpoint a resume loads, which
+:func:`check_save_folders` (the refusal ``train`` makes before its summary) refuses,
+or, when a save cut short left it after the latest, the runner moves aside. Composer
+is imported only to fill a folder's placeholders with its own function.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
-    >>> interrupted_saves(load_recipe(None, ['save_folder=runs/a'])) is None  # nothing to resume
+    >>> recipe = load_recipe(None, ['save_folder=/nonexistent/runs/a'])
+    >>> folders = run_folders(recipe, None, None)
+    >>> later_checkpoints(recipe, folders, None) is None  # nothing to resume
     True
 """
 
@@ -22,11 +25,10 @@ from typing import Any
 
 from composer_sampling._checkpoint.safe_load import CheckpointError, composer_load_path, download_scheme
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.run_fields import composer_run_name
 from composer_sampling.recipes.schema import Recipe
 
-__all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'check_save_folders', 'checkpoint_pattern',
-           'interrupted_saves', 'rank_zero_folder']
+__all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'RunFolders', 'check_save_folders',
+           'checkpoint_pattern', 'later_checkpoints', 'rank_zero_folder', 'resumed_file', 'run_folders']
 
 #: The names Composer's Trainer gives checkpoints and the link to the latest (the runner keeps its defaults).
 CHECKPOINT_NAME = 'ep{epoch}-ba{batch}-rank{rank}.pt'
@@ -56,22 +58,51 @@ def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:
                           f'may be {fields}') from None
 
 
-def check_save_folders(recipe: Recipe, ledger_folder: str | None) -> None:
+@dataclass(frozen=True)
+class RunFolders:
+    """The save and ledger folders as Composer fills them for this run's rank 0, read once (``None``: not set).
+
+    A folder whose run name is not known yet keeps its ``{run_name}``; a URI (Composer
+    uploads there) is ``remote``: nothing of it is checked on this machine.
+    """
+
+    save: str | None
+    ledger: str | None
+    save_remote: bool = False
+    ledger_remote: bool = False
+
+
+def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None) -> RunFolders:
+    """The run's save folder and ``ledger_folder``, each filled once (:func:`rank_zero_folder`).
+
+    Example:
+        >>> run_folders(Recipe(save_folder='s3://bucket/{run_name}'), None, 'digits')
+        RunFolders(save='s3://bucket/digits', ledger=None, save_remote=True, ledger_remote=False)
+    """
+    save = None if recipe.save_folder is None else rank_zero_folder('save_folder', recipe.save_folder, run_name)
+    ledger = None if ledger_folder is None else rank_zero_folder('the ledger folder', ledger_folder, run_name)
+    return RunFolders(save, ledger, save is not None and download_scheme(save) is not None,
+                      ledger is not None and download_scheme(ledger) is not None)
+
+
+def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFolders,
+                       later: LaterCheckpoints | None) -> None:
     """The save and ledger folders can be written, and the run would not write over an earlier run's checkpoints.
 
-    Each folder is checked as Composer fills its placeholders for this run's rank 0
+    Each local folder is checked as Composer fills its placeholders for this run's rank 0
     (the part before an unknown ``{run_name}`` only). A fresh run refuses a save folder
-    that holds checkpoints; a resume refuses one that holds checkpoints later than
-    the one it loads, unless that one is the folder's latest (then they are what a run
-    that stopped while saving left: :func:`interrupted_saves`). Nothing is left behind:
-    a folder is made in the nearest existing folder and removed, to see that one can be.
+    that holds checkpoints; a resume refuses one that holds checkpoints ``later`` than the
+    one it loads (:func:`later_checkpoints`), unless that one is the folder's latest (then
+    they are what a run that stopped while saving left, :attr:`LaterCheckpoints.interrupted`).
+    Nothing is left behind: a folder is made in the nearest existing folder and removed, to
+    see that one can be.
     """
-    run_name = composer_run_name(recipe)
-    for field, template in (('save_folder', recipe.save_folder), ('the ledger folder', ledger_folder)):
-        if template is None or download_scheme(template) is not None:
+    for field, template, folder, remote in (('save_folder', recipe.save_folder, folders.save, folders.save_remote),
+                                            ('the ledger folder', ledger_folder, folders.ledger,
+                                             folders.ledger_remote)):
+        if folder is None or remote:
             continue
-        folder = rank_zero_folder(field, template, run_name)
-        shown = _shown(template, folder)
+        shown = _shown(template or folder, folder)
         known, unknown, _ = folder.partition('{run_name}')  # the run is named when Composer starts
         path = Path(known) if not unknown or known.endswith('/') else Path(known).parent
         if not unknown and path.exists() and not path.is_dir():
@@ -80,21 +111,17 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None) -> None:
         if not existing.is_dir() or not _writable(existing):
             raise RecipeError(f'{field} {shown} cannot be created: {existing} is not a folder this process may '
                               'write to')
-    save = recipe.save_folder
-    if save is None or recipe.save_overwrite or download_scheme(save) is not None:
+    kept = _local_save_folder(recipe, folders)
+    if kept is None:
         return
-    folder = rank_zero_folder('save_folder', save, run_name)
-    shown = _shown(save, folder)
-    if '{run_name}' in folder or not Path(folder).is_dir():
-        return
+    shown = _shown(recipe.save_folder or str(kept), str(kept))
     if recipe.load_path is None:
-        earlier = sorted(path.name for path in Path(folder).glob('*.pt'))
+        earlier = sorted(path.name for path in kept.glob('*.pt'))
         if earlier:
             raise RecipeError(f'save_folder {shown} holds the checkpoints of an earlier run ({_names(earlier)}); '
                               'Composer would refuse to write over them. Choose another save_folder, set '
                               'save_overwrite: true to replace them, or load_path to resume')
         return
-    later = _later_checkpoints(recipe, Path(folder))
     if later is not None and not later.latest and later.files:
         ways = ['choose another save_folder for this run', 'set save_overwrite: true to replace them']
         if later.link.is_symlink():
@@ -103,6 +130,15 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None) -> None:
                           f'later than the one load_path resumes ({later.resumed.name}), which this run would write '
                           f'again; Composer refuses to write over them. {ways[0][0].upper()}{ways[0][1:]}, '
                           f'{", ".join(ways[1:-1]) + ", " if len(ways) > 2 else ""}or {ways[-1]}')
+
+
+def _local_save_folder(recipe: Recipe, folders: RunFolders) -> Path | None:
+    """The save folder as a local folder that exists and is not overwritten, else ``None``: nothing in it to refuse."""
+    folder = folders.save
+    if folder is None or recipe.save_overwrite or folders.save_remote or '{run_name}' in folder or \
+            not Path(folder).is_dir():
+        return None
+    return Path(folder)
 
 
 @dataclass(frozen=True)
@@ -114,36 +150,41 @@ class LaterCheckpoints:
     latest: bool  # whether the resumed checkpoint is the one that link points to
     files: list[Path]
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the files are what a save cut short left after the latest checkpoint, which the run resumes: the
+        runner moves them aside (a checkpoint file later than the latest can only be one whose writing stopped, or,
+        if the crash came between the two, one whose link to the latest was never made)."""
+        return self.latest and bool(self.files)
 
-def interrupted_saves(recipe: Recipe) -> LaterCheckpoints | None:
-    """What a run that stopped while saving left in the save folder of the run that resumes it, or ``None``.
 
-    When ``load_path`` is the save folder's latest checkpoint, a checkpoint file later
-    than it can only be one whose writing was cut short (a crash, a full disk: the
-    link to the latest is updated after the file is written), or, if the crash came
-    between the two, one whose link was never made. The runner moves them aside.
+def resumed_file(load_path: str | None, run_name: str | None) -> str | None:
+    """The file ``load_path`` names as Composer resolves it, or ``None`` (none, or refused by the checkpoint's check).
+
+    Example:
+        >>> resumed_file('runs/{run_name}/ep0-ba4-rank{rank}.pt', 'digits')
+        'runs/digits/ep0-ba4-rank0.pt'
     """
-    if recipe.save_folder is None or recipe.load_path is None or recipe.save_overwrite or \
-            download_scheme(recipe.save_folder) is not None:
-        return None
-    folder = rank_zero_folder('save_folder', recipe.save_folder, composer_run_name(recipe))
-    if '{run_name}' in folder or not Path(folder).is_dir():
-        return None
-    later = _later_checkpoints(recipe, Path(folder))
-    return later if later is not None and later.latest and later.files else None
-
-
-def _later_checkpoints(recipe: Recipe, folder: Path) -> LaterCheckpoints | None:
-    """The checkpoints in ``folder`` Composer's ``CheckpointSaver`` would refuse at fit start after loading
-    ``load_path`` (rank 0's files: the only ones a single-file checkpoint writes); ``None`` if it cannot be told."""
-    load_path = recipe.load_path
     try:
-        resumed = Path(composer_load_path(load_path, composer_run_name(recipe))) if load_path else None
-    except CheckpointError:  # refused with the checkpoint's check
+        return composer_load_path(load_path, run_name) if load_path else None
+    except CheckpointError:
         return None
-    if resumed is None:
+
+
+def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | None) -> LaterCheckpoints | None:
+    """The checkpoints in the save folder Composer's ``CheckpointSaver`` would refuse at fit start after loading
+    ``resumed_path`` (the file load_path names, :func:`resumed_file`; rank 0's files: the only ones a single-file
+    checkpoint writes); ``None`` if there is nothing to tell (no local save folder kept, or no file resumed).
+
+    Example:
+        >>> later_checkpoints(Recipe(save_folder='/nonexistent/a'), RunFolders('/nonexistent/a', None), None) is None
+        True
+    """
+    folder = _local_save_folder(recipe, folders)
+    if folder is None or resumed_path is None or recipe.load_path is None:
         return None
-    if download_scheme(str(resumed)) is not None or not resumed.exists():
+    resumed = Path(resumed_path)
+    if not resumed.exists():
         return None  # refused with the checkpoint's check, or downloaded by Composer: its name is all there is
     pattern = checkpoint_pattern()
     found = pattern.match(resumed.resolve().name)

@@ -1,8 +1,8 @@
-"""What a model builder may return, made into the ``ComposerModel`` the Trainer needs.
+"""What a model builder may return, made into the ``ComposerModel`` the Trainer needs; and what it reports held out.
 
 A builder returns a ``ComposerModel`` (used as it is) or a plain ``torch.nn.Module``
-with a ``num_classes`` attribute, which is wrapped as Composer users wrap one:
-in a ``ComposerClassifier`` (cross-entropy loss, accuracy metrics). Composer's
+with a ``num_classes`` attribute, which is wrapped as Composer users wrap one
+(:func:`as_composer_model`): in a ``ComposerClassifier`` (cross-entropy loss, accuracy metrics). Composer's
 classifier unpacks ``inputs, targets = batch``; ours also takes
 ``(inputs, targets, indices)``, so a collate function can carry the sample
 indices for ``SampleLedger(index_key=2)`` past the model, which never sees them.
@@ -18,15 +18,23 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from composer.models import ComposerClassifier, ComposerModel
 
 from composer_sampling._validate import is_integer
+from composer_sampling.recipes.builders import built
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.resolve import RunSpec
 
-__all__ = ['IndexedClassifier', 'as_composer_model']
+if TYPE_CHECKING:
+    from composer import Trainer
+
+    from composer_sampling.recipes.checkpoints import CheckedCheckpoint
+
+__all__ = ['IndexedClassifier', 'as_composer_model', 'build_model', 'build_optimizer', 'check_model_shapes',
+           'held_out_metrics']
 
 
 class IndexedClassifier(ComposerClassifier):
@@ -42,8 +50,25 @@ class IndexedClassifier(ComposerClassifier):
         metric.update(outputs, batch[1])
 
 
+def build_model(spec: RunSpec, checked: CheckedCheckpoint | None = None) -> ComposerModel:
+    """The model the recipe names, as a ``ComposerModel`` (a plain module is wrapped: :func:`as_composer_model`),
+    checked against the shapes of the checkpoint at load_path (``checked``: :func:`check_model_shapes`)."""
+    part = spec.parts['model']
+    model = as_composer_model(built(part), part.label)
+    if checked is not None:
+        check_model_shapes(checked, model, part.label)
+    return model
+
+
+def build_optimizer(spec: RunSpec, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The optimizer builder gets ``params`` (the model's parameters) and its own arguments."""
+    return built(spec.parts['optimizer'], lambda made: isinstance(made, torch.optim.Optimizer),
+                 'a torch.optim.Optimizer', {'params': model.parameters()})
+
+
 def as_composer_model(built: Any, label: str) -> ComposerModel:
-    """``built`` if a ``ComposerModel``; a plain module with ``num_classes`` wrapped in :class:`IndexedClassifier`."""
+    """``built`` if a ``ComposerModel``; a plain module with ``num_classes`` wrapped in
+    :class:`IndexedClassifier`."""
     if isinstance(built, ComposerModel):
         return built
     if isinstance(built, torch.nn.Module):
@@ -55,3 +80,36 @@ def as_composer_model(built: Any, label: str) -> ComposerModel:
         return IndexedClassifier(built, num_classes=classes)
     raise RecipeError(f'model: {label} returned a {type(built).__name__}; return a composer.models.ComposerModel or '
                       'a torch.nn.Module with a num_classes attribute')
+
+
+def check_model_shapes(checked: CheckedCheckpoint, model: torch.nn.Module, label: str) -> None:
+    """The checkpoint at ``load_path`` holds the model's tensors, each of the model's shape.
+
+    Composer would stop inside ``Trainer`` with torch's ``size mismatch`` (or
+    ``Missing key(s)``) traceback; this names the parameter and both shapes first.
+    Only ``load_path``'s: a callback's load takes options (``ignore_keys``,
+    ``strict_model_weights``) that change what must match.
+    """
+    if not checked.model_shapes:
+        return  # trusted unchecked, or a checkpoint without a model
+    own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    for name, shape in checked.model_shapes.items():
+        if name in own and own[name] != shape:
+            raise RecipeError(f'{checked.field}: the checkpoint {checked.path} holds {name} of shape {list(shape)}, '
+                              f'the model ({label}) has {name} of shape {list(own[name])}: it was written by a model '
+                              'of another shape; load one of this model, or set the model options it was trained with')
+    extra, missing = sorted(set(checked.model_shapes) - set(own)), sorted(set(own) - set(checked.model_shapes))
+    if extra or missing:
+        detail = f'holds {extra[0]}, which the model lacks' if extra else f'lacks the model\'s {missing[0]}'
+        raise RecipeError(f'{checked.field}: the checkpoint {checked.path} {detail} (model: {label}): it was written '
+                          'by another model; load one of this model, or build the model it was trained with')
+
+
+def held_out_metrics(trainer: Trainer) -> dict[str, float]:
+    """Every scalar eval metric the model defines, computed over the held-out loader (empty before an eval)."""
+    values = {}
+    for name, metric in trainer.state.eval_metrics.get('eval', {}).items():
+        value = metric.compute()
+        if getattr(value, 'numel', lambda: 1)() == 1:
+            values[name] = float(value)
+    return values

@@ -85,6 +85,7 @@ class RunSpec:
     durations: Mapping[str, tuple[int | float, str]]
     sync: SyncSpec
     ledger_folder: str | None  # derived from save_folder when a callback wants it and it can be known now
+    run_name: str | None = None  # as Composer's Trainer will take it, when known before it runs (composer_run_name)
 
     @property
     def sampler(self) -> PartSpec:
@@ -93,6 +94,7 @@ class RunSpec:
 
 def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
     """Resolve every part of ``recipe``; ``training=False`` (plan) reads no declaration of a non-data entry point."""
+    run_name = composer_run_name(recipe)  # found once: the folders, the checkpoints and the ledger take it from here
     sections = {
         'train_loader.dataset': recipe.train_loader.dataset,
         'train_loader.sampler': recipe.train_loader.sampler,
@@ -114,22 +116,25 @@ def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
     callbacks = _mapped(recipe, 'callbacks', training)
     schedules = ([('scheduler', recipe.scheduler)] if recipe.scheduler is not None
                  else [(f'schedulers[{k}]', section) for k, section in enumerate(recipe.schedulers)])
+    schedulers = tuple(_part(name, 'schedulers', section, training) for name, section in schedules)
+    loggers, algorithms = _mapped(recipe, 'loggers', training), _mapped(recipe, 'algorithms', training)
+    sync, ledger_folder = _sync(recipe, callbacks), _ledger_folder(recipe, callbacks, run_name)
     held_out_field, fraction = _held_out(recipe, legacy_fraction)
-    sampler = parts['train_loader.sampler']
-    fractions = sampler.arguments.get('source_fractions')
+    fractions = parts['train_loader.sampler'].arguments.get('source_fractions')
     return RunSpec(
         recipe=recipe,
         parts=MappingProxyType(parts),
         callbacks=callbacks,
-        schedulers=tuple(_part(name, 'schedulers', section, training) for name, section in schedules),
-        loggers=_mapped(recipe, 'loggers', training),
-        algorithms=_mapped(recipe, 'algorithms', training),
+        schedulers=schedulers,
+        loggers=loggers,
+        algorithms=algorithms,
         held_out_field=held_out_field,
         held_out_fraction=fraction,
         source_fractions=None if fractions is None else tuple(fractions),
         durations=MappingProxyType({name: parse_duration(getattr(recipe, name)) for name in DURATION_UNITS}),
-        sync=_sync(recipe, callbacks),
-        ledger_folder=_ledger_folder(recipe, callbacks),
+        sync=sync,
+        ledger_folder=ledger_folder,
+        run_name=run_name,
     )
 
 
@@ -239,7 +244,7 @@ def _sync(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> SyncSpec:
     return SyncSpec(True, recipe.seed if seed is None else seed, source, governing.arguments.get('replication', 1))
 
 
-def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | None:
+def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...], run_name: str | None) -> str | None:
     """``{save_folder}/ledger`` for a callback that wants it, placeholders filled as Composer fills them for rank 0."""
     wanting = [part for part in callbacks if part.entry is not None and part.entry.ledger_folder]
     if not wanting or wanting[0].arguments.get('folder') is not None:
@@ -247,7 +252,6 @@ def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | Non
     if recipe.save_folder is None:
         raise RecipeError(f'{wanting[0].field} writes to {{save_folder}}/ledger: set save_folder, or give the callback '
                           'a folder')
-    run_name = composer_run_name(recipe)
     folder = f'{recipe.save_folder.rstrip("/")}/ledger'
     if '{run_name}' in folder and run_name is None:
         return None  # Composer names the run at fit start; SampleLedger finds the folder there

@@ -2,9 +2,10 @@
 
 The walk goes down the floors once: :func:`~composer_sampling.recipes.schema.load_recipe`
 (the YAML), :func:`~composer_sampling.recipes.resolve.resolve` (the frozen spec),
-:func:`~composer_sampling.recipes.build_training.build_run` (the checks, the data and
-loaders, the callbacks), then the ``Trainer``. Composer (and torch) are imported only
-once the recipe has loaded: a recipe that fails its static checks exits 2 quickly.
+:func:`~composer_sampling.recipes.build_training.build_run` (the device, the folders, the
+checks, the data and loaders, Composer's parts, the summary), then the ``Trainer``.
+Composer (and torch) are imported only once the recipe has loaded: a recipe that fails
+its static checks exits 2 quickly.
 
 Example:
     $ composer-sampling train yamls/digits.yaml max_duration=1ep
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from composer import Trainer
 
     from composer_sampling.recipes.build_training import Run
+    from composer_sampling.recipes.folders import LaterCheckpoints
     from composer_sampling.recipes.resolve import RunSpec
 
 __all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'parse_recipe_arguments', 'recipe_arguments',
@@ -57,13 +59,6 @@ class TrainResult:
         return self.eval_metrics['MulticlassAccuracy']
 
 
-def _print_rank_zero(text: str) -> None:
-    from composer.utils import dist
-
-    if dist.get_global_rank() == 0:
-        print(text, flush=True)
-
-
 def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> TrainResult:
     """Train ``recipe`` in this process (one rank of the launcher, or alone).
 
@@ -71,37 +66,32 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     parts); ``trainer_overrides`` go to ``Trainer``. A refusal ``SamplerSync`` can
     only make at fit start (a checkpoint of another order) is a :class:`RecipeError`.
     """
-    from composer.utils import dist, get_device
+    from composer.utils import dist
 
-    from composer_sampling._proofs.summary import summarize
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
-    from composer_sampling.recipes.build_training import build_run, build_trainer, run_rows
+    from composer_sampling.recipes.build_training import build_run, build_trainer
+    from composer_sampling.recipes.models import held_out_metrics
     from composer_sampling.recipes.resolve import resolve
-    from composer_sampling.recipes.run_fields import machine_device
 
     if run is None:
         spec = resolve(recipe)
-        device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)  # once, on every rank
-        if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
-            # The builders run inside the process group, so a dataset builder may use composer.utils.dist. The group's
-            # backend follows the device the Trainer gets (NCCL on GPUs, gloo on the CPU), as Composer picks it.
-            dist.initialize_dist(get_device(device), recipe.dist_timeout)
-        run = build_run(spec, device=device)
-    if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
+        run = build_run(spec)
+    rank_zero = dist.get_global_rank() == 0  # the only rank that writes a single-file checkpoint, and that prints
+    if rank_zero and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
-    if dist.get_global_rank() == 0:  # the only rank that writes a single-file checkpoint
-        set_aside_interrupted_saves(run.spec)
-    _print_rank_zero(summarize(run.train_loader, batch_sizes=run.batch_sizes, data_seed=run.data_seed,
-                               seed_source=run.seed_source, run_rows=run_rows(run)))
+    if rank_zero:
+        _set_aside(run.interrupted)
+        print(run.summary, flush=True)
     try:
         trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
         trainer.fit()
     except DataOrderError as error:
         raise RecipeError(str(error)) from error
     metrics = held_out_metrics(trainer)
-    report = ', '.join(f'{name} {value:.4f}' for name, value in metrics.items()) or 'no metrics'
-    _print_rank_zero(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}')
+    if rank_zero:
+        report = ', '.join(f'{name} {value:.4f}' for name, value in metrics.items()) or 'no metrics'
+        print(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}', flush=True)
     trainer.close()
     return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
 
@@ -110,13 +100,20 @@ def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
     """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
 
     Only when the run resumes from the save folder's latest checkpoint
-    (:func:`~composer_sampling.recipes.folders.interrupted_saves`): the files are checkpoints
-    later than it, which Composer would refuse to start over. They are moved, never
-    deleted; the folder they went to is returned (``None``: nothing to move).
+    (:attr:`~composer_sampling.recipes.folders.LaterCheckpoints.interrupted`): the files are
+    checkpoints later than it, which Composer would refuse to start over. They are moved,
+    never deleted; the folder they went to is returned (``None``: nothing to move).
     """
-    from composer_sampling.recipes.folders import interrupted_saves
+    from composer_sampling.recipes.folders import later_checkpoints, resumed_file, run_folders
 
-    later = interrupted_saves(spec.recipe)
+    recipe = spec.recipe
+    later = later_checkpoints(recipe, run_folders(recipe, spec.ledger_folder, spec.run_name),
+                              resumed_file(recipe.load_path, spec.run_name))
+    return _set_aside(later if later is not None and later.interrupted else None)
+
+
+def _set_aside(later: LaterCheckpoints | None) -> Path | None:
+    """Move the checkpoints ``later`` names into a new ``interrupted-N`` folder of theirs (None: nothing to move)."""
     if later is None:
         return None
     folder = later.link.parent
@@ -130,16 +127,6 @@ def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
           'latest checkpoint, which this run resumes, by a run that stopped while saving; Composer would refuse to '
           'write over them', flush=True)
     return target
-
-
-def held_out_metrics(trainer: Trainer) -> dict[str, float]:
-    """Every scalar eval metric the model defines, computed over the held-out loader (empty before an eval)."""
-    values = {}
-    for name, metric in trainer.state.eval_metrics.get('eval', {}).items():
-        value = metric.compute()
-        if getattr(value, 'numel', lambda: 1)() == 1:
-            values[name] = float(value)
-    return values
 
 
 def recipe_arguments(parser: argparse.ArgumentParser, verbose_default: Any = False) -> argparse.ArgumentParser:
