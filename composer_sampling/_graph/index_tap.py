@@ -65,14 +65,15 @@ class IndexTap(Sampler):
 
     keeps_child_order = True
 
-    def __init__(self, sampler: Any, group: int = 1, keep_partial: bool = True) -> None:
+    def __init__(self, sampler: Any, group: int = 1, keep_partial: bool = True,
+                 listener: Listener | None = None) -> None:
         self.sampler = sampler
         self.group = valid_int('group', group, minimum=1)
         self.keep_partial = valid_bool('keep_partial', keep_partial)
         self.passes = 0  # passes started
         self._skip = 0
         self._limit: int | None = None
-        self._listeners: list[Listener] = []
+        self._listeners: list[Listener] = [] if listener is None else [listener]
 
     @property
     def window(self) -> tuple[int, int | None]:
@@ -137,8 +138,9 @@ class IndexTap(Sampler):
         return f'IndexTap(sampler={self.sampler!r}, group={self.group})'
 
 
-def install_tap(parent: Any, attribute: str, group: int | None = None, keep_partial: bool | None = None) -> IndexTap:
-    """The tap on ``parent.<attribute>``, installed unless one is there already.
+def install_tap(parent: Any, attribute: str, group: int | None = None, keep_partial: bool | None = None,
+                listener: Listener | None = None) -> IndexTap:
+    """The tap on ``parent.<attribute>``, installed unless one is there already, telling ``listener`` if given.
 
     ``group`` and ``keep_partial`` (how the DataLoader batches the items of that edge) are set when given;
     a caller that only skips items leaves them as they are.
@@ -153,8 +155,10 @@ def install_tap(parent: Any, attribute: str, group: int | None = None, keep_part
     """
     tap = getattr(parent, attribute)
     if not isinstance(tap, IndexTap):
-        tap = IndexTap(tap)
+        tap = IndexTap(tap, listener=listener)
         setattr(parent, attribute, tap)
+    elif listener is not None:
+        tap.listen(listener)
     if group is not None:
         tap.group = valid_int('group', group, minimum=1)
     if keep_partial is not None:

@@ -38,27 +38,24 @@ def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None
     subclass (torchdata's ``StatefulDataLoader``, ...), which this module does not
     rebuild.
     """
-    tap = _placed_tap(state, graph.root)  # the top, as the fit's one walk found it
-    if tap is not None and listener is not None:
-        tap.listen(listener)
-    return tap
+    return _placed_tap(state, graph.root, listener)  # the top, as the fit's one walk found it
 
 
-def _placed_tap(state: State, top: Any) -> IndexTap | None:
-    """The tap above ``top``: the one already placed, one installed in its grouping wrapper, or a rebuilt loader's."""
+def _placed_tap(state: State, top: Any, listener: Listener | None) -> IndexTap | None:
+    """The tap above ``top``, telling ``listener``: the one already placed, one installed in its grouping wrapper,
+    or a rebuilt loader's."""
     loader = state.dataloader
     if not isinstance(loader, DataLoader):
         return None
-    if loader in _REBUILT:
-        tap = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
-        assert isinstance(tap, IndexTap)
-        return tap
+    if loader in _REBUILT:  # its tap is already there: found, and told
+        return install_tap(loader, 'batch_sampler' if loader.batch_sampler is not None else 'sampler',
+                           listener=listener)
     group = grouping(top)
     if group is not None:
-        return install_tap(top, group.attribute, group.size, group.keep_partial)
+        return install_tap(top, group.attribute, group.size, group.keep_partial, listener)
     if type(loader) is not DataLoader:
         return None
-    tap = IndexTap(top)
+    tap = IndexTap(top, listener=listener)
     samplers = {'batch_sampler': tap} if loader.batch_sampler is not None else {'sampler': tap, 'batch_size': None}
     rebuilt = rebuild_loader(loader, **samplers)
     length = -1 if state.dataloader_len is None else int(state.dataloader_len)
