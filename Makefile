@@ -5,6 +5,9 @@
 #   make test   ruff, mypy and the whole test suite (launcher and llm-foundry tests included), then the tests that
 #               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029);
 #               installs everything into the same .venv (a make demo after it installs nothing)
+#   make test-fast  for the edit-test loop: ruff and every test but the launcher, llm-foundry and S3 tiers, in this
+#               .venv only (CI runs make test)
+# Both run the tests in TEST_WORKERS processes (pytest-xdist; make test TEST_WORKERS=1 runs them in one).
 # scripts/check_gpu.py (resume on one and two GPUs) is for a machine with a GPU, and is not part of make test.
 PYTHON ?= python3
 VENV := .venv
@@ -13,10 +16,12 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.installed-demo-stamp
 OLDEST := .venv-composer029
 OLDEST_STAMP := $(OLDEST)/.installed-stamp
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 # pip backtracks for a long time through llm-foundry's dependencies unless these two are bounded
 PINS := 'protobuf>=4.25.1,<6' 'wandb<0.19'
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test test-fast bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,5 +57,9 @@ test:  # the two environments install side by side (mostly downloads), then the 
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(OLDEST_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
-	$(OLDEST)/bin/python -m pytest -m composer -q
+	$(PY) -m pytest $(XDIST)
+	$(OLDEST)/bin/python -m pytest -m composer -q $(XDIST)
+
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest $(XDIST) -q -m 'not launcher and not llmfoundry and not s3'

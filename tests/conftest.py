@@ -61,6 +61,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         wanted = marker.args[0] if marker else 1
         if wanted != world_size:
             item.add_marker(pytest.mark.skip(reason=f'needs world size {wanted}; this process is one of {world_size}'))
+    # The slowest tests first, so that under ``pytest -n`` (make test) the long launches start at once and the many
+    # short tests fill the workers around them instead of one launch running alone at the end.
+    items.sort(key=_expected_cost_rank)
+
+
+def _expected_cost_rank(item: pytest.Item) -> int:
+    """0 for a test that launches several ranks, 1 for the other slow tiers (llm-foundry, S3), 2 for the rest; the
+    sort is stable, so each keeps its order of collection."""
+    if item.get_closest_marker('launcher'):
+        return 0
+    return 1 if item.get_closest_marker('llmfoundry') or item.get_closest_marker('s3') else 2
 
 
 _S3_STARTS: list[float] = []

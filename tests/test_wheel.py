@@ -20,7 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.launcher
+# One worker builds the wheel under pytest -n: pip builds it in the checkout's build/ folder, which two builds at once
+# would share.
+pytestmark = [pytest.mark.launcher, pytest.mark.xdist_group('wheel')]
 
 
 @pytest.fixture(scope='module')
