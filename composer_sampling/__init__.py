@@ -29,24 +29,18 @@ if TYPE_CHECKING:
     from composer_sampling.callbacks.sample_ledger import SampleLedger
     from composer_sampling.callbacks.sampler_sync import SamplerSync
     from composer_sampling.per_sample_rng import PerSampleRNG
-    from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+    from composer_sampling.samplers import *  # noqa: F403 (every sampler SAMPLERS lists)
     from composer_sampling.samplers.distribute import distribute
-    from composer_sampling.samplers.mixture import MixtureDistributedSampler
-    from composer_sampling.samplers.nested import NestedBatchSampler
-    from composer_sampling.samplers.resumable import ResumableDistributedSampler
-    from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
-#: Each public name and the module that defines it.
+from composer_sampling.samplers import SAMPLERS as _SAMPLERS  # the samplers' table: imports no sampler
+
+#: Each public name and the module that defines it: every sampler ``composer_sampling.samplers`` lists, and the rest.
 _MODULES = {
+    **{name: f'composer_sampling.samplers.{module}' for name, module in _SAMPLERS.items()},
     'CheckpointError': 'composer_sampling._checkpoint.safe_load',
-    'DistributedBatchAdapter': 'composer_sampling.samplers.batch_adapter',
-    'MixtureDistributedSampler': 'composer_sampling.samplers.mixture',
-    'NestedBatchSampler': 'composer_sampling.samplers.nested',
     'PerSampleRNG': 'composer_sampling.per_sample_rng',
-    'ResumableDistributedSampler': 'composer_sampling.samplers.resumable',
     'SampleLedger': 'composer_sampling.callbacks.sample_ledger',
     'SamplerSync': 'composer_sampling.callbacks.sampler_sync',
-    'SubEpochDistributedSampler': 'composer_sampling.samplers.sub_epoch',
     'check_checkpoint': 'composer_sampling._checkpoint.safe_load',
     'check_plan': 'composer_sampling._proofs.plan',
     'distribute': 'composer_sampling.samplers.distribute',
@@ -55,15 +49,11 @@ _MODULES = {
 }
 
 __all__ = [
+    *_SAMPLERS,
     'CheckpointError',
-    'DistributedBatchAdapter',
-    'MixtureDistributedSampler',
-    'NestedBatchSampler',
     'PerSampleRNG',
-    'ResumableDistributedSampler',
     'SampleLedger',
     'SamplerSync',
-    'SubEpochDistributedSampler',
     '__version__',
     'check_checkpoint',
     'check_plan',

@@ -10,16 +10,16 @@ written by rank 0 for a dataset whose epochs repeat or leave out samples by desi
 (mosaicml-streaming's ``epoch_size``, ``proportion``, ``repeat``, ``choose``).
 Version 2 files (8-byte indices, no schedule records) are read as they are.
 
-A record is appended whole or not at all (a short write is completed, a failed one
-undone). A process killed while writing can still leave a *torn* last record:
-reading stops there, reports it, and returns the records before it, as a
-write-ahead log recovers. A torn record is only ever the last bytes of a file: a
-record whose count runs past the end while a whole record (checksum holding) ends
-the file after it, or that is whole itself read with the count its bytes give
-it, has a damaged count, and the file is corrupted at that record. Damage
-anywhere else (a header or record failing its checksum) is an error too, the
-first damaged record named. When the header names a ``dataset_len``, every index
-must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
+A write (one record, or the many :meth:`LedgerWriter.extend` is given) is appended
+whole or not at all (a short write is completed, a failed one undone). A process
+killed while writing can still leave a *torn* last record: reading stops there,
+reports it, and returns the records before it, as a write-ahead log recovers. A
+torn record is only ever the last bytes of a file: a record whose count runs past
+the end while a whole record (checksum holding) ends the file after it, or that is
+whole itself read with the count its bytes give it, has a damaged count, and the
+file is corrupted at that record. Damage anywhere else (a header or record failing
+its checksum) is an error too, the first damaged record named. When the header
+names a ``dataset_len``, every index must lie in ``[0, dataset_len)``. Nothing is allocated from a header or record
 field before it is checked against the file's size, and a path that is not a
 regular file (a FIFO) is refused, never waited on (:func:`open_ledger`).
 
@@ -47,7 +47,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -58,8 +58,8 @@ from composer_sampling._checkpoint.envelope import valid_version
 from composer_sampling._validate import first_outside, is_integer
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'SCHEDULE_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
-           'LedgerWriter', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger', 'read_records',
-           'scan_ledger', 'uri_scheme', 'verify_ledger']
+           'LedgerWriter', 'OutsideDatasetError', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger',
+           'read_records', 'scan_ledger', 'uri_scheme', 'verify_ledger']
 
 MAGIC = b'CSLEDGER'
 LEDGER_VERSION = 3  # 3: narrow indices, schedule records; 2 added the header checksum (still read); 1 is refused
@@ -69,7 +69,8 @@ SCHEDULE_BATCH = -1
 _LENGTH = struct.Struct('<I')
 _RECORD = struct.Struct('<IqI')
 _CRC = struct.Struct('<I')
-_BLOCK = 1 << 16  # bytes read at a time while scanning record headers
+_BLOCK = 1 << 16  # bytes read at a time while scanning the headers of large records
+_SCAN_BYTES = 1 << 20  # bytes read at a time while scanning the headers of records of at most _BLOCK bytes
 _RUN_BYTES = 1 << 24  # bytes of neighbouring records read at a time
 
 
@@ -138,6 +139,14 @@ _TYPECODES = {4: 'I' if array('I').itemsize == 4 else 'L', 8: 'q'}
 _SWAP = sys.byteorder == 'big'
 
 
+class OutsideDatasetError(ValueError):
+    """A record :meth:`LedgerWriter.extend` was to check holds an index outside ``[0, within)``; nothing was written."""
+
+    def __init__(self, batch: int, index: int, within: int) -> None:
+        super().__init__(f'the record of batch {batch} holds index {index}, outside [0, {within})')
+        self.batch, self.index, self.within = batch, index, within
+
+
 class LedgerWriter:
     """Appends records to a new ledger file (created with its checksummed header)."""
 
@@ -152,26 +161,73 @@ class LedgerWriter:
         self._write(MAGIC + head + _CRC.pack(zlib.crc32(head)))
 
     def append(self, epoch: int, batch: int, indices: Any) -> None:
-        """Append one record, whole: a short write is completed, a failed one undone before the error rises.
+        """Append one record, whole: a short write is completed, a failed one undone before the error rises."""
+        self.extend([(epoch, batch, indices)])
 
-        A list of Python ints (what the sampler graph yields) is packed by :mod:`array`, the same bytes as numpy's.
+    def extend(self, records: Iterable[tuple[int, int, Any]], within: int | None = None) -> None:
+        """Append ``(epoch, batch, indices)`` records in one write, all or none of them (as :meth:`append` one).
+
+        A list of Python ints (what the sampler graph yields) is packed by :mod:`array`, the
+        same bytes as numpy's; the file holds the bytes one :meth:`append` per record writes.
+        With ``within``, every index of a batch's record (schedule records aside) must lie in
+        ``[0, within)``, or :class:`OutsideDatasetError` names the first record that fails, before a
+        byte is written; the lists are checked on their packed bytes, in one pass for all.
+
+        Example:
+            >>> import tempfile
+            >>> path = Path(tempfile.mkdtemp()) / 'rank0.bin'
+            >>> writer = LedgerWriter(path, {'rank': 0, 'dataset_len': 9})
+            >>> writer.extend([(0, 1, [4, 2]), (0, 2, np.array([8]))])
+            >>> [record.indices.tolist() for record in read_ledger(path).records]
+            [[4, 2], [8]]
         """
+        records = list(records)
+        datas: list[bytes] = []
+        listed: list[bytes] = []  # the lists' bytes: packed exactly, their bytes are their values
+        outside = False  # some record to check holds an index outside [0, within)
+        for _, batch, indices in records:
+            try:
+                datas.append(self._packed(indices))
+            except OverflowError:  # a list with a value its width cannot hold
+                if within is None:
+                    raise
+                outside = True
+                continue
+            if within is not None and batch != SCHEDULE_BATCH:
+                if isinstance(indices, list):
+                    listed.append(datas[-1])
+                elif first_outside(np.asarray(indices), within) is not None:
+                    outside = True
+        if listed and not outside:
+            values = np.frombuffer(b''.join(listed), _dtype(self.width))
+            outside = bool(values.size) and (values.min() < 0 or values.max() >= int(within or 0))
+        if outside:
+            assert within is not None, 'only a write with within checks'
+            for _, batch, indices in records:
+                if batch != SCHEDULE_BATCH:
+                    _check_within(batch, indices, within)  # raises at the first record outside
+        if len(datas) != len(records):  # within was wider than the header's dataset_len
+            raise OverflowError(f'an index does not fit the {self.width} bytes an index takes in {self.path}')
+        parts: list[bytes] = []
+        for (epoch, batch, _), data in zip(records, datas, strict=True):
+            head = _RECORD.pack(epoch, batch, len(data) // self.width)
+            parts += (head, data, _CRC.pack(zlib.crc32(data, zlib.crc32(head))))
+        if parts:
+            self._write(b''.join(parts))
+
+    def _packed(self, indices: Any) -> bytes:
         if isinstance(indices, list):
             values = array(_TYPECODES[self.width], indices)
             if _SWAP:
                 values.byteswap()
-            count, data = len(values), values.tobytes()
-        else:
-            packed = np.asarray(indices, dtype=_dtype(self.width))
-            count, data = packed.size, packed.tobytes()
-        body = _RECORD.pack(epoch, batch, count) + data
-        self._write(body + _CRC.pack(zlib.crc32(body)))
+            return values.tobytes()
+        return np.asarray(indices, dtype=_dtype(self.width)).tobytes()
 
     def _write(self, data: bytes) -> None:
-        start, done = self._size, 0
+        start, done, view = self._size, 0, memoryview(data)
         try:
             while done < len(data):
-                written = os.write(self._fd, data[done:])
+                written = os.write(self._fd, view[done:])
                 if written <= 0:
                     raise OSError(f'no byte of the record could be written to {self.path}')
                 done += written
@@ -182,6 +238,12 @@ class LedgerWriter:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _check_within(batch: int, indices: Any, within: int) -> None:
+    where = first_outside(indices, within)
+    if where is not None:
+        raise OutsideDatasetError(batch, int(indices[where]), within)
 
 
 def not_a_file(path: Path) -> str | None:
@@ -328,13 +390,18 @@ def scan_ledger(path: Path) -> LedgerScan:
 def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
                     width: int) -> tuple[list[array[int]], str | None, LedgerError | None]:
     """Offsets, epochs, batches and counts of the records from ``offset`` on, seeking past their indices; what a
-    torn last record lost, or the error naming a record whose count runs past the end of a file it does not end."""
+    torn last record lost, or the error naming a record whose count runs past the end of a file it does not end.
+
+    Each record's count says where the next one starts; the records after it whose
+    headers the block read holds and that say the same count are taken with it
+    (:func:`_same_count`): the records a walk one at a time finds, read off at once.
+    """
     fields: list[array[int]] = [array('q') for _ in range(4)]
-    block, start = b'', offset
+    block, start, wanted = b'', offset, _BLOCK
     while offset < size:
         if offset - start < 0 or offset - start + _RECORD.size > len(block):
             file.seek(offset)
-            block, start = file.read(_BLOCK), offset
+            block, start = file.read(wanted), offset
         head = block[offset - start:offset - start + _RECORD.size]
         torn = _torn(path, size - offset, head, width)
         if torn is not None:
@@ -347,10 +414,31 @@ def _record_headers(file: BinaryIO, path: Path, offset: int, size: int,
                 f'more than the {size - offset} bytes left, yet a whole record ends the file at byte {ending}: '
                 'damage, not a torn last record')
         epoch, batch, count = _RECORD.unpack(head)
-        for values, value in zip(fields, (offset, epoch, batch, count), strict=True):
-            values.append(value)
-        offset += _RECORD.size + width * count + _CRC.size
+        step = _RECORD.size + width * count + _CRC.size
+        # the records of this size whose headers the block holds and that the file holds whole
+        ahead = min((len(block) - (offset - start) - _RECORD.size) // step + 1, (size - offset) // step)
+        run = _same_count(block, offset - start, step, count, ahead) if ahead > 1 else 1
+        if run == 1:
+            for values, value in zip(fields, (offset, epoch, batch, count), strict=True):
+                values.append(value)
+        else:
+            at = offset - start
+            for values, column in zip(fields, (offset + step * np.arange(run, dtype=np.int64),
+                                               np.ndarray((run,), '<u4', block, at, (step,)),
+                                               np.ndarray((run,), '<i8', block, at + 4, (step,)),
+                                               np.full(run, count)), strict=True):
+                values.frombytes(column.astype(np.int64).tobytes())
+        offset += step * run
+        wanted = _SCAN_BYTES if step <= _BLOCK else _BLOCK
     return fields, None, None
+
+
+def _same_count(block: bytes, at: int, step: int, count: int, ahead: int) -> int:
+    """How many of the ``ahead`` records every ``step`` bytes from ``at`` in ``block``, in a row from the first,
+    say they hold ``count`` samples (so that each next one does start ``step`` bytes on)."""
+    counts: np.ndarray = np.ndarray((ahead,), '<u4', block, at + _RECORD.size - _LENGTH.size, (step,))
+    differ = np.flatnonzero(counts != count)
+    return int(differ[0]) if differ.size else ahead
 
 
 def _record_ending_the_file(file: BinaryIO, offset: int, size: int, width: int) -> int | None:
@@ -453,30 +541,55 @@ def _first_outside(scan: LedgerScan, numbers: np.ndarray, indices: np.ndarray) -
 
 
 def _checked_runs(file: BinaryIO, scan: LedgerScan, records: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Runs of neighbouring records read in one block each: their numbers and indices, checksums checked."""
+    """Runs of neighbouring records read in one block each: their numbers and indices, checksums checked.
+
+    The checksums of a run are computed record by record and compared at once; the
+    first record whose checksum fails is named, as a check in file order names it.
+    """
     sizes = _RECORD.size + scan.width * scan.counts + _CRC.size
     dtype = np.dtype(_dtype(scan.width))
+    for run, end in _runs(records, sizes):
+        numbers = records[run:end]
+        lengths = sizes[numbers]
+        file.seek(int(scan.offsets[numbers[0]]))
+        data = memoryview(_read(file, scan, int(lengths.sum())))
+        starts = np.cumsum(lengths) - lengths
+        ends = starts + lengths - _CRC.size  # where each record's checksum lies (a multiple of 4 bytes on)
+        stored = np.frombuffer(data, '<u4')[ends // _CRC.size]
+        computed = np.fromiter((zlib.crc32(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)),
+                               dtype=np.uint32, count=numbers.size)
+        failed = np.flatnonzero(computed != stored)
+        if failed.size:
+            raise _corrupted(scan.path, int(scan.offsets[numbers[failed[0]]]))
+        yield numbers, _run_indices(data, starts, scan.counts[numbers], lengths, dtype)
+
+
+def _runs(records: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, int]]:
+    """``records`` (numbers in file order) in runs ``records[run:end]`` of neighbours, each as many as fit in
+    ``_RUN_BYTES`` from its first (a larger record alone)."""
+    ends = np.cumsum(sizes[records])
+    breaks = np.flatnonzero(records[1:] != records[:-1] + 1) + 1  # where a run of neighbours ends
     run = 0
     while run < records.size:
-        first = int(records[run])
-        end = run + 1
-        total = int(sizes[first])
-        while (end < records.size and records[end] == records[end - 1] + 1
-               and total + int(sizes[records[end]]) <= _RUN_BYTES):
-            total += int(sizes[records[end]])
-            end += 1
-        numbers = records[run:end]
-        file.seek(int(scan.offsets[first]))
-        data = memoryview(_read(file, scan, total))
-        parts, at = [], 0
-        for k in numbers:
-            body = _RECORD.size + scan.width * int(scan.counts[k])
-            if _CRC.unpack_from(data, at + body)[0] != zlib.crc32(data[at:at + body]):
-                raise _corrupted(scan.path, int(scan.offsets[k]))
-            parts.append(np.frombuffer(data, dtype=dtype, count=int(scan.counts[k]), offset=at + _RECORD.size))
-            at += body + _CRC.size
-        yield numbers, (np.concatenate(parts) if len(parts) > 1 else parts[0])
+        stretch = int(breaks[np.searchsorted(breaks, run, side='right')]) if breaks.size and breaks[-1] > run \
+            else records.size
+        before = int(ends[run - 1]) if run else 0
+        end = min(max(int(np.searchsorted(ends, before + _RUN_BYTES, side='right')), run + 1), stretch)
+        yield run, end
         run = end
+
+
+def _run_indices(data: memoryview, starts: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
+                 dtype: np.dtype[Any]) -> np.ndarray:
+    """The indices of a run's records (at ``starts`` in ``data``), in order: each stretch of records of one size
+    read off in one strided copy."""
+    changes = np.flatnonzero(counts[1:] != counts[:-1]) + 1
+    parts: list[np.ndarray] = []
+    for first, end in zip([0, *changes.tolist()], [*changes.tolist(), counts.size], strict=True):
+        records, count = end - first, int(counts[first])
+        parts.append(np.ndarray((records, count), dtype, data, int(starts[first]) + _RECORD.size,
+                                (int(lengths[first]), dtype.itemsize)).reshape(-1))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 def _read(file: BinaryIO, scan: LedgerScan, size: int) -> bytes:

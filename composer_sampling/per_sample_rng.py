@@ -32,7 +32,7 @@ import torch
 from torch.utils.data import Dataset
 
 from composer_sampling._validate import valid_int
-from composer_sampling.permutation import MAX_DATA_SEED, derive_seed
+from composer_sampling.permutation import MAX_DATA_SEED, derive_seed, splitmix64
 
 __all__ = ['PerSampleRNG', 'iter_datasets', 'sample_seed']
 
@@ -86,7 +86,7 @@ class PerSampleRNG(Dataset):
         self.dataset = dataset
         # key (as int64 bits) and epoch, shared with worker processes
         self._shared = torch.zeros(2, dtype=torch.int64).share_memory_()
-        self._epoch_key = (-1, -1, 0)  # (key bits, epoch, the key of that epoch): one derivation an epoch
+        self._epoch_key = (-1, -1, 0)  # (key bits, epoch, splitmix64 of that epoch's key): one derivation an epoch
         self.seed = seed
 
     @property
@@ -113,45 +113,55 @@ class PerSampleRNG(Dataset):
 
     def __getitem__(self, index: int) -> Any:
         if torch.utils.data.get_worker_info() is not None:  # a worker: its RNG serves nothing else
-            _seed_all(self._seed_of(index))
-            return self.dataset[index]
+            return self._read_seeded(self._epoch_mix(), [index])[0]
         saved = _save_all()
         try:
-            _seed_all(self._seed_of(index))
-            return self.dataset[index]
+            return self._read_seeded(self._epoch_mix(), [index])[0]
         finally:
             _restore_all(saved)
 
     def __getitems__(self, indices: list[int]) -> list[Any]:
         """A batch read: each sample seeded on its own, the main process's states saved once."""
         if torch.utils.data.get_worker_info() is not None:
-            return [self._read_seeded(index) for index in indices]
+            return self._read_seeded(self._epoch_mix(), indices)
         saved = _save_all()
         try:
-            return [self._read_seeded(index) for index in indices]
+            return self._read_seeded(self._epoch_mix(), indices)
         finally:
             _restore_all(saved)
 
-    def _read_seeded(self, index: int) -> Any:
-        _seed_all(self._seed_of(index))
-        return self.dataset[index]
+    def _read_seeded(self, mix: int, indices: list[int]) -> list[Any]:
+        """Each sample of ``indices`` read with the three generators seeded from its own seed (see :meth:`_seed_of`)."""
+        dataset, seed_python, seed_numpy = self.dataset, random.seed, np.random.seed
+        seed_torch = torch.default_generator.manual_seed
+        samples = []
+        for index in indices:
+            seed = splitmix64(mix ^ splitmix64(int(index) & _MASK64))
+            seed_python(seed)
+            seed_numpy(seed & 0xFFFF_FFFF)
+            seed_torch(seed)
+            samples.append(dataset[index])
+        return samples
+
+    def _epoch_mix(self) -> int:
+        """``splitmix64`` of this epoch's key: a sample's seed is one more mix with its index (one derivation an epoch).
+
+        ``sample_seed(key, epoch, index) == derive_seed(epoch_key, index)
+        == splitmix64(splitmix64(epoch_key) ^ splitmix64(index))``.
+        """
+        key, epoch = self._shared.tolist()
+        cached_key, cached_epoch, mix = self._epoch_key
+        if (key, epoch) != (cached_key, cached_epoch):
+            mix = splitmix64(derive_seed(key & _MASK64, epoch))
+            self._epoch_key = (key, epoch, mix)
+        return mix
 
     def _seed_of(self, index: int) -> int:
-        key, epoch = self._shared.tolist()
-        cached_key, cached_epoch, epoch_key = self._epoch_key
-        if (key, epoch) != (cached_key, cached_epoch):
-            epoch_key = derive_seed(key & _MASK64, epoch)
-            self._epoch_key = (key, epoch, epoch_key)
-        return derive_seed(epoch_key, int(index))  # sample_seed(key, epoch, index), its first step cached
+        """The seed of sample ``index`` in this epoch: ``sample_seed(key, epoch, index)``."""
+        return splitmix64(self._epoch_mix() ^ splitmix64(int(index) & _MASK64))
 
     def __repr__(self) -> str:
         return f'PerSampleRNG(dataset={type(self.dataset).__name__}, seed={self._seed}, epoch={self.epoch})'
-
-
-def _seed_all(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed & 0xFFFF_FFFF)
-    torch.default_generator.manual_seed(seed)
 
 
 def _save_all() -> tuple[Any, Any, torch.Tensor]:

@@ -1,27 +1,31 @@
-"""What the sample ledger costs a training step: the digits recipe with and without ``callbacks.sample_ledger``.
+"""What the sample ledger and SamplerSync cost a training step: the digits recipe with each, and without.
 
     .venv/bin/python scripts/bench_ledger.py [--repeats 15] [--recipe yamls/digits.yaml] [--threads 1]
 
 Every fit runs in this process through the recipe runner's own builders
 (``resolve``, ``build_run``, ``build_trainer``: what ``composer-sampling train``
-runs, the ledger added by the override ``callbacks.sample_ledger={folder: ...}``),
-the two variants interleaved (without, with, with, without, ...) after one warm-up
-round, so that a drift in the machine's speed falls on both alike. A clock callback,
-first in the Trainer's list, stamps every ``batch_start``:
+runs, the ledger added by the override ``callbacks.sample_ledger={folder: ...}``,
+a checkpoint saver by ``save_folder=... save_interval=1ep``). Five variants, side by
+side in every round (their order turned each round, after one warm-up round, so
+that a drift in the machine's speed falls on all alike): no callback of ours (the
+recipe's SamplerSync taken out), an empty ``Callback()``, ``SampleLedger``, a
+``CheckpointSaver`` that saves every epoch, and that saver with ``SamplerSync`` (a
+saver that saves rarely, so that what SamplerSync spends every batch shows). A
+clock callback, first in the Trainer's list, stamps every ``batch_start``:
 
 * **step**: one ``batch_start`` to the next inside an epoch: the DataLoader's fetch,
-  forward, backward, the optimizer and every callback, the ledger's included;
-  median over a fit's steps, as the main thread's CPU time and as wall time;
+  forward, backward, the optimizer and every callback; median over a fit's steps,
+  as the main thread's CPU time and as wall time;
 * **whole fit / batches**: ``fit_start`` to ``fit_end`` (CPU), epoch starts and the
   per-epoch evaluation included.
 
-Within the ledger fits, the ledger's own time is taken where it is spent:
-``run_event`` of the ``SampleLedger`` instance (every event Composer hands it,
-Composer's dispatch into the callback included) and the listener the index tap
-tells every batch (``_tell``), both wrapped on the instance. The tap's walk of
-each batch's indices on their way to the DataLoader (the ``IndexTap`` path that
-runs only when someone listens) is timed apart, over whole passes of the recipe's
-train batch sampler with and without a listener.
+In two more fits a round, the ledger's and SamplerSync's own time is taken where it
+is spent: ``run_event`` of the instance (every event Composer hands it, Composer's
+dispatch into the callback included) and the listener the index tap tells every
+batch (the ledger's ``_tell``), wrapped on the instance. The tap's walk of each
+batch's indices on their way to the DataLoader (the ``IndexTap`` path that runs
+only when someone listens) is timed apart, over whole passes of the recipe's train
+batch sampler with and without a listener.
 
 The step is the digits recipe's tiny MLP on CPU, about 2 ms: the hardest
 denominator a ledger will meet. ``--threads 1`` (the default) sets torch's
@@ -92,49 +96,60 @@ def timed(calls: list[float], handler: Callable[..., Any]) -> Callable[..., Any]
     return run
 
 
-def instrument(ledger: Any) -> dict[str, list[float]]:
-    """Time each event Composer hands ``ledger`` (through ``run_event``) and its tap listener ``_tell``."""
+def instrument(callback: Any) -> dict[str, list[float]]:
+    """Time each event Composer hands ``callback`` (through ``run_event``) and a ledger's tap listener ``_tell``."""
     calls: dict[str, list[float]] = {}
-    run_event = ledger.run_event
+    run_event = callback.run_event
 
     def timed_event(event: Any, state: Any, logger: Any) -> None:
         timed(calls.setdefault(str(event.value), []), run_event)(event, state, logger)
 
-    ledger.run_event = timed_event
-    ledger._tell = timed(calls.setdefault('_tell', []), ledger._tell)
+    callback.run_event = timed_event
+    if hasattr(callback, '_tell'):
+        callback._tell = timed(calls.setdefault('_tell', []), callback._tell)
     return calls
 
 
-def one_fit(recipe_path: str, folder: Path | None, timing: bool = False, empty: bool = False) -> dict[str, float]:
-    """Fit the recipe once, with the ledger in ``folder`` (its time taken with ``timing``) or without a ledger.
+#: The fits of a round: no callback of ours, a ``Callback()`` that does nothing, the ledger, a checkpoint saver
+#: alone (every epoch), and that saver with SamplerSync.
+VARIANTS = ('none', 'empty', 'ledger', 'saver', 'sync')
+#: What the recipe's overrides add to each variant (``{folder}`` filled per fit); SamplerSync is kept only in sync.
+OVERRIDES = {'ledger': ['callbacks.sample_ledger={{folder: {folder}}}'],
+             'saver': ['save_folder={folder}', 'save_interval=1ep'],
+             'sync': ['save_folder={folder}', 'save_interval=1ep']}
 
-    ``empty`` adds a callback that does nothing: what Composer's engine spends on any callback.
-    """
+
+def one_fit(recipe_path: str, variant: str, folder: Path, timing: bool = False) -> dict[str, float]:
+    """Fit the recipe once as ``variant`` (see :data:`VARIANTS`), writing into ``folder``; with ``timing``, the calls
+    of the ledger (variant ``ledger``) or of SamplerSync (variant ``sync``) are timed where they run."""
     from composer.core import Callback
 
-    from composer_sampling import SampleLedger
+    from composer_sampling import SampleLedger, SamplerSync
     from composer_sampling.recipes.build_training import build_run, build_trainer
     from composer_sampling.recipes.resolve import resolve
     from composer_sampling.recipes.schema import load_recipe
 
-    overrides = [] if folder is None else [f'callbacks.sample_ledger={{folder: {folder}}}']
+    overrides = [item.format(folder=folder) for item in OVERRIDES.get(variant, [])]
     run = build_run(resolve(load_recipe(recipe_path, overrides)))
-    ledgers = [callback for callback in run.callbacks if isinstance(callback, SampleLedger)]
-    if len(ledgers) != (folder is not None):
-        raise RuntimeError(f'the recipe override did not add (or left) the sample ledger: {run.callbacks}')
-    calls = instrument(ledgers[0]) if timing else {}
+    if variant != 'sync':
+        run.callbacks[:] = [callback for callback in run.callbacks if not isinstance(callback, SamplerSync)]
+    kind = {'ledger': SampleLedger, 'sync': SamplerSync}.get(variant)
+    ours = [callback for callback in run.callbacks if isinstance(callback, (SampleLedger, SamplerSync))]
+    if [type(callback) for callback in ours] != ([] if kind is None else [kind]):
+        raise RuntimeError(f'the recipe did not build the callbacks of {variant!r}: {run.callbacks}')
+    calls = instrument(ours[0]) if timing else {}
     clock = clock_callback()
     run.callbacks.insert(0, clock)
-    if empty:
+    if variant == 'empty':
         run.callbacks.append(Callback())
     trainer = build_trainer(run)
     trainer.fit()
     trainer.close()
     # per batch: each kind of call at its median, as often as it came (robust to a preempted call)
-    ledger = sum(statistics.median(times) * len(times) for times in calls.values()) / clock.batches
+    own = sum(statistics.median(times) * len(times) for times in calls.values()) / clock.batches
     return {'cpu': statistics.median(clock.steps['cpu']), 'wall': statistics.median(clock.steps['wall']),
-            'fit': clock.fit / clock.batches, 'batches': clock.batches, 'ledger': ledger,
-            'batch_end': statistics.median(calls['batch_end']) if calls else 0.0,
+            'fit': clock.fit / clock.batches, 'batches': clock.batches, 'own': own,
+            'batch_end': statistics.median(calls['batch_end']) if 'batch_end' in calls else 0.0,
             'once': sum(max(times) for name, times in calls.items() if name == 'fit_start')}
 
 
@@ -165,43 +180,63 @@ def tap_walk(recipe_path: str, passes: int) -> tuple[float, float, int]:
     return statistics.median(times[False]), statistics.median(times[True]), count
 
 
-VARIANTS = ('without', 'empty', 'with')
 #: What timing the pieces showed when this script was written (its tables are measured on every run).
 FINDINGS = """\
-Where the time went. Timed piece by piece inside the trainer, every numpy call of `batch_end` cost several times
-what it costs in a tight loop (the step has just pushed its code and data out of the caches). Up to commit 050b215,
+Where the time went. Timed piece by piece inside the trainer, every call of `batch_end` cost several times what it
+costs in a tight loop (the step has just pushed its code and data out of the caches). Up to commit 050b215,
 `batch_end` turned each batch's index list (Python ints from the sampler graph) into a numpy array, checked its
-range with numpy's `min` and `max`, and converted it again to the file's width: this script measured `batch_end` at
-38-44 us and the ledger's time at 52-58 us a batch there (3.0-3.1% of the step), run back to back with the code
-after it. Since then the list stays a list: `validate.first_outside` checks it with the builtins and
-`LedgerWriter.append` packs it with `array`, the same bytes (`tests/ledger/test_ledger.py` checks them against numpy's).
-Of what is left in `batch_end` (about 21 us when it was written), some 40% is the one `os.write` of the record, 30%
-packing and checksumming it, 15% the range check. The write stays one system call a batch: holding records back
-until a checkpoint would save most of its share, but a killed process would lose the records since its last flush.
+range with numpy's `min` and `max`, and converted it again to the file's width: 38-44 us in `batch_end`, 52-58 us
+of the ledger's own time a batch (3.0-3.1% of the step). Then the list stayed a list (checked with the builtins,
+packed by `array`): 28 us in `batch_end`, 43 us of own time (2.2% of the step), of which some 40% was the one
+`os.write` of each record, 30% packing and checksumming it, 15% the range check.
 
-The target of 1% is not met on this step. The digits MLP takes under 2 ms of CPU a step, about as small a step as a
-ledger will meet; the ledger's own time (handlers, listener and tap walk: {own:.0f} us in this run) is under 1% of any
-step of {floor:.1f} ms or more. The step grows by more than that: Composer's engine spends about 40 us a batch on
-any callback, one that does nothing included (the "empty callback" column): for each callback and each of the ~14
-events of a batch it formats a debug-log timestamp before checking whether to log it. That cost is Composer's, not
-the ledger's to remove."""
+Now `batch_end` appends the list to the records held in memory. They are checked, packed and written in one
+system call (`LedgerWriter.extend`: the bytes one `append` a record wrote; the range checked on the packed bytes,
+in one numpy pass for all of them) when Composer's save takes the ledger's state (`state_dict`: on every rank,
+before a byte of the checkpoint file is written, whatever the order of the callbacks), at every epoch's end, at
+fit end, when the Trainer is closed, and once 2**18 indices are held. A process killed loses only the batches no
+checkpoint holds, which a resume trains again. A fit's first batch is still checked at once, so a wrong
+`index_key` stops the run there; a later index outside the dataset stops it at the write, before a checkpoint
+holds its batch, with the same message. `run_event` calls only the handlers that do something (9 of a batch's 13
+events have none). Asking the saver at each batch whether it is about to save was no option: its `save_interval`
+costs about 30 us a call here (Composer computes the elapsed fraction of the run), more than the ledger's budget;
+the saver itself pays that every batch (the "saver" rows).
+
+Side by side with the code before this change (commit 918245b, its package unpacked with `git archive` and imported
+instead, in alternating processes, three timed ledger fits and three fits with no callback each after a warm-up
+pair, five processes of each, while the machine ran at a load of 7-9 on its 2 cores, as in the run of the tables
+above, where the step took three times the 2 ms it takes on an idle machine): `batch_end` took 72-102 us a call
+before and 9-19 us after; the ledger's own time 104-156 us a batch before, 45-98 us after; as a share of the step
+with no callback measured in the same process, 1.54-2.02% (median 1.86%) before and 0.93-1.05% (median 0.94%)
+after. The "SampleLedger - no callback" row holds more than the ledger's own time: the empty callback's engine cost
+and the index tap the ledger installs on the batch sampler (the listened walk above, which SamplerSync installs
+too), and, at this load, noise of a hundred microseconds between medians.
+
+The ledger's own time ({own:.1f} us in this run) is under 1% of any step of {floor:.1f} ms or more. The step
+grows by more than that: Composer's engine spends some tens of microseconds a batch on any callback, one that does
+nothing included (the "empty callback" rows): for each callback and each of the ~14 events of a batch it formats
+a debug-log timestamp before checking whether to log it. That cost is Composer's, not the ledger's to remove."""
 
 
 def measure(recipe_path: str, repeats: int) -> dict[str, list[dict[str, float]]]:
-    """``repeats`` rounds after a warm-up: the variants (order turned each round), then a timed ledger fit."""
-    results: dict[str, list[dict[str, float]]] = {variant: [] for variant in (*VARIANTS, 'timed')}
-    folder = Path(tempfile.mkdtemp(prefix='bench-ledger-'))
+    """``repeats`` rounds after a warm-up: the variants (order turned each round), then the timed ledger and sync."""
+    results: dict[str, list[dict[str, float]]] = {variant: [] for variant in (*VARIANTS, 'ledger timed', 'sync timed')}
+    root = Path(tempfile.mkdtemp(prefix='bench-ledger-'))
     try:
         for repeat in range(repeats + 1):
-            for variant in VARIANTS[repeat % 3:] + VARIANTS[:repeat % 3]:
-                result = one_fit(recipe_path, folder / f'ledger-{repeat}' if variant == 'with' else None,
-                                 empty=variant == 'empty')
+            turn = repeat % len(VARIANTS)
+            for variant in VARIANTS[turn:] + VARIANTS[:turn]:
+                result = one_fit(recipe_path, variant, root / f'{variant}-{repeat}')
                 if repeat:  # the first round warms the caches and the imports
                     results[variant].append(result)
             if repeat:
-                results['timed'].append(one_fit(recipe_path, folder / f'timed-{repeat}', timing=True))
+                for variant in ('ledger', 'sync'):
+                    results[f'{variant} timed'].append(one_fit(recipe_path, variant, root / f'timed-{variant}-{repeat}',
+                                                               timing=True))
+            for folder in root.iterdir():
+                shutil.rmtree(folder)  # the checkpoints of a round
     finally:
-        shutil.rmtree(folder)
+        shutil.rmtree(root)
     return results
 
 
@@ -211,38 +246,53 @@ def median_of(runs: list[dict[str, float]], key: str) -> float:
 
 def report(results: dict[str, list[dict[str, float]]], walk: tuple[float, float, int], repeats: int,
            threads: int) -> str:
-    """The markdown body: the steps side by side, and the ledger's own time per batch against the step."""
-    us, step = 1e6, median_of(results['without'], 'cpu')
-    rows = ['| per batch | without ledger | an empty callback | with ledger | ledger - without | share of the step |',
-            '| --- | ---: | ---: | ---: | ---: | ---: |']
+    """The markdown body: the steps side by side, what each callback adds, and the ledger's own time per batch."""
+    us, step = 1e6, median_of(results['none'], 'cpu')
+    rows = ['| per batch | no callback | an empty callback | SampleLedger | a saver (every epoch) | '
+            'the saver and SamplerSync |', '| --- | ---: | ---: | ---: | ---: | ---: |']
     for key, label in (('cpu', 'step, CPU'), ('wall', 'step, wall'), ('fit', 'whole fit / batches, CPU')):
-        without, empty, with_ = (median_of(results[variant], key) for variant in VARIANTS)
-        rows.append(f'| {label} | {without * us:,.0f} us | {empty * us:,.0f} us | {with_ * us:,.0f} us | '
-                    f'{(with_ - without) * us:+,.0f} us | {(with_ - without) / step:+.2%} |')
-    ledger, batch_end = median_of(results['timed'], 'ledger'), median_of(results['timed'], 'batch_end')
+        cells = ' | '.join(f'{median_of(results[variant], key) * us:,.0f} us' for variant in VARIANTS)
+        rows.append(f'| {label} | {cells} |')
+
+    def added(variant: str, base: str) -> str:
+        extra = median_of(results[variant], 'cpu') - median_of(results[base], 'cpu')
+        return f'{extra * us:+,.0f} us | {extra / step:+.2%}'
+
+    ledger, batch_end = median_of(results['ledger timed'], 'own'), median_of(results['ledger timed'], 'batch_end')
+    sync, sync_end = median_of(results['sync timed'], 'own'), median_of(results['sync timed'], 'batch_end')
     silent, listened, count = walk
     walked = listened - silent
     own = ledger + walked
-    rows += ['', '| the ledger\'s own time | per batch | share of the step |', '| --- | ---: | ---: |',
-             f'| `batch_end` (median call) | {batch_end * us:.1f} us | {batch_end / step:.2%} |',
-             f'| every event Composer hands it, and its tap listener | {ledger * us:.1f} us | {ledger / step:.2%} |',
-             f'| the tap walking each batch\'s indices for the listener ({silent * us:.1f} us silent, '
+    rows += ['', '| added to the CPU step (medians) | per batch | share of the step |', '| --- | ---: | ---: |',
+             f'| an empty callback - no callback | {added("empty", "none")} |',
+             f'| SampleLedger - no callback | {added("ledger", "none")} |',
+             f'| the saver - no callback | {added("saver", "none")} |',
+             f'| SamplerSync: the saver and SamplerSync - the saver | {added("sync", "saver")} |',
+             '', '| their own time, where it runs | per batch | share of the step |', '| --- | ---: | ---: |',
+             f'| SampleLedger: `batch_end` (median call) | {batch_end * us:.1f} us | {batch_end / step:.2%} |',
+             f'| SampleLedger: every event Composer hands it, and its tap listener | {ledger * us:.1f} us | '
+             f'{ledger / step:.2%} |',
+             f'| SampleLedger: the tap walking each batch\'s indices for the listener ({silent * us:.1f} us silent, '
              f'{listened * us:.1f} us listened) | {walked * us:+.1f} us | {walked / step:+.2%} |',
-             f'| **all of it** | **{own * us:.1f} us** | **{own / step:.2%}** |']
-    once, batches = median_of(results['timed'], 'once'), results['with'][0]['batches']
+             f'| **SampleLedger, all of it** | **{own * us:.1f} us** | **{own / step:.2%}** |',
+             f'| SamplerSync: `batch_end` (median call) | {sync_end * us:.1f} us | {sync_end / step:.2%} |',
+             f'| **SamplerSync: every event Composer hands it** | **{sync * us:.1f} us** | **{sync / step:.2%}** |']
+    once, batches = median_of(results['ledger timed'], 'once'), results['ledger'][0]['batches']
     findings = '\n\n'.join(part.replace('\n', ' ') for part in FINDINGS.split('\n\n'))
     findings = findings.format(own=own * us, floor=own * 100 * 1e3)
     return '\n'.join(rows) + (
-        f'\n\nMedians over {repeats} rounds (a fit without the ledger, one with a `Callback()` that does nothing, '
-        f'one with the ledger, in turns, and one with its calls timed), after a warm-up round; {batches:.0f} batches '
-        f'a fit (4 epochs of batch 64), torch intra-op threads: {threads}. "step" is one `batch_start` to the next '
-        'inside an epoch; '
-        'CPU is the main thread\'s CPU time. Shares are of the median CPU step without the ledger. The second '
-        'table times the ledger\'s calls where they run (`run_event` of the instance: every event, Composer\'s '
-        'dispatch into the callback included; `_tell`), each kind of call at its median, as often as it came per '
-        f'batch; `fit_start` (once a fit, {once * 1e3:.1f} ms) and the file\'s creation are in it, spread over the '
-        f'fit. The tap walk: whole passes of the train batch sampler ({count} batches) without and with a '
-        'listener, medians over 20 passes.\n\n' + findings)
+        f'\n\nMedians over {repeats} rounds, after a warm-up round; in each round, in turns: a fit with no callback of '
+        'ours (the recipe\'s SamplerSync taken out), one with a `Callback()` that does nothing, one with the ledger '
+        '(no saver: it writes at each epoch\'s end), one with a `CheckpointSaver` saving every epoch, and one with '
+        'that saver and SamplerSync; then a ledger fit and a SamplerSync fit with their calls timed. '
+        f'{batches:.0f} batches a fit (4 epochs of batch 64), torch intra-op threads: {threads}; the machine was '
+        'shared with other jobs. "step" is one `batch_start` to the next inside an epoch (a save at an epoch\'s end '
+        'falls outside); CPU is the main thread\'s CPU time. Shares are of the median CPU step with no callback. '
+        'Own time: the callback\'s calls where they run (`run_event` of the instance: every event, Composer\'s '
+        'dispatch into the callback included; the ledger\'s `_tell`), each kind of call at its median, as often as '
+        f'it came per batch; `fit_start` (once a fit, {once * 1e3:.1f} ms for the ledger) and the writes are in it, '
+        f'spread over the fit. The tap walk: whole passes of the train batch sampler ({count} batches) without and '
+        'with a listener, medians over 20 passes.\n\n' + findings)
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ process (and its workers); the tables show medians over repeats.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import time
@@ -58,6 +59,20 @@ SEED, EPOCH = 1, 1
 TARGET_US = 10.0
 PROTOTYPE_US = 74.0
 PASS_WORKERS = (0, 2)
+#: Why every sample seeds all three generators (written with the script; the tables are measured on every run).
+WHY_EAGER = """\
+Why all three generators are seeded before every read, not lazily: a generator must be seeded before the sample draws
+from it, and nothing tells in advance which one an augmentation will draw from (torchvision's transforms draw from
+torch, older ones and albumentations from `random` or `np.random`, some only now and then). Seeding at the first draw
+would mean replacing the global generators' functions, which code that imported them earlier (`from random import
+random`) bypasses; noticing a draw afterwards needs the generator's state (`random.getstate()`,
+`np.random.get_state()`), which costs more than seeding it. What a sample costs is the three seed calls, each the
+generator's own initialisation (Python's `random.seed` runs Mersenne Twister's init_by_array, three passes over its
+624 words, the dearest of the three; numpy's legacy seed one pass; torch one), plus one seed derivation: two
+`splitmix64` a sample (the epoch's part is mixed once an epoch), the shared seed and epoch read once per batch. The
+generators get the states the first release gave them (`tests/order/test_per_sample_rng.py` pins a sample's draws):
+seeding fewer generators, or seeding them another way, would change every augmentation of a run resumed across the
+upgrade."""
 
 
 class Vectors(Dataset):
@@ -218,7 +233,8 @@ def main() -> None:
         main_runs, 'bare batches', 'wrapped batches')
     parts = ('derive', 'random.seed', 'np.random.seed', 'torch manual_seed')
     part_labels = {
-        'derive': 'seed derivation (`_seed_of`: shared seed and epoch, one `derive_seed` a sample (one more an epoch))',
+        'derive': 'seed derivation (`_seed_of`: shared seed and epoch, two `splitmix64` a sample; in a batch '
+                  'the shared values are read once)',
         'random.seed': '`random.seed(seed)`',
         'np.random.seed': '`np.random.seed(seed & 0xFFFFFFFF)`',
         'torch manual_seed': '`torch.default_generator.manual_seed(seed)`',
@@ -259,14 +275,17 @@ def main() -> None:
         added = statistics.median(run[f'wrapped {workers}'] - run[f'bare {workers}'] for run in pass_runs)
         rows.append(f'| {workers} | {bare_s * 1000:.0f} ms | {wrapped_s * 1000:.0f} ms | '
                     f'{added / SIZE * 1e6:.2f} us | {wrapped_s / bare_s:.2f}x |')
+    rows.append(f'\n{WHY_EAGER}\n')
     rows.append(
-        f'\nMedians over {args.repeats} repeats, every measurement once a repeat, bare and wrapped side by side. (a) '
+        f'Medians over {args.repeats} repeats, every measurement once a repeat, bare and wrapped side by side. (a) '
         'runs in a real DataLoader worker (a fresh one-worker DataLoader a repeat, the main process waiting), where '
         '`get_worker_info()` is set and the wrapper only seeds; the parts are timed in that worker too. With 0 '
         'workers a DataLoader reads through `__getitems__`, the (c) path; with 2 workers the pass times are wall '
         'times of steady epochs (persistent workers, warmed up), so the workers\' seeding shows divided among them '
         'and only where the workers, not the main process, bound the pass.',
     )
+    rows.append(f'\nLoad average {os.getloadavg()[0]:.1f} when the run ended (the machine may be shared with other '
+                'jobs: compare the columns of one run, not runs with each other).')
     write_section('bench_per_sample_rng.py',
                   f'.venv/bin/python scripts/bench_per_sample_rng.py --repeats {args.repeats}', '\n'.join(rows))
 

@@ -41,10 +41,12 @@ SAMPLER_MODULES = {info.name for info in pkgutil.iter_modules(composer_sampling.
                    if not info.name.rsplit('.', 1)[1].startswith('_')} - {'composer_sampling.samplers.distribute'}
 PUBLIC_MODULES |= SAMPLER_MODULES  # distribute (a function beside the samplers) is listed above by hand
 
-#: The names of the design, plus DistributedBatchAdapter and the types users catch or pass.
-TOP_LEVEL = {'CheckpointError', 'DistributedBatchAdapter', 'MixtureDistributedSampler', 'NestedBatchSampler',
-             'PerSampleRNG', 'ResumableDistributedSampler', 'SampleLedger', 'SamplerSync', 'SubEpochDistributedSampler',
-             '__version__', 'check_checkpoint', 'check_plan', 'distribute', 'iter_samplers', 'summarize'}
+#: The names of the design and the types users catch or pass, beside every sampler (``samplers.__all__``).
+TOP_LEVEL = {'CheckpointError', 'PerSampleRNG', 'SampleLedger', 'SamplerSync', '__version__', 'check_checkpoint',
+             'check_plan', 'distribute', 'iter_samplers', 'summarize'} | set(composer_sampling.samplers.__all__)
+#: Names the docs, README and earlier releases show at the top level that must stay there, whatever the rule gives.
+DOCUMENTED_TOP_LEVEL = {'DistributedBatchAdapter', 'MixtureDistributedSampler', 'NestedBatchSampler',
+                        'ResumableDistributedSampler', 'SubEpochDistributedSampler'}
 
 #: Import paths the docs, README and earlier releases show: ``module``, ``name``, the top-level object it must be.
 DOCUMENTED_PATHS = [
@@ -53,6 +55,7 @@ DOCUMENTED_PATHS = [
     ('composer_sampling.samplers', 'SubEpochDistributedSampler', 'SubEpochDistributedSampler'),
     ('composer_sampling.samplers', 'MixtureDistributedSampler', 'MixtureDistributedSampler'),
     ('composer_sampling.samplers', 'NestedBatchSampler', 'NestedBatchSampler'),
+    *[('composer_sampling.samplers', name, name) for name in composer_sampling.samplers.__all__],  # every one, new too
     ('composer_sampling.samplers.batch_adapter', 'DistributedBatchAdapter', 'DistributedBatchAdapter'),
     ('composer_sampling.callbacks', 'SamplerSync', 'SamplerSync'),
     ('composer_sampling.callbacks', 'SampleLedger', 'SampleLedger'),
@@ -78,6 +81,7 @@ def _package_modules() -> set[str]:
 
 def test_the_top_level_all_is_the_public_api() -> None:
     assert set(composer_sampling.__all__) == TOP_LEVEL
+    assert DOCUMENTED_TOP_LEVEL <= TOP_LEVEL
     for name in composer_sampling.__all__:
         assert getattr(composer_sampling, name) is not None, name
 
@@ -93,6 +97,42 @@ def test_every_module_outside_the_public_set_is_private() -> None:
 def test_every_sampler_module_is_listed_by_the_samplers_package() -> None:
     listed = {getattr(composer_sampling.samplers, name).__module__ for name in composer_sampling.samplers.__all__}
     assert listed == SAMPLER_MODULES
+    assert composer_sampling.samplers.__all__ == list(composer_sampling.samplers.SAMPLERS)  # one table, spelt twice
+
+
+def test_a_sampler_listed_by_the_samplers_package_is_public_with_no_other_edit() -> None:
+    """The wiring docs/samplers.md promises: one line in ``samplers.SAMPLERS`` exports a new sampler everywhere, and
+    the ``RECIPE`` its module carries gives it a recipe name, its description and its checked options."""
+    probe = '''
+import sys, types
+module = types.ModuleType('composer_sampling.samplers.probe')
+class ProbeSampler:
+    pass
+def probe_build(dataset, num_replicas, rank, seed, device_batch_size, width, shuffle=True):
+    return ProbeSampler()
+ProbeSampler.__module__ = probe_build.__module__ = module.__name__
+module.ProbeSampler, module.probe_build = ProbeSampler, probe_build
+module.RECIPE = {'name': 'probe', 'build': probe_build, 'description': 'the probe',
+                 'options': {'shuffle': {'kind': 'bool', 'default': True},
+                             'width': {'kind': 'int', 'minimum': 1, 'required': True}}}
+sys.modules[module.__name__] = module
+import composer_sampling.samplers as samplers
+samplers.SAMPLERS['ProbeSampler'] = 'probe'
+del sys.modules['composer_sampling']
+import composer_sampling
+print('ProbeSampler' in composer_sampling.__all__, composer_sampling.ProbeSampler is ProbeSampler,
+      samplers.ProbeSampler is ProbeSampler)
+from composer_sampling.recipes.registry import SAMPLERS, OptionError
+entry = SAMPLERS.entry('probe')
+print(SAMPLERS.names()[-1] == 'probe', SAMPLERS.get('probe') is probe_build, entry.description == 'the probe',
+      entry.required == ('width',))
+try:
+    entry.options['width'].check('train_loader.sampler.width', 0)
+except OptionError as error:
+    print(str(error) == 'train_loader.sampler.width must be an int in [1, inf), got 0')
+'''
+    out = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ['True'] * 8
 
 
 @pytest.mark.parametrize(('module', 'name', 'top'), DOCUMENTED_PATHS, ids=lambda value: str(value))

@@ -6,6 +6,7 @@ underscore would be this folder's own):
 * ``walk``: the one walk (:func:`~composer_sampling._graph.walk.walk`), the active root,
   the batch math read off a graph, the sharding check, the rendered tree
 * ``grouping``: what a wrapper groups, under which attribute (:func:`~composer_sampling._graph.grouping.grouping`)
+* ``accounting``: how one pass uses the dataset across all ranks (``EpochAccounting``), no torch
 * ``snapshot``: one walk recorded per fit start (:class:`~composer_sampling._graph.snapshot.GraphSnapshot`)
 * ``seeding``: which nodes carry a seed, and the seeds derived from the data seed
 * ``signatures``: order signatures and the one resume check

@@ -32,22 +32,37 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 import composer_sampling._graph.walk as sampler_graph
+from composer_sampling._graph.accounting import EpochAccounting
 from composer_sampling._graph.grouping import keeps_child_order
 from composer_sampling._graph.seeding import draws_from_generator, is_streaming_dataset
 from composer_sampling._graph.signatures import order_signature
-from composer_sampling._graph.walk import Visit, active_root, device_batch
+from composer_sampling._graph.walk import Visit, active_root, device_batch, replication_layout
 from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.protocols import (
     EpochAware,
+    EpochUsage,
+    ReportsSources,
     Seeded,
     SeedForwarding,
     Sharded,
+    SubEpochs,
     capabilities,
-    has_sub_epochs,
-    reports_sources,
 )
 
-__all__ = ['GraphSnapshot', 'take_snapshot']
+__all__ = ['EpochAccounting', 'EpochData', 'GraphSnapshot', 'take_snapshot']
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochData:
+    """What one pass over the data is, as one rank of a run sees it: what a ledger's header records of it.
+
+    ``replication``: the groups of ranks the sharding samplers were built for (1 if none);
+    ``accounting``: the pass across the data-parallel ranks; ``sub_epochs``: trainer epochs per pass.
+    """
+
+    replication: int
+    accounting: EpochAccounting
+    sub_epochs: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +76,7 @@ class GraphSnapshot:
         active: the nodes the root draws through (the root first), in walk order.
         unused: nodes reached from the loader that the root does not draw through.
         datasets: the loader's dataset and every dataset it wraps.
+        stream: the loader's dataset when it is a mosaicml-streaming ``StreamingDataset``, else None.
     """
 
     loader: Any
@@ -69,6 +85,7 @@ class GraphSnapshot:
     active: tuple[Any, ...]
     unused: tuple[Any, ...]
     datasets: tuple[Any, ...]
+    stream: Any
     _capabilities: dict[int, frozenset[type]] = dataclasses.field(repr=False)
 
     @property
@@ -120,11 +137,53 @@ class GraphSnapshot:
 
     def sub_epochs(self) -> int:
         """Trainer epochs per pass over the data: the first active node's ``sub_epochs_per_epoch``, else 1."""
-        return next((node.sub_epochs_per_epoch for node in self.active if has_sub_epochs(node)), 1)
+        return next((node.sub_epochs_per_epoch for node in self.active if self.has(node, SubEpochs)), 1)
 
     def sources(self) -> list[dict[str, int]]:
         """The per-source report of the first active mixture (``source_report()``), else none."""
-        return next((node.source_report() for node in self.active if reports_sources(node)), [])
+        return next((node.source_report() for node in self.active if self.has(node, ReportsSources)), [])
+
+    def accounting(self, world_size: int) -> EpochAccounting:
+        """Samples trained, padded and dropped per pass over ``world_size`` data-parallel ranks, read off the first
+        sharding node that tells (its ``epoch_usage()``, or its ``num_samples`` and dataset); else the dataset's.
+
+        Example:
+            >>> from composer_sampling import ResumableDistributedSampler
+            >>> loader = DataLoader(range(10), batch_size=2, sampler=ResumableDistributedSampler(10, 4, 0))
+            >>> take_snapshot(loader).accounting(world_size=4)
+            EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=2)
+        """
+        dataset_len = len(self.loader.dataset)
+        trained = dataset_len
+        for node in self.sharding():
+            if self.has(node, EpochUsage):
+                dataset_len, trained = node.epoch_usage()
+                break
+            node_len = _dataset_len(node)
+            if node_len is not None and isinstance(getattr(node, 'num_samples', None), int):
+                dataset_len, trained = node_len, node.num_samples * world_size
+                break
+        return EpochAccounting(dataset_len=dataset_len, trained=trained, padded=max(trained - dataset_len, 0),
+                               dropped=max(dataset_len - trained, 0), steps=len(self.loader))
+
+    def epoch_data(self, world_size: int, rank: int) -> EpochData:
+        """One pass over the data as ``rank`` of ``world_size`` sees it: replication, accounting, sub-epochs.
+
+        The replication is the layout the first sharding node matches
+        (:func:`~composer_sampling._graph.walk.replication_layout`), 1 if none does; the
+        accounting is over the ``world_size // replication`` data-parallel ranks.
+
+        Example:
+            >>> from composer_sampling import ResumableDistributedSampler
+            >>> loader = DataLoader(range(8), batch_size=2, sampler=ResumableDistributedSampler(8, 2, 1))
+            >>> data = take_snapshot(loader).epoch_data(world_size=4, rank=3)
+            >>> data.replication, data.accounting.trained, data.sub_epochs
+            (2, 8, 1)
+        """
+        sharding = self.sharding()
+        layouts = (replication_layout(node.num_replicas, node.rank, world_size, rank) for node in sharding)
+        replication = next((layout for layout in layouts if layout is not None), 1)
+        return EpochData(replication, self.accounting(world_size // replication), self.sub_epochs())
 
     def edges_to(self, node: Any) -> list[tuple[Any, str, Any]] | None:
         """The edges ``(parent, attribute, child)`` from the root down to ``node``, or None if the root does not
@@ -153,10 +212,16 @@ class GraphSnapshot:
         """Every :class:`~composer_sampling.PerSampleRNG` in the dataset, in walk order."""
         return [node for node in self.datasets if isinstance(node, PerSampleRNG)]
 
-    def streaming_dataset(self) -> Any:
-        """The loader's dataset when it is a mosaicml-streaming ``StreamingDataset``, else None."""
-        dataset = self.datasets[0] if self.datasets else None
-        return dataset if dataset is not None and is_streaming_dataset(dataset) else None
+
+
+def _dataset_len(node: Any) -> int | None:
+    if isinstance(getattr(node, 'dataset_len', None), int):
+        return node.dataset_len
+    dataset = getattr(node, 'dataset', None)
+    try:
+        return len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def take_snapshot(obj: Any) -> GraphSnapshot:
@@ -180,4 +245,5 @@ def take_snapshot(obj: Any) -> GraphSnapshot:
     dataset = getattr(obj, 'dataset', None) if isinstance(obj, DataLoader) else None
     datasets = tuple(iter_datasets(dataset)) if dataset is not None else ()
     found = {id(visit.node): capabilities(visit.node) for visit in visits}
-    return GraphSnapshot(obj, root, visits, active, unused, datasets, found)
+    stream = datasets[0] if datasets and is_streaming_dataset(datasets[0]) else None
+    return GraphSnapshot(obj, root, visits, active, unused, datasets, stream, found)

@@ -22,6 +22,7 @@ __all__ = ['RankOverlap', 'SaturatingCounts', 'group_bits', 'popcount']
 
 _POPCOUNT = np.array([bin(value).count('1') for value in range(256)], dtype=np.uint8)
 _POPCOUNT_CHUNK = 1 << 24
+_ONE = np.uint8(1)
 
 
 def popcount(bits: np.ndarray) -> int:
@@ -36,8 +37,8 @@ def popcount(bits: np.ndarray) -> int:
 
 
 def _narrow(indices: np.ndarray, n: int) -> np.ndarray:
-    """The indices as ``uint32`` when every index of ``[0, n)`` fits (half the bytes to sort)."""
-    return indices.astype(np.uint32, copy=False) if n <= 2**32 and indices.dtype != np.uint32 else indices
+    """The indices as ``uint32`` when every index of ``[0, n)`` fits (half the bytes to sort), else as ``int64``."""
+    return indices.astype(np.uint32 if n <= 2**32 else np.int64, copy=False)
 
 
 def group_bits(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -69,6 +70,36 @@ def group_bits(indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return bytes_.astype(np.int64), bits, again
 
 
+def _firsts(values: np.ndarray) -> np.ndarray:
+    """Which entries of a sorted array differ from the one before (the first always does)."""
+    first = np.empty(values.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return first
+
+
+def _places(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where samples lie in a bit plane: their bytes (``index // 8``) and their bits in them."""
+    return (np.right_shift(values, 3, dtype=np.intp),
+            np.left_shift(_ONE, np.bitwise_and(values, 7, dtype=np.uint8, casting='unsafe')))
+
+
+def _set_bits(plane: np.ndarray, values: np.ndarray) -> None:
+    """Set the bits of the sorted, distinct ``values`` in ``plane``: in rounds, each the first sample of every byte
+    still to do, so that a round's bytes are distinct and its gather and scatter exact.
+
+    Example:
+        >>> plane = np.zeros(2, dtype=np.uint8)
+        >>> _set_bits(plane, np.array([0, 3, 9], dtype=np.uint32)); plane.tolist()
+        [9, 2]
+    """
+    while values.size:
+        bytes_, bits = _places(values)
+        first = _firsts(bytes_)
+        plane[bytes_[first]] |= bits[first]
+        values = values[~first]
+
+
 class SaturatingCounts:
     """How often each sample of ``[0, n)`` was counted, as 0, 1 or 2+: two bit planes in ``n / 4`` bytes.
 
@@ -91,9 +122,31 @@ class SaturatingCounts:
         self.once, self.twice = self.planes[:size], self.planes[size:]
 
     def add(self, indices: np.ndarray) -> None:
-        """Count every index of the chunk once (an index repeated in the chunk counts each time)."""
-        if indices.size:
-            self.add_bits(*group_bits(_narrow(indices, self.n)))
+        """Count every index of the chunk once (an index repeated in the chunk counts each time).
+
+        One sort of the chunk: an index it repeats is set in ``twice``; then every
+        distinct index is tested against ``once`` and set in it with one gather and one
+        scatter, in byte order. The samples that share a byte first each get the bits
+        of all of them, so that whichever of their writes lands holds them all.
+        """
+        if not indices.size:
+            return
+        values = np.sort(_narrow(indices, self.n))
+        new = _firsts(values)
+        if not new.all():
+            again = values[~new]
+            _set_bits(self.twice, again[_firsts(again)])
+            values = values[new]
+        bytes_, bits = _places(values)
+        seen = self.once[bytes_]
+        twice = seen & bits
+        shared = np.flatnonzero(bytes_[1:] == bytes_[:-1])  # sample k and k + 1 share a byte
+        while shared.size and not np.array_equal(bits[shared], bits[shared + 1]):
+            bits[shared + 1] |= bits[shared]  # each sample's bits spread one neighbour on, and back
+            bits[shared] |= bits[shared + 1]
+        self.once[bytes_] = seen | bits
+        if twice.any():
+            _set_bits(self.twice, values[twice != 0])
 
     def add_bits(self, bytes_: np.ndarray, bits: np.ndarray, again: np.ndarray | None = None) -> None:
         """Count the samples of ``bits`` at the distinct ``bytes_`` once, and those of ``again`` once more."""

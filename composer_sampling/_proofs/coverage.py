@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from torch.utils.data import DataLoader
 
-from composer_sampling._graph.walk import active_root, sharding_nodes
+from composer_sampling._graph.accounting import EpochAccounting
 from composer_sampling._proofs.counting import RankOverlap, SaturatingCounts
 from composer_sampling._validate import first_outside
-from composer_sampling.protocols import EpochUsage, supports
+
+if TYPE_CHECKING:  # audit's verdict needs no torch: the graph (and torch) is imported where a loader is read
+    from torch.utils.data import DataLoader
 
 __all__ = [
     'Coverage',
@@ -41,17 +42,6 @@ __all__ = [
 
 #: Indices counted at a time: bounds the temporaries of one count.
 _CHUNK = 1 << 22
-
-
-@dataclass(frozen=True)
-class EpochAccounting:
-    """How one pass over the data uses the dataset across all ranks (a data epoch, for sub-epochs)."""
-
-    dataset_len: int
-    trained: int
-    padded: int
-    dropped: int
-    steps: int
 
 
 @dataclass(frozen=True)
@@ -93,44 +83,20 @@ def saturated_coverage(held: int, twice: int, trained: int, dataset_len: int) ->
     return Coverage(trained=trained, exactly_once=held - twice, repeated=trained - held, missing=dataset_len - held)
 
 
-def _dataset_len(node: Any) -> int | None:
-    if isinstance(getattr(node, 'dataset_len', None), int):
-        return node.dataset_len
-    dataset = getattr(node, 'dataset', None)
-    try:
-        return len(dataset)  # type: ignore[arg-type]
-    except TypeError:
-        return None
-
-
-def epoch_accounting(loader: DataLoader, world_size: int, sharding: list[Any] | None = None) -> EpochAccounting:
-    """Samples trained, padded and dropped per epoch, read off the graph's sharding sampler.
-
-    ``sharding`` is the graph's sharding nodes when the caller has them (a snapshot's), else they are found here.
+def epoch_accounting(loader: DataLoader, world_size: int) -> EpochAccounting:
+    """Samples trained, padded and dropped per epoch, read off the graph's sharding sampler
+    (:meth:`~composer_sampling._graph.snapshot.GraphSnapshot.accounting` of one snapshot of ``loader``).
 
     Example:
+        >>> from torch.utils.data import DataLoader
         >>> from composer_sampling import ResumableDistributedSampler
         >>> loader = DataLoader(range(10), batch_size=2, sampler=ResumableDistributedSampler(10, 4, 0))
         >>> epoch_accounting(loader, world_size=4)
         EpochAccounting(dataset_len=10, trained=12, padded=2, dropped=0, steps=2)
     """
-    dataset_len = len(loader.dataset)  # type: ignore[arg-type]
-    trained = dataset_len
-    for node in sharding_nodes(active_root(loader)) if sharding is None else sharding:
-        if supports(node, EpochUsage):
-            dataset_len, trained = node.epoch_usage()
-            break
-        node_len = _dataset_len(node)
-        if node_len is not None and isinstance(getattr(node, 'num_samples', None), int):
-            dataset_len, trained = node_len, node.num_samples * world_size
-            break
-    return EpochAccounting(
-        dataset_len=dataset_len,
-        trained=trained,
-        padded=max(trained - dataset_len, 0),
-        dropped=max(dataset_len - trained, 0),
-        steps=len(loader),
-    )
+    from composer_sampling._graph.snapshot import take_snapshot
+
+    return take_snapshot(loader).accounting(world_size)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ from composer_sampling._proofs._rank_shape import RankShape, read_shape
 from composer_sampling._proofs.coverage import (
     EpochAccounting,
     EpochCoverage,
-    epoch_accounting,
     stream_coverage,
     verdict,
 )
@@ -279,7 +278,7 @@ def plan_loaders(batch_sizes: BatchSizes, data_seed: int, rank_loaders: list[Dat
     loaders, graphs = rank_loaders[::batch_sizes.replication], rank_graphs[::batch_sizes.replication]
     first, graph = loaders[0], graphs[0]
     sub_epochs = graph.sub_epochs()
-    accounting = epoch_accounting(first, batch_sizes.data_parallel, sharding=graph.sharding())
+    accounting = graph.accounting(batch_sizes.data_parallel)
     tree = render_tree(first, graph.active)
     report = PlanReport(batch_sizes, accounting, data_seed, tree, graph.sources(), sub_epochs)
 

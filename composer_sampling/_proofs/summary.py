@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._graph.walk import render_tree
-from composer_sampling._proofs.coverage import EpochAccounting, epoch_accounting
+from composer_sampling._proofs.coverage import EpochAccounting
 from composer_sampling.batching import BatchSizes
 
 __all__ = ['render_rows', 'summarize', 'summary_rows']
@@ -51,7 +51,7 @@ def summarize(dataloader: DataLoader, batch_sizes: BatchSizes | None = None, dat
         seed_text = ', '.join(map(str, seeds)) + ' (held by the samplers)' if seeds else 'none'
     else:
         seed_text = f'{data_seed}' + (f' ({seed_source})' if seed_source else '')
-    accounting = epoch_accounting(dataloader, ranks, sharding=shards)
+    accounting = graph.accounting(ranks)
     rows = summary_rows(batch_sizes, accounting, seed_text, graph.sub_epochs(), graph.sources()) + (run_rows or [])
     lines = ['composer-sampling run summary', *render_rows(rows), '  sampler graph (rank 0):']
     lines += ['    ' + line for line in render_tree(dataloader, graph.active).splitlines()]

@@ -53,7 +53,7 @@ def resume_in_epoch(state: State, graph: GraphSnapshot, saved: Layout | None, no
     except ResumeRefusedError as error:
         raise ResumeRefusedError(f'SamplerSync: {error}') from None
     if chosen.kind in ('window', 'offset') and chosen.edge is None and (chosen.skip or chosen.limit is not None):
-        tap = top_tap(state)
+        tap = top_tap(state, graph)
         if tap is None:
             chosen = Continuation('spin', reason=f'{describe(root)} is the top of a {type(loader).__name__}, which '
                                                  'SamplerSync cannot rebuild')

@@ -6,10 +6,12 @@ batch ``k + 1`` of a resumed epoch, or at fit start when the epoch had not begun
 When the spin is skipped (by :class:`~composer_sampling.SamplerSync`, or by Composer
 itself for a dataset that resumes itself, such as a ``StreamingDataset``), nothing
 restores it. A callback sees only ``State``, so :class:`CheckpointRNG` keeps its
-own copy: every rank's RNG state, gathered at each checkpoint event (the events run
-on every rank, before Composer's ``CheckpointSaver``), saved in the callback's
-state, and restored at the first ``BEFORE_DATALOADER`` of the resumed fit: after
-``iter(dataloader)``, before the first ``next()``, as the spin would.
+own copy: every rank's RNG state, gathered when the callback's state is taken for
+a checkpoint (Composer takes it on every rank, right before it gathers its own
+``'rng'``, so the two copies are the same state), and restored at the first
+``BEFORE_DATALOADER`` of the resumed fit: after ``iter(dataloader)``, before the
+first ``next()``, as the spin would. Nothing is captured at a batch that writes no
+checkpoint.
 
 Composer still holds its own copy afterwards and restores it at the start of a
 later ``fit()`` of the same trainer that begins at a batch boundary. That restore is
@@ -23,6 +25,7 @@ from __future__ import annotations
 import random
 import sys
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -37,8 +40,7 @@ class CheckpointRNG:
     """Captures, saves and restores the RNG state of every rank for :class:`~composer_sampling.SamplerSync`."""
 
     def __init__(self) -> None:
-        self.captured: list[dict[str, Any]] | None = None  # every rank's state at the last checkpoint event
-        self.captured_batch: int | None = None
+        self._state: weakref.ref[State] | None = None  # the trainer's state since the first fit start
         self._loaded: list[dict[str, Any]] | None = None  # from the checkpoint, until restored
         self._loaded_batch: int | None = None
         self._composer_holds = False  # Composer's Trainer holds the loaded checkpoint's RNG, not yet restored
@@ -46,12 +48,20 @@ class CheckpointRNG:
         self._pending = False
         self._undo_stale: tuple[Any, Any, torch.Tensor] | None = None
         self._warned: set[str] = set()
-        self.capture_enabled = True
 
     # checkpoint state ---------------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        return {'rng': self.captured, 'rng_batch': self.captured_batch}
+        """Every rank's RNG state now, and the batch it belongs to: a collective once a fit has started.
+
+        Composer takes the callbacks' states on every rank when it saves a checkpoint,
+        right before it gathers its own ``'rng'`` (nothing draws in between), so this
+        copy is the state Composer saves. Before any fit there is nothing to save.
+        """
+        state = None if self._state is None else self._state()
+        if state is None:
+            return {'rng': None, 'rng_batch': None}
+        return {'rng': reproducibility.get_rng_state(), 'rng_batch': int(state.timestamp.batch)}
 
     def load(self, state: dict[str, Any]) -> None:
         """Take the RNG copy of a loaded SamplerSync state (absent in versions before 3)."""
@@ -68,23 +78,14 @@ class CheckpointRNG:
 
     # events -------------------------------------------------------------------------------------------
 
-    def watch_savers(self, state: State, callback: object) -> None:
-        """At fit start: capture only where a checkpoint is saved; warn once if a saver runs before ``callback``."""
-        from composer.callbacks import CheckpointSaver
+    def watch(self, state: State | None) -> None:
+        """At fit start, the trainer's state (a checkpoint's copy is taken at its timestamp); at ``INIT``, None.
 
-        savers = [isinstance(other, CheckpointSaver) for other in state.callbacks]
-        self.capture_enabled = dist.get_world_size() == 1 or any(savers)
-        position = next(i for i, other in enumerate(state.callbacks) if other is callback)
-        if any(savers[:position]):
-            self._warn('saver', 'SamplerSync comes after a CheckpointSaver in callbacks, so the RNG state it saves '
-                                'is one event old and a resume cannot restore it; put SamplerSync before the '
-                                'CheckpointSaver')
-
-    def checkpoint_event(self, state: State) -> None:
-        """Gather every rank's RNG state (a collective: every rank runs the checkpoint events)."""
-        if self.capture_enabled:
-            self.captured = reproducibility.get_rng_state()
-            self.captured_batch = int(state.timestamp.batch)
+        A new trainer's checkpoint load may ask for the state before its first fit
+        (a sharded load fills it in place): it gets none, whatever fits an earlier
+        trainer ran with this callback.
+        """
+        self._state = None if state is None else weakref.ref(state)
 
     def fit_start(self, state: State, spin_skipped: bool) -> None:
         """Decide whether this fit restores the checkpoint's RNG, or undoes Composer's stale restore."""

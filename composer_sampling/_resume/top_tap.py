@@ -19,7 +19,8 @@ from composer.core import State
 from torch.utils.data import DataLoader
 
 from composer_sampling._graph.grouping import grouping
-from composer_sampling._graph.index_tap import IndexTap, install_tap
+from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
+from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import active_root
 from composer_sampling.samplers.distribute import rebuild_loader
 
@@ -49,13 +50,23 @@ def top_edge(loader: DataLoader) -> tuple[Any, str, int, bool]:
     return top, group.attribute, group.size, group.keep_partial
 
 
-def top_tap(state: State) -> IndexTap | None:
-    """The tap every batch of the train dataloader passes through; None when it cannot be placed.
+def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None) -> IndexTap | None:
+    """The tap every batch of the train dataloader passes through, telling ``listener``; None when it cannot be placed.
+
+    ``graph`` is this fit's snapshot of the train dataloader (``fit_graph``): its root is the top.
 
     It cannot be placed on a batch sampler of yours at the top of a DataLoader
     subclass (torchdata's ``StatefulDataLoader``, ...), which this module does not
     rebuild.
     """
+    tap = _placed_tap(state, graph.root)  # the top, as the fit's one walk found it
+    if tap is not None and listener is not None:
+        tap.listen(listener)
+    return tap
+
+
+def _placed_tap(state: State, top: Any) -> IndexTap | None:
+    """The tap above ``top``: the one already placed, one installed in its grouping wrapper, or a rebuilt loader's."""
     loader = state.dataloader
     if not isinstance(loader, DataLoader):
         return None
@@ -63,13 +74,14 @@ def top_tap(state: State) -> IndexTap | None:
         tap = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
         assert isinstance(tap, IndexTap)
         return tap
-    parent, attribute, group, keep_partial = top_edge(loader)
-    if parent is not None:
-        return install_tap(parent, attribute, group, keep_partial)
+    group = grouping(top)
+    if group is not None:
+        return install_tap(top, group.attribute, group.size, group.keep_partial)
     if type(loader) is not DataLoader:
         return None
-    tap = IndexTap(active_root(loader))
-    rebuilt = rebuild_loader(loader, **_samplers(loader, tap))
+    tap = IndexTap(top)
+    samplers = {'batch_sampler': tap} if loader.batch_sampler is not None else {'sampler': tap, 'batch_size': None}
+    rebuilt = rebuild_loader(loader, **samplers)
     length = -1 if state.dataloader_len is None else int(state.dataloader_len)
     _REBUILT[rebuilt] = (loader, length)
     state.set_dataloader(rebuilt, 'train', length)
@@ -82,9 +94,3 @@ def end_top_tap(state: State) -> None:
     if isinstance(loader, DataLoader) and loader in _REBUILT:
         original, length = _REBUILT.pop(loader)
         state.set_dataloader(original, 'train', length)
-
-
-def _samplers(loader: DataLoader, tap: IndexTap) -> dict[str, Any]:
-    if loader.batch_sampler is not None:
-        return {'batch_sampler': tap}
-    return {'sampler': tap, 'batch_size': None}

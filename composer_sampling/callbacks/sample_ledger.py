@@ -20,19 +20,24 @@ from torch.utils.data import DataLoader
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot
-from composer_sampling._graph.walk import active_root, describe, is_map_style, replication_layout
-from composer_sampling._proofs.coverage import epoch_accounting
+from composer_sampling._graph.walk import active_root, describe, is_map_style
 from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling._resume.top_tap import end_top_tap, top_tap
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
-from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, uri_scheme
+from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, OutsideDatasetError, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
 IndexKey = str | int | Callable[[Any], Any]
 #: 1: ``{'version', 'lineage', 'attempt', 'batch'}``; the oldest states had only ``lineage`` and no ``version``.
 _STATE = VersionPolicy(current=1, missing_version=1)
+#: Indices held in memory before they are written whatever comes (some 9 MB of Python ints); checkpoints write sooner.
+_HOLD = 1 << 18
+#: The events SampleLedger has a handler for (``Event.value``); Composer hands it every event of every batch.
+_HANDLED = frozenset(event.value for event in (
+    Event.INIT, Event.FIT_START, Event.BEFORE_DATALOADER, Event.BATCH_START, Event.BATCH_END, Event.BATCH_CHECKPOINT,
+    Event.EPOCH_END, Event.EPOCH_CHECKPOINT, Event.ITERATION_CHECKPOINT, Event.FIT_END))
 
 
 class SampleLedger(Callback):
@@ -71,6 +76,12 @@ class SampleLedger(Callback):
     audit`` follows these links from the attempt that trained furthest back to the start.
     A fit on another dataloader than the fit before it starts a new lineage; a Trainer
     takes one SampleLedger (a second is refused when the Trainer is built).
+
+    Records are held in memory and written in one system call before every checkpoint
+    (Composer's save takes this callback's state on every rank before it writes a byte of
+    the checkpoint file, whatever the order of the callbacks), at every epoch's end, at fit
+    end, when the Trainer is closed (a clean exit, SIGTERM or Ctrl-C included), and once
+    2**18 indices are held: a process killed loses only batches that no checkpoint holds.
 
     Args:
         folder (str, optional): where the ledger files go, a local path or a URI. Default: ``{save_folder}/ledger``.
@@ -121,6 +132,8 @@ class SampleLedger(Callback):
         self._batch: int | None = None  # the last batch it recorded (or its start batch)
         self._dataset_len: int | None = None
         self._writer: LedgerWriter | None = None
+        self._pending: list[tuple[int, int, Any]] = []  # (epoch, batch, indices) recorded, not yet written
+        self._held = 0  # the indices in _pending
         self._path: Path | None = None
         self._header: dict[str, Any] = {}
         self._source = 'batch'
@@ -142,6 +155,12 @@ class SampleLedger(Callback):
         return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'
 
     # events -------------------------------------------------------------------------------------------
+
+    def run_event(self, event: Event, state: State, logger: Logger) -> None:
+        """Composer's dispatch, without the call of a handler that does nothing (9 of a batch's 13 events)."""
+        name = event._value_  # the enum's plain attribute: Event.value is a property, hashing an Event a Python call
+        if name in _HANDLED:
+            getattr(self, name)(state, logger)
 
     def init(self, state: State, logger: Logger) -> None:
         others = [callback for callback in state.callbacks if isinstance(callback, SampleLedger)]
@@ -181,10 +200,16 @@ class SampleLedger(Callback):
         self.close()
         self._dataset_len, self._told = None, collections.deque()
         self._graph = graph = fit_graph(state) if isinstance(loader, DataLoader) else None
-        stream = None if graph is None or graph.map_style else graph.streaming_dataset()
+        stream = None if graph is None or graph.map_style else graph.stream
         self._source = self._choose_source(state, loader, stream)
         header['source'] = self._source
-        header.update(self._data_header(graph, stream))
+        if graph is not None and graph.map_style:  # the pass over the data, from the one snapshot
+            data = graph.epoch_data(dist.get_world_size(), rank)
+            header.update(dataset_len=data.accounting.dataset_len, padded=data.accounting.padded,
+                          dropped=data.accounting.dropped, sub_epochs_per_epoch=data.sub_epochs,
+                          replication=data.replication)
+        elif stream is not None:
+            header.update(dataset_len=int(stream.size), replication=int(stream.replication or 1))
         self._dataset_len = header.get('dataset_len')
         self._header = header
         self._remote = remote
@@ -201,25 +226,29 @@ class SampleLedger(Callback):
             self._next_stream_epoch(int(state.timestamp.epoch))
 
     def batch_end(self, state: State, logger: Logger) -> None:
+        """Hold the batch's record: the first of a fit is checked (and creates the file) now, others when written."""
         batch = int(state.timestamp.batch)
         indices = self._trained(state)
-        where = None if self._dataset_len is None else first_outside(indices, self._dataset_len)
-        if where is not None:
-            raise ValueError(f'{self._where()} read sample index {int(indices[where])} in batch {batch}, outside [0, '
-                             f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
-                             'select the dataset indices')
         if self._writer is None:  # the first trained batch: only now does the run leave a file behind
+            self._check_range(batch, indices)
             assert self._path is not None, 'fit_start names the file'
             self._writer = LedgerWriter(self._path, self._header)
         epoch = int(state.timestamp.epoch)
-        schedule = self._schedules.pop(epoch, None)
-        if schedule is not None:
-            self._writer.append(epoch, SCHEDULE_BATCH, schedule)
-        self._writer.append(epoch, batch, indices)
+        if self._schedules:
+            schedule = self._schedules.pop(epoch, None)
+            if schedule is not None:
+                self._pending.append((epoch, SCHEDULE_BATCH, schedule))
+        if not isinstance(indices, list):
+            indices = np.array(indices)  # a copy: the batch's tensor may be reused before the write
+        self._pending.append((epoch, batch, indices))
         self._batch = batch
+        self._held += len(indices)
+        if self._held > _HOLD:
+            self._flush()
 
     def batch_start(self, state: State, logger: Logger) -> None:
-        self._upload_if_due(state, saving=False)  # a checkpoint saved after this callback's turn at its event
+        if self._remote is not None:
+            self._upload_if_due(state, saving=False)  # a checkpoint saved after this callback's turn at its event
 
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
         self._at_checkpoint(state, Event.BATCH_CHECKPOINT)
@@ -229,6 +258,9 @@ class SampleLedger(Callback):
 
     def iteration_checkpoint(self, state: State, logger: Logger) -> None:
         self._at_checkpoint(state, Event.ITERATION_CHECKPOINT)
+
+    def epoch_end(self, state: State, logger: Logger) -> None:
+        self._flush()
 
     def fit_end(self, state: State, logger: Logger) -> None:
         self.close()
@@ -244,10 +276,18 @@ class SampleLedger(Callback):
 
     def close(self, state: State | None = None, logger: Logger | None = None) -> None:
         if self._writer is not None:
+            self._flush()
             self._writer.close()
             self._writer = None
 
     def state_dict(self) -> dict[str, Any]:
+        """The state a checkpoint carries; every batch up to the one it names is written first.
+
+        Composer's save takes the callbacks' states on every rank before it writes the
+        checkpoint file, whatever the order of the callbacks and whoever saves
+        (``CheckpointSaver``, ``Trainer.save_checkpoint``).
+        """
+        self._flush()
         return write_state(_STATE.current, {'lineage': self.lineage, 'attempt': self._attempt, 'batch': self._batch})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -291,10 +331,37 @@ class SampleLedger(Callback):
     def _upload(self) -> None:
         """Upload the file unless the bucket has it as it is (it only grows: the same size is the same file)."""
         assert self._remote is not None and self._path is not None
+        self._flush()
         size = self._path.stat().st_size if self._path.exists() else None  # none before the first trained batch
         if size is not None and size != self._sent:
             self._remote.upload(self._path)
             self._sent = size
+
+    def _flush(self) -> None:
+        """Check and write the records held in memory, in one system call (kept for a retry if it fails).
+
+        A record whose indices fall outside the dataset stops the run before any checkpoint
+        holds its batch: the records before it are written, it and those after it dropped.
+        """
+        if self._pending:
+            assert self._writer is not None, 'the first record creates the file'
+            try:
+                self._writer.extend(self._pending, within=self._dataset_len)
+            except OutsideDatasetError as error:
+                pending, self._pending, self._held = self._pending, [], 0
+                self._writer.extend(pending[:[batch for _, batch, _ in pending].index(error.batch)])
+                raise self._outside(error.batch, error.index) from None
+            self._pending, self._held = [], 0
+
+    def _check_range(self, batch: int, indices: np.ndarray | list[int]) -> None:
+        where = None if self._dataset_len is None else first_outside(indices, self._dataset_len)
+        if where is not None:
+            raise self._outside(batch, int(indices[where]))
+
+    def _outside(self, batch: int, index: int) -> ValueError:
+        return ValueError(f'{self._where()} read sample index {index} in batch {batch}, outside [0, '
+                          f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
+                          'select the dataset indices')
 
     def _new_lineage(self, state: State) -> int | None:
         """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.
@@ -322,15 +389,14 @@ class SampleLedger(Callback):
             if getattr(loader, 'in_order', True) is False:
                 raise ValueError('SampleLedger needs the DataLoader to return batches in the order of its index '
                                  'lists; build it with in_order=True (the default)')
-            tap = top_tap(state)
+            assert self._graph is not None  # taken in fit_start, as the loader is a DataLoader
+            tap = top_tap(state, self._graph, self._tell)
             if tap is None and self.index_key is None:
                 raise ValueError(
                     f'SampleLedger cannot see the index lists of {describe(active_root(loader))} at the top of a '
                     f'{type(loader).__name__}; pass SampleLedger(index_key=...) naming where each batch holds its '
                     'sample indices, or use a plain torch DataLoader')
             self._tap = tap
-            if tap is not None:
-                tap.listen(self._tell)
             self._check_first = self.index_key is not None and tap is not None
             return 'sampler' if self.index_key is None else 'batch'
         if self.index_key is not None:
@@ -423,20 +489,6 @@ class SampleLedger(Callback):
 
     # header -------------------------------------------------------------------------------------------
 
-    def _data_header(self, graph: GraphSnapshot | None, stream: Any) -> dict[str, Any]:
-        """Dataset length (the global one), padding and drops, sub-epochs and replication, for the header."""
-        if graph is None:
-            return {}
-        world, rank = dist.get_world_size(), dist.get_global_rank()
-        if not graph.map_style:
-            if stream is not None:
-                return {'dataset_len': int(stream.size), 'replication': int(stream.replication or 1)}
-            return {}
-        replication = _replication_of(graph, world, rank)
-        accounting = epoch_accounting(graph.loader, world // replication, sharding=graph.sharding())
-        return {'dataset_len': accounting.dataset_len, 'padded': accounting.padded, 'dropped': accounting.dropped,
-                'sub_epochs_per_epoch': graph.sub_epochs(), 'replication': replication}
-
     def _ledger_folder(self, state: State) -> str:
         """The folder, placeholders filled for rank 0: a local path, or a URI (the saver's remote folder's ledger/)."""
         if self.folder is not None:
@@ -469,15 +521,6 @@ def _saved_batch(saver: Any) -> int | None:
     """The batch of the saver's last checkpoint in this process, or ``None``."""
     saved = None if saver is None else saver.last_checkpoint_batch
     return None if saved is None else int(saved)
-
-
-def _replication_of(graph: GraphSnapshot, world: int, rank: int) -> int:
-    """The replication the sharding samplers were built for (groups of ranks reading the same data); 1 if none."""
-    for node in graph.sharding():
-        layout = replication_layout(node.num_replicas, node.rank, world, rank)
-        if layout is not None:
-            return layout
-    return 1
 
 
 def read_indices(batch: Any, index_key: IndexKey) -> np.ndarray:

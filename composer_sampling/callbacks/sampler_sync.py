@@ -68,8 +68,8 @@ class SamplerSync(Callback):
     over the constructor's (a new seed in the middle of an epoch would repeat and
     skip samples), with a warning; a checkpoint written without this callback keeps
     the order of the epoch in flight and takes the data seed from the next epoch.
-    One ``SamplerSync`` per Trainer, placed before any ``CheckpointSaver`` in
-    ``callbacks`` (the Trainer's own saver comes last).
+    One ``SamplerSync`` per Trainer, anywhere in ``callbacks``: its RNG copy is
+    taken when a checkpoint is saved, at no batch that saves none.
 
     Args:
         data_seed (int, optional): seed of the data order, in ``[0, 2**64 - 1]``.
@@ -126,12 +126,15 @@ class SamplerSync(Callback):
 
     # events -------------------------------------------------------------------------------------------
 
+    def init(self, state: State, logger: Logger) -> None:
+        self._rng.watch(None)
+
     def fit_start(self, state: State, logger: Logger) -> None:
         _refuse_another_sync(self, state)
         fit, loaded = self._fit, self._loaded
         fit.count += 1
         adopting = fit.count == 1 and loaded is None and int(state.timestamp.batch) > 0
-        self._rng.watch_savers(state, self)
+        self._rng.watch(state)
         loader = state.train_dataloader
         if not isinstance(loader, DataLoader):
             return
@@ -190,15 +193,6 @@ class SamplerSync(Callback):
 
     def before_dataloader(self, state: State, logger: Logger) -> None:
         self._rng.before_dataloader()
-
-    def batch_checkpoint(self, state: State, logger: Logger) -> None:
-        self._rng.checkpoint_event(state)
-
-    def epoch_checkpoint(self, state: State, logger: Logger) -> None:
-        self._rng.checkpoint_event(state)
-
-    def iteration_checkpoint(self, state: State, logger: Logger) -> None:
-        self._rng.checkpoint_event(state)
 
     def fit_end(self, state: State, logger: Logger) -> None:
         end_top_tap(state)

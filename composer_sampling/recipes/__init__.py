@@ -14,6 +14,7 @@ floors above it:
 * ``build_training.py``: callbacks, model, optimizer, the ``Trainer``;
 * ``dry_run.py`` (``composer-sampling plan``), ``runner.py`` (``train``), ``cli.py`` (the command).
 
-``builtin_parts.py`` holds the builders our registered sampler names point at,
+``builtin_parts.py`` holds the builders of the sampler names that are torch's or the
+demo's (each sampler of ours names itself with its module's ``RECIPE``),
 ``demo/`` the bundled data and model, ``yamls/`` the example recipes.
 """

@@ -25,7 +25,8 @@ from typing import Any
 
 from composer_sampling._checkpoint.safe_load import download_scheme
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LATEST_NAME, checkpoint_pattern, composer_run_name, rank_zero_folder
+from composer_sampling.recipes.folders import LATEST_NAME, checkpoint_pattern, rank_zero_folder
+from composer_sampling.recipes.run_fields import composer_run_name
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['autoresume_checkpoint', 'autoresumed']

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from composer.core import Algorithm
     from composer.loggers import LoggerDestination
 
-__all__ = ['ComposerParts', 'build_composer_parts', 'console_arguments', 'show_progress_bar', 'summary_rows']
+__all__ = ['ComposerParts', 'build_composer_parts', 'built', 'console_arguments', 'show_progress_bar', 'summary_rows']
 
 
 @dataclass(frozen=True)
@@ -53,21 +54,26 @@ def build_composer_parts(spec: RunSpec) -> ComposerParts:
     from composer.loggers import LoggerDestination
     from torch.optim.lr_scheduler import LRScheduler
 
-    schedulers = [_built(part, lambda made: callable(made) or isinstance(made, LRScheduler),
+    schedulers = [built(part, lambda made: callable(made) or isinstance(made, LRScheduler),
                          'a Composer scheduler (a callable of the state) or a torch LRScheduler')
                   for part in spec.schedulers]
-    loggers = [_built(part, lambda made: isinstance(made, LoggerDestination), 'a composer.loggers.LoggerDestination')
+    loggers = [built(part, lambda made: isinstance(made, LoggerDestination), 'a composer.loggers.LoggerDestination')
                for part in spec.loggers]
-    algorithms = [_built(part, lambda made: isinstance(made, Algorithm), 'a composer.core.Algorithm')
+    algorithms = [built(part, lambda made: isinstance(made, Algorithm), 'a composer.core.Algorithm')
                   for part in spec.algorithms]
     for part, algorithm in zip(spec.algorithms, algorithms, strict=True):
         _refuse_by_class(part, algorithm)
     return ComposerParts(schedulers, loggers, algorithms)
 
 
-def _built(part: PartSpec, fits: Any, wanted: str) -> Any:
-    made = run_builder(part)
-    if not fits(made):
+def built(part: PartSpec, fits: Callable[[Any], bool] | None = None, wanted: str = '',
+          extra: Mapping[str, Any] | None = None) -> Any:
+    """What ``part``'s builder returns (given ``extra`` too), refused naming ``wanted`` unless it ``fits``.
+
+    The one call of a builder for the parts of training (these, the callbacks, the model and the optimizer).
+    """
+    made = run_builder(part, extra)
+    if fits is not None and not fits(made):
         raise RecipeError(f'{part.field}: the builder returned a {type(made).__name__}, not {wanted}')
     return made
 

@@ -59,6 +59,12 @@ class Placement:
     data_seed: int
 
 
+def _built(spec: RunSpec, field_name: str, extra: Mapping[str, Any] | None = None) -> Any:
+    """What the builder of the part at ``field_name`` returns, None without one: the one call of a builder here."""
+    part = spec.parts.get(field_name)
+    return None if part is None else run_builder(part, extra)
+
+
 def _as_dataset(field_name: str, built: Any) -> Dataset | list[Dataset]:
     """What a dataset builder returned: one sized dataset, or a list of them (the sources of a mixture)."""
     if isinstance(built, (list, tuple)):
@@ -84,7 +90,7 @@ def build_data(spec: RunSpec, batch_sizes: BatchSizes) -> Data:
     """
     sampler = spec.sampler
     takes_sources = sampler.entry is not None and sampler.entry.takes_sources
-    train = _as_dataset('train_loader.dataset', run_builder(spec.parts['train_loader.dataset']))
+    train = _as_dataset('train_loader.dataset', _built(spec, 'train_loader.dataset'))
     if isinstance(train, list) and spec.source_fractions is not None:
         raise RecipeError(f'train_loader.sampler.source_fractions cuts one dataset into sources, but the '
                           f'train_loader.dataset builder returned {len(train)} of them; remove one or the other')
@@ -96,8 +102,8 @@ def build_data(spec: RunSpec, batch_sizes: BatchSizes) -> Data:
         raise RecipeError(f'train_loader.sampler.source_fractions is required for the {sampler.label} sampler when '
                           'the train_loader.dataset builder returns one dataset (or return a list of datasets, one a '
                           'source)')
-    own = spec.parts.get('eval_loader.dataset')
-    held_out = _one('eval_loader.dataset', run_builder(own)) if own is not None else None
+    own = 'eval_loader.dataset' in spec.parts  # built after the train dataset's refusals
+    held_out = _one('eval_loader.dataset', _built(spec, 'eval_loader.dataset')) if own else None
     fraction = spec.held_out_fraction
     if isinstance(train, list):  # each source keeps what its samples say: a position in one source is not drawn
         cuts: list[tuple[Dataset, Dataset | None]] = [
@@ -201,7 +207,7 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, batch_sizes: BatchSizes,
     part = spec.sampler
     keywords = {'dataset': dataset, 'num_replicas': where.num_replicas, 'rank': where.rank, 'seed': where.data_seed,
                 'device_batch_size': batch_sizes.device_batch}
-    sampler = run_builder(part, keywords)
+    sampler = _built(spec, part.field, keywords)
     read_from = dataset
     if spec.recipe.train_loader.per_sample_rng:  # the samplers see the dataset as it is (a mixture its sources)
         from composer_sampling.per_sample_rng import PerSampleRNG

@@ -24,10 +24,10 @@ from composer_sampling.batching import BatchSizes
 from composer_sampling.recipes.build_composer_parts import (
     ComposerParts,
     build_composer_parts,
+    built,
     console_arguments,
     summary_rows,
 )
-from composer_sampling.recipes.builders import run_builder
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_argument_of
 from composer_sampling.recipes.checks import Checked
 from composer_sampling.recipes.errors import RecipeError
@@ -93,7 +93,7 @@ def build_callbacks(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoint] 
     from composer.core import Callback
 
     checkpoints = checkpoints or {}
-    built = []
+    callbacks = []
     for part in spec.callbacks:
         extra = {}
         if part.entry is not None and part.entry.ledger_folder and part.arguments.get('folder') is None:
@@ -102,17 +102,14 @@ def build_callbacks(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoint] 
                   if name.rpartition('.')[0] == part.field}
         if handed:
             part = replace(part, arguments={**part.arguments, **handed})
-        callback = run_builder(part, extra)
-        if not isinstance(callback, Callback):
-            raise RecipeError(f'{part.field}: the builder returned a {type(callback).__name__}, not a '
-                              'composer.core.Callback')
+        callback = built(part, lambda made: isinstance(made, Callback), 'a composer.core.Callback', extra)
         if not handed and checkpoint_argument_of(type(callback)) is not None:
             raise RecipeError(f'{part.field}: the builder returned a {type(callback).__name__}, which unpickles a '
                               'checkpoint the check never saw; name it by its class (name: load_checkpoint, or '
                               'target: composer.callbacks:LoadCheckpoint) with its load_path, so that the file is '
                               'checked')
-        built.append(callback)
-    return built
+        callbacks.append(callback)
+    return callbacks
 
 
 def build_model(spec: RunSpec) -> ComposerModel:
@@ -120,15 +117,14 @@ def build_model(spec: RunSpec) -> ComposerModel:
     from composer_sampling.recipes.models import as_composer_model
 
     part = spec.parts['model']
-    return as_composer_model(run_builder(part), part.label)
+    return as_composer_model(built(part), part.label)
 
 
 def build_optimizer(spec: RunSpec, model: torch.nn.Module) -> torch.optim.Optimizer:
     """The optimizer builder gets ``params`` (the model's parameters) and its own arguments."""
-    optimizer = run_builder(spec.parts['optimizer'], {'params': model.parameters()})
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise RecipeError(f'optimizer: the builder returned a {type(optimizer).__name__}, not a torch.optim.Optimizer')
-    return optimizer
+    return built(spec.parts['optimizer'], lambda made: isinstance(made, torch.optim.Optimizer),
+                 'a torch.optim.Optimizer', {'params': model.parameters()})
+
 
 
 def build_trainer(run: Run, **overrides: Any) -> Trainer:
@@ -201,10 +197,12 @@ def check_model_shapes(checked: CheckedCheckpoint, model: torch.nn.Module, label
                           'by another model; load one of this model, or build the model it was trained with')
 
 
-def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None) -> Run:
+def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None, device: str | None = None) -> Run:
     """Check and build everything for this process but the Trainer; raises :class:`RecipeError` before training.
 
-    ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``).
+    ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``); ``device`` to the one this
+    machine trains the recipe on (:func:`~composer_sampling.recipes.run_fields.machine_device`, which the runner
+    has computed already).
     """
     from composer.utils import dist
 
@@ -216,7 +214,8 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
     recipe = spec.recipe
-    device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
+    if device is None:
+        device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
     spec = replace(spec, recipe=autoresumed(recipe))  # the latest checkpoint, checked as load_path is
     checked = checked_spec(spec, world_size)
     check_folders(spec)

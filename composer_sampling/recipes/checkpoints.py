@@ -48,6 +48,7 @@ from composer_sampling.recipes.registry import (
     walk_refused,
 )
 from composer_sampling.recipes.resolve import RunSpec
+from composer_sampling.recipes.run_fields import composer_run_name
 
 __all__ = ['CheckedCheckpoint', 'check_checkpoint_field', 'checkpoint_argument_of', 'checkpoint_fields']
 
@@ -133,8 +134,7 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training:
     if not value.strip():
         raise RecipeError(f'{field_name} is empty ({value!r}): give the checkpoint file to load, or leave '
                           f'{field_name} out to start from scratch')
-    run_name = next((name for name in (recipe.run_name, os.environ.get('COMPOSER_RUN_NAME'), os.environ.get('RUN_NAME'))
-                     if name is not None), None)  # as the Trainer picks it
+    run_name = composer_run_name(recipe)  # as the Trainer picks it
     try:
         path = composer_load_path(value, run_name)
     except CheckpointError as error:

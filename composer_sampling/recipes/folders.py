@@ -22,10 +22,10 @@ from typing import Any
 
 from composer_sampling._checkpoint.safe_load import CheckpointError, composer_load_path, download_scheme
 from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.run_fields import composer_run_name
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'check_save_folders', 'checkpoint_pattern',
-           'composer_run_name',
            'interrupted_saves', 'rank_zero_folder']
 
 #: The names Composer's Trainer gives checkpoints and the link to the latest (the runner keeps its defaults).
@@ -33,14 +33,6 @@ CHECKPOINT_NAME = 'ep{epoch}-ba{batch}-rank{rank}.pt'
 LATEST_NAME = 'latest-rank{rank}.pt'
 #: The placeholders Composer fills in ``save_folder`` (``format_name_with_dist``).
 SAVE_FOLDER_FIELDS = ('run_name', 'rank', 'local_rank', 'node_rank', 'world_size', 'local_world_size')
-
-
-def composer_run_name(recipe: Recipe) -> str | None:
-    """The run name Composer's Trainer takes, when it is known before it runs: the recipe's, else the environment's.
-
-    ``None``: Composer will invent one (a time and two random words).
-    """
-    return recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
 
 
 def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from composer_sampling import samplers
 from composer_sampling._checkpoint.import_names import (
     MissingAttributeError,
     OutsideAllowedError,
@@ -58,7 +59,7 @@ from composer_sampling.recipes.options import Option, OptionError
 __all__ = ['ALGORITHMS', 'ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'LOGGERS', 'MODELS',
            'OPTIMIZERS', 'PART_KINDS', 'REGISTRIES', 'SAMPLERS', 'SCHEDULERS', 'Entry', 'ImportTargetError',
            'NotAllowedError', 'Option', 'OptionError', 'Registry', 'RegistryError', 'allowed_modules', 'check_allowed',
-           'check_arguments', 'import_target', 'walk_refused']
+           'check_arguments', 'import_target', 'our_samplers', 'walk_refused']
 
 #: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
 ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
@@ -202,21 +203,58 @@ def check_arguments(builder: Callable[..., Any], arguments: Mapping[str, Any], w
         raise RegistryError(f'{label}: missing required keyword {missing[0]!r}; it takes: {valid}')
 
 
-def _declared(target: str, where: str) -> dict[str, Any]:
-    """What an entry-point part declares of itself (its builder's ``composer_sampling_entry``), importing it."""
-    declaration = getattr(import_target(target, where, trusted=True), 'composer_sampling_entry', None) or {}
-    if not isinstance(declaration, Mapping):
-        raise RegistryError(f'{target}.composer_sampling_entry must be a mapping, got {declaration!r}')
+def _entry_fields(declaration: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A declaration's fields of an :class:`Entry`, each of its ``options`` (the fields of an :class:`Option`) made one.
+
+    Example:
+        >>> _entry_fields({'options': {'size': {'kind': 'int', 'minimum': 1}}}, 'here')['options']['size'].rule()
+        'an int in [1, inf)'
+    """
     options = declaration.get('options') or {}
     try:
         return {**{key: value for key, value in declaration.items() if key != 'options'},
                 'options': {name: Option(**rule) for name, rule in options.items()}}
     except TypeError as error:
-        raise RegistryError(f'{target}.composer_sampling_entry: {error}') from None
+        raise RegistryError(f'{where}: {error}') from None
+
+
+def _declared(target: str, where: str) -> dict[str, Any]:
+    """What an entry-point part declares of itself (its builder's ``composer_sampling_entry``), importing it."""
+    declaration = getattr(import_target(target, where, trusted=True), 'composer_sampling_entry', None) or {}
+    if not isinstance(declaration, Mapping):
+        raise RegistryError(f'{target}.composer_sampling_entry must be a mapping, got {declaration!r}')
+    return _entry_fields(declaration, f'{target}.composer_sampling_entry')
+
+
+def our_samplers() -> dict[str, Entry]:
+    """The recipe names the samplers of ours declare, in the order of ``samplers.SAMPLERS``, importing their modules.
+
+    A sampler's module names it for recipes with a module-level ``RECIPE``: plain data,
+    ``name``, ``build`` (its builder), ``description``, ``options`` (each the fields of
+    an :class:`Option`) and any other field of an :class:`Entry`.
+
+    Example:
+        >>> our_samplers()['sub_epoch'].target
+        'composer_sampling.samplers.sub_epoch:sub_epoch'
+    """
+    entries: dict[str, Entry] = {}
+    for module_name in dict.fromkeys(samplers.SAMPLERS.values()):
+        module = importlib.import_module(f'{samplers.__name__}.{module_name}')
+        recipe, where = getattr(module, 'RECIPE', None), f'{module.__name__}.RECIPE'
+        if recipe is None:
+            continue
+        name, build = recipe['name'], recipe['build']
+        if name in entries or name in _OTHER_SAMPLERS:
+            raise RegistryError(f'{where} names the sampler {name!r}, which another sampler of recipes has')
+        fields = _entry_fields({key: value for key, value in recipe.items() if key not in ('name', 'build')}, where)
+        entries[name] = Entry(f'{build.__module__}:{build.__qualname__}', **fields)
+    return entries
 
 
 class Registry:
     """Parts of one kind by name: built-ins given as import targets, then the entry points of ``group``.
+
+    ``builtins`` may be a function giving them, called when first asked (the samplers' modules import torch).
 
     Example:
         >>> table = Registry('things', 'example.things', {'od': Entry('collections:OrderedDict', 'ordered dict')})
@@ -224,12 +262,20 @@ class Registry:
         ('OrderedDict', ['od'])
     """
 
-    def __init__(self, kind: str, group: str, builtins: dict[str, Entry]) -> None:
+    def __init__(self, kind: str, group: str,
+                 builtins: Mapping[str, Entry] | Callable[[], Mapping[str, Entry]]) -> None:
         self.kind = kind
         self.group = group
-        self._entries = dict(builtins)
+        self._builtins = builtins
+        self._table: dict[str, Entry] | None = None
         self._entry_points_read = False
         self._declarations_read: set[str] = set()
+
+    @property
+    def _entries(self) -> dict[str, Entry]:
+        if self._table is None:
+            self._table = dict(self._builtins() if callable(self._builtins) else self._builtins)
+        return self._table
 
     def _read_entry_points(self) -> None:
         if self._entry_points_read:
@@ -281,26 +327,27 @@ MODELS = Registry('models', 'composer_sampling.models', {
     'mlp': Entry(f'{_DEMO}.model:MLPClassifier', 'a two-layer perceptron for the demo datasets',
                  {'hidden_size': Option('int', default=64, minimum=1)}),
 })
-SAMPLERS = Registry('samplers', 'composer_sampling.samplers', {
-    'resumable': Entry(f'{_BUILTIN}:resumable', 'ResumableDistributedSampler: O(1) memory, exact mid-epoch resume',
-                       _SHUFFLE),
+#: The samplers that are torch's or the demo's; each of ours declares its own name (:func:`our_samplers`).
+_OTHER_SAMPLERS = {
     'distributed': Entry(f'{_BUILTIN}:distributed', "torch's DistributedSampler, as composer.utils.dist.get_sampler "
                          'builds it', _SHUFFLE),
     'random': Entry(f'{_BUILTIN}:random', "torch's RandomSampler: one process only, refused on several ranks (it "
                     'does not shard)'),
     'custom_batch': Entry(f'{_BUILTIN}:custom_batch', 'a batch-shuffling custom batch sampler over '
                           'BatchSampler(DistributedSampler)', _SHUFFLE),
-    'sub_epoch': Entry(f'{_BUILTIN}:sub_epoch', 'SubEpochDistributedSampler: a trainer epoch is '
-                       '1/sub_epochs_per_epoch of the data',
-                       {**_SHUFFLE, 'sub_epochs_per_epoch': Option('int', minimum=1, required=True)}),
-    'mixture': Entry(f'{_BUILTIN}:mixture', 'MixtureDistributedSampler over the sources (a dataset builder returning '
-                     'a list, or the train split cut by source_fractions)',
-                     {'shuffle': Option('bool', default=True), 'source_fractions': Option('fractions')},
-                     takes_sources=True),
-    'nested_batch': Entry(f'{_BUILTIN}:nested_batch', 'NestedBatchSampler of num_batches inner batches, made '
-                          'distributed by distribute()',
-                          {**_SHUFFLE, 'num_batches': Option('int', minimum=1, required=True)}),
-})
+}
+#: The order the messages and recipes.md have always listed the samplers in; a new name comes after these.
+_SAMPLER_ORDER = ('resumable', 'distributed', 'random', 'custom_batch', 'sub_epoch', 'mixture', 'nested_batch')
+
+
+def _samplers() -> dict[str, Entry]:
+    """Every built-in sampler name: ours and the others, in :data:`_SAMPLER_ORDER`, then new ones as declared."""
+    table = {**our_samplers(), **_OTHER_SAMPLERS}
+    order = {name: k for k, name in enumerate(_SAMPLER_ORDER)}
+    return {name: table[name] for name in sorted(table, key=lambda name: order.get(name, len(order)))}
+
+
+SAMPLERS = Registry('samplers', 'composer_sampling.samplers', _samplers)
 COLLATE_FNS = Registry('collate_fns', 'composer_sampling.collate_fns', {
     'default': Entry('torch.utils.data:default_collate', "torch's default_collate"),
 })

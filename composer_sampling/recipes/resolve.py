@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,6 +32,7 @@ from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.options import OptionError
 from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, RegistryError
+from composer_sampling.recipes.run_fields import composer_run_name
 from composer_sampling.recipes.schema import MAPPED_SECTIONS, Recipe
 
 __all__ = ['DATA_FIELDS', 'DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
@@ -247,7 +247,7 @@ def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | Non
     if recipe.save_folder is None:
         raise RecipeError(f'{wanting[0].field} writes to {{save_folder}}/ledger: set save_folder, or give the callback '
                           'a folder')
-    run_name = recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
+    run_name = composer_run_name(recipe)
     folder = f'{recipe.save_folder.rstrip("/")}/ledger'
     if '{run_name}' in folder and run_name is None:
         return None  # Composer names the run at fit start; SampleLedger finds the folder there

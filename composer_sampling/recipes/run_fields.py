@@ -25,7 +25,7 @@ from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
 
-__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_run_fields', 'machine_device']
+__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_run_fields', 'composer_run_name', 'machine_device']
 
 #: The devices a recipe names (``auto``: the GPU when torch sees one, else the CPU, as Composer's ``get_device``).
 DEVICES = ('auto', 'cpu', 'gpu', 'mps')
@@ -34,6 +34,18 @@ PRECISIONS = ('fp32', 'amp_fp16', 'amp_bf16', 'amp_fp8')
 #: What Composer's ``Trainer`` reads of a ``parallelism_config`` mapping (``_parse_parallelism_config``).
 PARALLELISM_KEYS = ('fsdp', 'tp')
 _CPU_ONLY_PRECISION = 'fp32'
+
+
+def composer_run_name(recipe: Any) -> str | None:
+    """The run name Composer's Trainer takes, when it is known before it runs: the recipe's, else the environment's
+    (``COMPOSER_RUN_NAME``, then ``RUN_NAME``). ``None``: Composer will invent one (a time and two random words).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> composer_run_name(SimpleNamespace(run_name='digits'))
+        'digits'
+    """
+    return recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')
 
 
 def check_run_fields(recipe: Any) -> None:
@@ -49,7 +61,7 @@ def check_run_fields(recipe: Any) -> None:
         if recipe.save_folder is None:
             raise RecipeError('autoresume: true resumes from the latest checkpoint in save_folder, but save_folder is '
                               'not set; set save_folder (the run\'s checkpoints), or autoresume: false')
-        if not (recipe.run_name or os.environ.get('COMPOSER_RUN_NAME') or os.environ.get('RUN_NAME')):
+        if not composer_run_name(recipe):
             raise RecipeError('autoresume: true needs run_name (Composer refuses to invent one: a restarted run would '
                               'get another name and miss its checkpoints); set run_name, or COMPOSER_RUN_NAME')
 

@@ -81,12 +81,12 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
 
     if run is None:
         spec = resolve(recipe)
+        device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)  # once, on every rank
         if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
             # The builders run inside the process group, so a dataset builder may use composer.utils.dist. The group's
             # backend follows the device the Trainer gets (NCCL on GPUs, gloo on the CPU), as Composer picks it.
-            device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config)
             dist.initialize_dist(get_device(device), recipe.dist_timeout)
-        run = build_run(spec)
+        run = build_run(spec, device=device)
     if dist.get_global_rank() == 0 and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)

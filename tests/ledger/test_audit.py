@@ -488,3 +488,10 @@ def test_without_a_checkpoint_the_lineage_written_last_is_counted_and_the_others
     assert main(['audit', str(tmp_path), '--lineage', 't']) == 2
     assert capsys.readouterr().err == (f'error: --lineage t names more than one lineage of the ledgers in {tmp_path}; '
                                        'they are: one, three, two\n')
+
+
+def test_audit_starts_without_torch() -> None:
+    # torch's import is seconds and hundreds of MiB: reading ledgers needs none of it
+    code = 'import sys, composer_sampling.audit, composer_sampling.recipes.cli; assert "torch" not in sys.modules'
+    root = str(Path(__file__).resolve().parents[2])
+    subprocess.run([sys.executable, '-c', code], check=True, env={**os.environ, 'PYTHONPATH': root})

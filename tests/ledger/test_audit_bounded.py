@@ -82,3 +82,50 @@ def test_damage_is_named_before_the_gap_it_causes(tmp_path: Path) -> None:
     first.write_bytes(bytes(data))
     with pytest.raises(LedgerError, match=r'a1-rank0\.bin is corrupted'):
         audit_folder(tmp_path)
+
+
+@st.composite
+def damaged_ledgers(draw: st.DrawFn) -> tuple[int, list[list[int]], int, tuple[int, int] | None]:
+    """A dataset size, batches of indices (repeats, gaps, several samples of a byte), the samples per epoch, and
+    perhaps damage: a record and a byte past its header (an index or its checksum) to flip."""
+    size = draw(st.integers(1, 200))
+    pool = draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=5))  # repeats of 3 and more are common
+    batches = draw(st.lists(st.lists(st.one_of(st.sampled_from(pool), st.integers(0, size - 1)), max_size=60),
+                            min_size=1, max_size=10))
+    damage = None
+    if draw(st.booleans()):
+        record = draw(st.integers(0, len(batches) - 1))
+        damage = (record, draw(st.integers(0, 4 * len(batches[record]) + 3)))
+    return size, batches, draw(st.integers(1, 3)), damage
+
+
+@settings(max_examples=150, deadline=None)
+@given(damaged_ledgers(), st.integers(30, 1000))
+def test_the_counts_of_generated_ledgers_agree_with_bincount_and_damage_is_named(
+        tmp_path_factory: pytest.TempPathFactory, ledger: tuple[int, list[list[int]], int, tuple[int, int] | None],
+        block: int) -> None:
+    size, batches, per_epoch, damage = ledger
+    folder = tmp_path_factory.mktemp('run')
+    path = _write(folder, 'a1', [(k // per_epoch, k + 1, indices) for k, indices in enumerate(batches)],
+                  dataset_len=size)
+    if damage is not None:
+        record, at = damage
+        offset = scan_ledger(path).offsets[record]
+        data = bytearray(path.read_bytes())
+        data[offset + 16 + at] ^= 0x10  # past the record's epoch, batch and count
+        path.write_bytes(bytes(data))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ledger_format, '_RUN_BYTES', block)  # runs of a few records, or one alone
+        if damage is not None:
+            with pytest.raises(LedgerError) as raised:
+                audit_folder(folder)
+            assert str(raised.value) == f'{path} is corrupted: the record at byte {offset} fails its checksum'
+            return
+        report = audit_folder(folder)
+    for epoch in report.epochs:
+        trained = np.array([i for k, indices in enumerate(batches) if k // per_epoch == epoch.epoch
+                            for i in indices], dtype=np.int64)
+        counts = np.bincount(trained, minlength=size)
+        assert (epoch.trained, epoch.exactly_once, epoch.repeated, epoch.missing) == (
+            trained.size, np.count_nonzero(counts == 1), trained.size - np.count_nonzero(counts),
+            np.count_nonzero(counts == 0))

@@ -2,15 +2,18 @@
 
 The grid (test_resume_grid.py) proves the restore on every sampler graph. These
 cases are its edges: ``load_ignore_keys`` with ``rng``, a later ``fit()`` of a
-trainer that resumed this way (Composer would restore its stale copy), and a
-``CheckpointSaver`` placed before ``SamplerSync``.
+trainer that resumed this way (Composer would restore its stale copy), a
+``CheckpointSaver`` placed before ``SamplerSync``, a copy older than its checkpoint,
+and the copy itself: the state Composer saves, taken only when it saves.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from composer import Trainer
@@ -65,13 +68,53 @@ def test_a_later_fit_at_an_epoch_boundary_does_not_go_back_to_the_checkpoints_rn
     assert _same(model, expected)
 
 
-def test_a_checkpoint_saver_before_sampler_sync_is_named(tmp_path: Path) -> None:
+def test_a_checkpoint_saver_before_sampler_sync_resumes_exactly(tmp_path: Path) -> None:
+    """The copy is taken when the checkpoint is saved: the callbacks' order does not matter."""
     saver = CheckpointSaver(folder=str(tmp_path), save_interval='1ba')
-    with pytest.warns(UserWarning, match='SamplerSync comes after a CheckpointSaver in callbacks'):
-        _trainer(tmp_path, callbacks=[saver, SamplerSync()], max_duration='3ba')[0].fit()
-    resumed, _ = _trainer(tmp_path / 'resumed', callbacks=[SamplerSync()], load_path=str(tmp_path / 'ep0-ba2-rank0.pt'))
+    with warnings.catch_warnings():
+        warnings.filterwarnings('error', message='.*SamplerSync')
+        whole, expected = _trainer(tmp_path, callbacks=[saver, SamplerSync()], max_duration='4ba')
+        whole.fit()
+        resumed, model = _trainer(tmp_path / 'resumed', callbacks=[SamplerSync()], max_duration='4ba',
+                                  load_path=str(tmp_path / 'ep0-ba2-rank0.pt'))
+        resumed.fit()
+    assert _same(model, expected)
+
+
+def test_a_copy_older_than_its_checkpoint_is_not_restored(tmp_path: Path) -> None:
+    """A checkpoint whose copy is a batch behind (an earlier release, with the saver first) says so."""
+    _trainer(tmp_path, max_duration='2ba', save_folder=str(tmp_path), save_interval='1ba')[0].fit()
+    checkpoint = torch.load(tmp_path / 'ep0-ba2-rank0.pt', weights_only=False)
+    sync = checkpoint['state']['callbacks']['SamplerSync']
+    assert sync['rng_batch'] == 2
+    sync['rng_batch'] = 1
+    torch.save(checkpoint, tmp_path / 'older.pt')
+    resumed, _ = _trainer(tmp_path / 'resumed', callbacks=[SamplerSync()], load_path=str(tmp_path / 'older.pt'))
     with pytest.warns(UserWarning, match=r'its copy of the RNG state is from batch 1, the checkpoint from batch 2'):
         resumed.fit()
+
+
+def test_the_copy_is_the_state_composer_saves(tmp_path: Path) -> None:
+    """Taken with the checkpoint, the copy is the very RNG state Composer writes beside it."""
+    _trainer(tmp_path, max_duration='3ba', save_folder=str(tmp_path), save_interval='1ba')[0].fit()
+    for batch in (1, 2, 3):
+        checkpoint = torch.load(tmp_path / f'ep0-ba{batch}-rank0.pt', weights_only=False)
+        sync = checkpoint['state']['callbacks']['SamplerSync']
+        assert sync['rng_batch'] == batch
+        (ours,), (composers,) = sync['rng'], checkpoint['rng']
+        assert ours.keys() == composers.keys()
+        assert ours['python'] == composers['python']
+        assert all(np.array_equal(a, b) for a, b in zip(ours['numpy'], composers['numpy'], strict=True))
+        assert torch.equal(ours['torch'], composers['torch'])
+
+
+def test_no_fit_no_copy(tmp_path: Path) -> None:
+    """Before its trainer's first fit (a checkpoint load asks then), the state holds no RNG copy."""
+    sync = SamplerSync()
+    _trainer(tmp_path, callbacks=[sync], max_duration='1ba')[0].fit()
+    assert sync.state_dict()['rng_batch'] == 1
+    _trainer(tmp_path / 'another', callbacks=[sync])
+    assert (sync.state_dict()['rng'], sync.state_dict()['rng_batch']) == (None, None)
 
 
 def test_a_resume_without_random_state_to_restore_is_exact_too(tmp_path: Path) -> None:

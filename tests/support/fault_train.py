@@ -7,8 +7,9 @@ batch ({"epoch", "batch", "indices"}) and to ``reads-{run}-rank{r}.jsonl`` one l
 dataset read. ``KILL_RANK`` -1 kills nobody; otherwise that rank sends itself SIGKILL
 at the end of batch ``KILL_AT_BATCH`` (a global batch count; with a remote ``save_folder``, once the
 checkpoints saved so far and the latest pointer are uploaded), or, for ``KILL_AT_BATCH``
-written ``N-save``, while the checkpoint of batch ``N`` is written: after Composer's
-file is opened and before a byte of it is, as a crash mid-save leaves it (one process,
+written ``N-save``, while the checkpoint of batch ``N`` is written: after Composer has
+taken the state (``State.state_dict``, the callbacks' states included) and opened the
+file, before a byte of it is written, as a crash mid-save leaves it (one process,
 ``save_interval`` in batches).
 """
 
@@ -74,6 +75,7 @@ class TrainedLedger(Callback):
         """Runs before Composer's CheckpointSaver (the Trainer appends it after the run's callbacks)."""
         if self._killing(state) and self.kill_in_save and self.save_folder is not None:
             name = f'ep{int(state.timestamp.epoch)}-ba{int(state.timestamp.batch)}-rank0.pt'
+            state.state_dict()  # Composer takes the state (the callbacks' included) before it opens the file
             with open(Path(self.save_folder) / name, 'wb'):  # Composer's open(filename, 'wb'), then torch.save
                 os.kill(os.getpid(), signal.SIGKILL)
 
