@@ -1,5 +1,4 @@
-"""Epoch start (time to first index, peak memory) and steady iteration: ours against torch's DistributedSampler
-and Grain's IndexSampler.
+"""Epoch start (time to first index, peak memory) and steady iteration: ours against torch's DistributedSampler.
 
     .venv/bin/python scripts/bench_sampler.py [--repeats 5] [--torch-repeats 3] [--quick]
 
@@ -221,81 +220,6 @@ def padding(repeats: int, groups: dict[int, list[int]], skip: int = STEADY_SKIP,
     return '\n'.join(lines) + '\n'
 
 
-GRAIN_CHILD = textwrap.dedent('''
-    import json, sys, time, warnings
-    import composer  # as in a training process
-    from composer_sampling import ResumableDistributedSampler
-    kind, n, world, rank, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    warnings.filterwarnings('ignore')
-    start = time.perf_counter()
-    if kind == 'ours':
-        sampler = ResumableDistributedSampler(n, num_replicas=world, rank=rank, shuffle=True, seed=1)
-        sampler.set_epoch(1)
-        iterator = iter(sampler)
-        next(iterator)
-        first = time.perf_counter() - start
-        clock = time.process_time()
-        for _, _ in zip(range(count), iterator):
-            pass
-    else:
-        import grain.python as grain
-        if kind == 'grain':  # what grain's DataLoader reads: the rank's global positions, a RecordMetadata each
-            sampler = grain.IndexSampler(n, grain.ShardOptions(shard_index=rank, shard_count=world,
-                                                               drop_remainder=True), shuffle=True, seed=1)
-            positions = range(rank, rank + world * (count + 1), world)
-        else:  # the shuffle alone: a MapDataset of the rank's keys, shuffled
-            sampler = grain.MapDataset.range(n)[rank::world].shuffle(seed=1)
-            positions = range(count + 1)
-        sampler[positions[0]]
-        first = time.perf_counter() - start
-        clock = time.process_time()
-        for position in positions[1:]:
-            sampler[position]
-    print(json.dumps({'first_index_s': first, 'ns': (time.process_time() - clock) / count * 1e9}))
-''')
-GRAIN_SIZES = (10**7, 10**9)
-GRAIN_COUNT = 100_000
-GRAIN_KINDS = ('ours', 'grain', 'grain_shuffle')
-GRAIN_NOTE = """
-Grain's `IndexSampler` also computes a shuffled index from its position in O(1) memory; it builds a numpy
-`Generator(Philox)` for every record (its per-record RNG, handed to the record's transformations), which is most of
-its per-index cost. "Grain shuffle alone" is `grain.MapDataset.range(N)[rank::W].shuffle(seed)` indexed position by
-position, without that RNG. Time to the first index is wall time from building the sampler; the steady cost is CPU
-time over the next {count:,} indices of the rank, each kind in its own process, in turns; medians over repeats.
-"""
-
-
-def against_grain(repeats: int, sizes: tuple[int, ...] = GRAIN_SIZES, count: int = GRAIN_COUNT) -> str:
-    """Ours against Grain's IndexSampler (and Grain's shuffle alone), W = 8: first index and steady ns per index."""
-    try:
-        import grain.python  # noqa: F401
-    except ImportError:
-        return "### Against Grain\n\nGrain is not installed: `.venv/bin/pip install '.[bench]'` adds it.\n"
-
-    def child(kind: str, n: int) -> dict:
-        args = [sys.executable, '-c', GRAIN_CHILD, kind, str(n), str(WORLD), str(RANK), str(count)]
-        return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
-
-    lines = [
-        f'### Against Grain, W = {WORLD} (rank {RANK}): time to the first index and steady cost per index',
-        '',
-        '| N | ours: first index | Grain IndexSampler: first index | ours: per index | Grain IndexSampler: per index '
-        '| Grain shuffle alone: per index | IndexSampler / ours | shuffle alone / ours |',
-        '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ]
-    for n in sizes:
-        runs: dict[str, list[dict]] = {kind: [] for kind in GRAIN_KINDS}
-        for _ in range(repeats):
-            for kind in GRAIN_KINDS:
-                runs[kind].append(child(kind, n))
-        first = {kind: median(rows, 'first_index_s') for kind, rows in runs.items()}
-        ns = {kind: median(rows, 'ns') for kind, rows in runs.items()}
-        lines.append(f'| {n:.0e} | {first["ours"] * 1000:.1f} ms | {first["grain"] * 1000:.1f} ms | '
-                     f'{ns["ours"]:,.0f} ns | {ns["grain"]:,.0f} ns | {ns["grain_shuffle"]:,.0f} ns | '
-                     f'{ns["grain"] / ns["ours"]:,.0f}x | {ns["grain_shuffle"] / ns["ours"]:,.1f}x |')
-    return '\n'.join(lines) + '\n' + GRAIN_NOTE.format(count=count)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument('--repeats', type=int, default=5)
@@ -309,7 +233,6 @@ def main() -> None:
     body += ('\n\nMedians over repeats, each in a fresh process; "extra peak RSS" is the growth of the '
              "process's peak RSS from just before the sampler is built.")
     body += '\n\n' + padding(args.repeats, PADDING_GROUPS) + PADDING_NOTE
-    body += '\n' + against_grain(args.repeats)
     write_section('bench_sampler.py', f'.venv/bin/python scripts/bench_sampler.py --repeats {args.repeats} '
                   f'--torch-repeats {args.torch_repeats}', body)
 
@@ -318,7 +241,6 @@ def quick() -> None:
     """Every table at small sizes, once, printed: checks that the script and its children still work."""
     print(epoch_start(1, 1, sizes=(10**4, 10**5), torch_limit=10**5))
     print(padding(1, {k: [2**k - 1, 2**k + 1] for k in (18, 33)}, skip=1 << 10, count=1 << 16))
-    print(against_grain(1, sizes=(10**5,), count=1_000))
 
 
 if __name__ == '__main__':
