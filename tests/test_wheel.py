@@ -20,9 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# One worker builds the wheel under pytest -n: pip builds it in the checkout's build/ folder, which two builds at once
-# would share.
-pytestmark = [pytest.mark.launcher, pytest.mark.xdist_group('wheel')]
+pytestmark = pytest.mark.launcher  # under pytest -n, on one worker (tests/conftest.py's SHARED_RESOURCES)
 
 
 @pytest.fixture(scope='module')
