@@ -5,6 +5,11 @@
 #   make test   ruff, mypy and the whole test suite (launcher and llm-foundry tests included), then the tests that
 #               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029);
 #               installs everything into the same .venv (a make demo after it installs nothing)
+#   make test-fast  for the edit-test loop: ruff and every test but the launcher, llm-foundry and S3 tiers, in this
+#               .venv only (CI runs make test)
+# make test runs the launcher, llm-foundry and S3 tiers in TEST_WORKERS processes (pytest-xdist; TEST_WORKERS=1
+# runs them in one), the rest in one process: measured side by side, two workers made that part slower (its tests
+# start subprocesses and torch threads of their own, which two workers on two cores oversubscribe).
 # scripts/check_gpu.py (resume on one and two GPUs) is for a machine with a GPU, and is not part of make test.
 PYTHON ?= python3
 VENV := .venv
@@ -13,10 +18,14 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.installed-demo-stamp
 OLDEST := .venv-composer029
 OLDEST_STAMP := $(OLDEST)/.installed-stamp
+TEST_WORKERS ?= 2
+SLOW := launcher or llmfoundry or s3
+# loadgroup: the tests sharing one resource run on one worker (tests/conftest.py's SHARED_RESOURCES)
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 # pip backtracks for a long time through llm-foundry's dependencies unless these two are bounded
 PINS := 'protobuf>=4.25.1,<6' 'wandb<0.19'
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test test-fast bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,5 +61,10 @@ test:  # the two environments install side by side (mostly downloads), then the 
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(OLDEST_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -m '$(SLOW)' $(XDIST)
+	$(PY) -m pytest -m 'not ($(SLOW))'
 	$(OLDEST)/bin/python -m pytest -m composer -q
+
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m 'not ($(SLOW))'

@@ -61,6 +61,62 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         wanted = marker.args[0] if marker else 1
         if wanted != world_size:
             item.add_marker(pytest.mark.skip(reason=f'needs world size {wanted}; this process is one of {world_size}'))
+    # The slowest tests first, so that under ``pytest -n`` (make test) the long launches start at once and the many
+    # short tests fill the workers around them instead of one launch running alone at the end.
+    items.sort(key=_expected_cost_rank)
+
+
+#: Tests that share one resource of the machine, by node-id prefix: under ``pytest -n`` (make test) each group runs on
+#: one worker, one test after another; every other test is a group of its own.
+SHARED_RESOURCES = {
+    # mosaicml-streaming ``StreamingDataset``s, built in the pytest process or in the ranks a test launches: each
+    # registers a shared-memory prefix by taking the first ``NNNNNN_locals`` in /dev/shm that does not exist yet,
+    # unlocked (streaming's ``get_shm_prefix``), so two processes doing so at once take the same one and one fails
+    # (``FileExistsError: '/000807_locals'``).
+    'streaming-shared-memory': ('tests/neighbours/test_streaming.py::', 'tests/resume/test_adoption.py::',
+                                'tests/neighbours/test_llmfoundry.py::',
+                                'tests/neighbours/test_launcher.py::test_two_rank_suite'),
+    # pip builds the wheel in the checkout's build/ folder, which two builds at once would share.
+    'wheel': ('tests/test_wheel.py::',),
+}
+
+
+def shared_resource(nodeid: str) -> str | None:
+    """The name of the group in ``SHARED_RESOURCES`` that holds the test ``nodeid``, or None.
+
+    Example:
+        >>> shared_resource('tests/test_wheel.py::test_a_recipe_trains_from_the_installed_wheel')
+        'wheel'
+        >>> shared_resource('tests/test_docs.py::test_every_relative_link_resolves') is None
+        True
+    """
+    return next((name for name, prefixes in SHARED_RESOURCES.items() if nodeid.startswith(prefixes)), None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup``: the groups of ``SHARED_RESOURCES``, each test else on the next free worker.
+
+    pytest-xdist's own ``loadgroup`` reads ``xdist_group`` marks by renaming the tests' node ids, which pytest 9.2
+    no longer lets a plugin do: the marks are silently ignored there. This scheduler groups by node id instead.
+    """
+    if config.getvalue('dist') != 'loadgroup':
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedResourceScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_resource(nodeid) or nodeid
+
+    return SharedResourceScheduling(config, log)
+
+
+def _expected_cost_rank(item: pytest.Item) -> int:
+    """0 for a test that launches several ranks, 1 for the other slow tiers (llm-foundry, S3), 2 for the rest; the
+    sort is stable, so each keeps its order of collection."""
+    if item.get_closest_marker('launcher'):
+        return 0
+    return 1 if item.get_closest_marker('llmfoundry') or item.get_closest_marker('s3') else 2
 
 
 _S3_STARTS: list[float] = []

@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.launcher
+pytestmark = pytest.mark.launcher  # under pytest -n, on one worker (tests/conftest.py's SHARED_RESOURCES)
 
 
 @pytest.fixture(scope='module')
@@ -39,16 +39,24 @@ def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     purelib = Path(sysconfig.get_paths(vars={'base': str(env), 'platbase': str(env)})['purelib'])
     # A plain path line: the borrowed folder's own .pth files (our editable install among them) are not run.
     (purelib / 'borrowed.pth').write_text(sysconfig.get_paths()['purelib'] + '\n')
+    # Without the checkout on PYTHONPATH: pip would take its composer_sampling.egg-info for an installed copy of the
+    # same version and skip the wheel ("already installed with the same version as the provided wheel").
     subprocess.run([sys.executable, '-m', 'pip', '--python', str(env / 'bin' / 'python'), 'install', '--quiet',
-                    '--no-deps', str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+                    '--no-deps', str(wheel)], check=True, capture_output=True, text=True, timeout=300,
+                   env=_outside_the_checkout())
     return env
 
 
-def _run(env: Path, args: list[str], cwd: Path, timeout: int = 400) -> subprocess.CompletedProcess:
+def _outside_the_checkout() -> dict[str, str]:
+    """This process's environment without PYTHONPATH (the checkout) and the rank variables."""
     environment = {k: v for k, v in os.environ.items()
                    if k not in ('PYTHONPATH', 'WORLD_SIZE', 'RANK', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE')}
     environment['PYTHONWARNINGS'] = 'ignore'
-    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
+    return environment
+
+
+def _run(env: Path, args: list[str], cwd: Path, timeout: int = 400) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, env=_outside_the_checkout(), capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_wheel_ships_the_recipes_and_the_license_but_no_tests(wheel: Path) -> None:
