@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from support.launched_runs import SHARES_TWO_RANK_SYNTHETIC, two_rank_synthetic
 from support.launcher import COMPOSER, ROOT, environment, free_port, launch
 
 TWO_RANK_TESTS = 30
@@ -47,9 +48,11 @@ def test_two_nodes_of_one_process_each_on_loopback(tmp_path: Path) -> None:
         assert '1 passed' in output, output
 
 
-def test_the_train_module_runs_under_the_launcher_and_from_the_command(tmp_path: Path) -> None:
-    result, output = launch(['-n', '2', '-m', 'composer_sampling.train', 'yamls/digits.yaml', 'max_duration=1ep'],
-                            tmp_path / 'module')
+@SHARES_TWO_RANK_SYNTHETIC
+def test_the_train_module_runs_under_the_launcher_and_from_the_command(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    launched = two_rank_synthetic(tmp_path_factory)  # the never-stopped run tests/ledger/test_ledger_upload.py reads
+    result, output = launched.result, launched.output
     assert result.returncode == 0, output
     assert 'world size          2' in result.stdout and 'held-out after 1 epochs: MulticlassAccuracy' in result.stdout
     command = subprocess.run([str(Path(sys.executable).parent / 'composer-sampling'), 'train', 'yamls/digits.yaml',
