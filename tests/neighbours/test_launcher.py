@@ -23,7 +23,8 @@ pytestmark = pytest.mark.launcher
 
 
 def test_two_rank_suite(tmp_path: Path) -> None:
-    result, output = launch(['-n', '2', '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider'], tmp_path)
+    result, output = launch(['-n', '2', '-m', 'pytest', 'tests/dist', '-q', '-p', 'no:cacheprovider'], tmp_path,
+                            timeout=900)  # a guard against a hang: the suite's ~30 tests take minutes on a busy host
     assert result.returncode == 0, output
     passed = re.findall(r'(\d+) passed', output)
     assert passed == [str(TWO_RANK_TESTS)] * 2, output  # both ranks ran every test: none skipped
