@@ -29,12 +29,12 @@ from composer_sampling.ledger_format import LedgerWriter, index_bytes, read_ledg
 from composer_sampling.train import main as train_main
 
 from support.helpers import states_equal
+from support.launched_runs import SHARES_TWO_RANK_SYNTHETIC, SYNTHETIC_RECIPE, two_rank_synthetic
 from support.launcher import COMPOSER
 
 ROOT = Path(__file__).resolve().parents[2]
 #: 320 training samples (of 400) at global batch 64: 5 batches an epoch; checkpoints at batches 3 and 5 (the end).
-COMMON = ['yamls/digits.yaml', 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep',
-          'save_interval=3ba', 'run_name=synthetic', 'callbacks.sample_ledger={}']
+COMMON = SYNTHETIC_RECIPE
 
 
 # when the schedule uploads --------------------------------------------------------------------------
@@ -196,18 +196,19 @@ def test_a_run_killed_after_a_checkpoint_autoresumes_from_the_bucket_and_audits_
 
 @pytest.mark.s3
 @pytest.mark.launcher
+@SHARES_TWO_RANK_SYNTHETIC
 def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audit_exactly_once(
-        s3_bucket: str, tmp_path: Path) -> None:
+        s3_bucket: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The same on two ranks through the launcher: rank 0 (which writes the checkpoint and its pointer) is killed
     mid-epoch, the launcher ends the other, the same command resumes both from the bucket; every sample once, and
-    the weights and optimizer state of a two-rank run that never stopped."""
+    the weights and optimizer state of a two-rank run that never stopped (launched once for this test and
+    tests/neighbours/test_launcher.py's, COMMON into a local folder)."""
     def launched(name: str) -> list[str]:
         return [COMPOSER, '-n', '2', '--stdout', str(tmp_path / f'{name}-rank{{rank}}.out')]
 
-    whole = tmp_path / 'whole'
-    returncode, output = _killed_run([*launched('whole'), '-m', 'composer_sampling.train', *COMMON,
-                                      f'save_folder={whole}'], tmp_path / 'whole.log')
-    assert returncode == 0, output
+    never_stopped = two_rank_synthetic(tmp_path_factory)
+    assert never_stopped.result.returncode == 0, never_stopped.output
+    whole = never_stopped.save_folder
     run = f'{s3_bucket}/run'
     command = [*COMMON, f'save_folder={run}', 'autoresume=true']
     killer = ['tests/support/fault_train.py', str(tmp_path), '0', '4']

@@ -2,6 +2,8 @@
 
     composer -n 2 tests/support/fault_train.py LEDGER_DIR KILL_RANK KILL_AT_BATCH RECIPE [field=value ...]
 
+or, on one rank without a process of its own, ``main([LEDGER_DIR, KILL_RANK, ...])``.
+
 Every rank appends to ``LEDGER_DIR/trained-{run}-rank{r}.jsonl`` one line per trained
 batch ({"epoch", "batch", "indices"}) and to ``reads-{run}-rank{r}.jsonl`` one line per
 dataset read. ``KILL_RANK`` -1 kills nobody; otherwise that rank sends itself SIGKILL
@@ -93,8 +95,9 @@ def _wait_for_uploads(state: State, logger: Logger) -> None:
             callback.fit_end(state, logger)
 
 
-def main() -> None:
-    ledger_dir, kill_rank, kill_at, recipe_path, *overrides = sys.argv[1:]
+def main(argv: list[str]) -> None:
+    """Train as the command line says (``argv`` without the script's name); in process too, on one rank."""
+    ledger_dir, kill_rank, kill_at, recipe_path, *overrides = argv
     recipe = load_recipe(recipe_path, overrides)
     tag = f'{recipe.run_name}-rank{dist.get_global_rank()}'
     run = build_run(resolve(recipe))
@@ -103,8 +106,12 @@ def main() -> None:
     logged_loader = DataLoader(logged, batch_size=loader.batch_size, sampler=loader.sampler)
     run = dataclasses.replace(run, train_loader=logged_loader)
     trained = TrainedLedger(Path(ledger_dir) / f'trained-{tag}.jsonl', int(kill_rank), kill_at, recipe.save_folder)
-    train(recipe, run=run, callbacks=[trained])
+    try:
+        train(recipe, run=run, callbacks=[trained])
+    finally:
+        logged.log.close()
+        trained.log.close()
 
 
 if __name__ == '__main__':
-    main()
+    main(sys.argv[1:])
