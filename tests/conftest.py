@@ -78,6 +78,11 @@ SHARED_RESOURCES = {
                                 'tests/neighbours/test_launcher.py::test_two_rank_suite'),
     # pip builds the wheel in the checkout's build/ folder, which two builds at once would share.
     'wheel': ('tests/test_wheel.py::',),
+    # the never-stopped two-rank run of tests/support/launched_runs.py, launched once per process for both
+    'two-rank-synthetic': (
+        'tests/neighbours/test_launcher.py::test_the_train_module_runs_under_the_launcher_and_from_the_command',
+        'tests/ledger/test_ledger_upload.py::test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket',
+    ),
 }
 
 

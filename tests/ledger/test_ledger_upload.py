@@ -29,7 +29,7 @@ from composer_sampling.ledger_format import LedgerWriter, index_bytes, read_ledg
 from composer_sampling.train import main as train_main
 
 from support.helpers import states_equal
-from support.launched_runs import SHARES_TWO_RANK_SYNTHETIC, SYNTHETIC_RECIPE, two_rank_synthetic
+from support.launched_runs import SYNTHETIC_RECIPE, two_rank_synthetic
 from support.launcher import COMPOSER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +196,6 @@ def test_a_run_killed_after_a_checkpoint_autoresumes_from_the_bucket_and_audits_
 
 @pytest.mark.s3
 @pytest.mark.launcher
-@SHARES_TWO_RANK_SYNTHETIC
 def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audit_exactly_once(
         s3_bucket: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The same on two ranks through the launcher: rank 0 (which writes the checkpoint and its pointer) is killed

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.launched_runs import SHARES_TWO_RANK_SYNTHETIC, two_rank_synthetic
+from support.launched_runs import two_rank_synthetic
 from support.launcher import COMPOSER, ROOT, environment, free_port, launch
 
 TWO_RANK_TESTS = 30
@@ -49,7 +49,6 @@ def test_two_nodes_of_one_process_each_on_loopback(tmp_path: Path) -> None:
         assert '1 passed' in output, output
 
 
-@SHARES_TWO_RANK_SYNTHETIC
 def test_the_train_module_runs_under_the_launcher_and_from_the_command(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     launched = two_rank_synthetic(tmp_path_factory)  # the never-stopped run tests/ledger/test_ledger_upload.py reads

@@ -3,7 +3,7 @@
 A launch pays for importing Composer in the launcher and in every rank; a run that
 tests in several files read is launched by the first of them and reused by the
 others. Under pytest-xdist each worker is its own process: the tests that share a
-run carry the mark :data:`SHARES_TWO_RANK_SYNTHETIC`, which keeps them on one worker.
+run are one group of ``SHARED_RESOURCES`` in ``tests/conftest.py``, which keeps them on one worker.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ from support.launcher import launch
 #: checkpoints at batches 3 and 5 (the end), the sample ledger beside them.
 SYNTHETIC_RECIPE = ['yamls/digits.yaml', 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep',
                     'save_interval=3ba', 'run_name=synthetic', 'callbacks.sample_ledger={}']
-
-#: The mark of the tests that read :func:`two_rank_synthetic`'s run: one xdist worker launches it for all of them.
-SHARES_TWO_RANK_SYNTHETIC = pytest.mark.xdist_group('two_rank_synthetic')
-
 
 @dataclasses.dataclass(frozen=True)
 class LaunchedRun:
