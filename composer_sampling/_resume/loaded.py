@@ -46,7 +46,7 @@ def _entry(value: Any) -> Any:
 
 def sync_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, replication: int, layout: Layout,
                epoch_seeds: dict[str, Any] | None, rng: dict[str, Any]) -> dict[str, Any]:
-    """The state SamplerSync saves, in the current version (``rng``: the RNG copy's keys).
+    """The state SamplerSync saves, in the current version (``rng``: the RNG copy, ``{'rng', 'rng_batch'}``).
 
     Example:
         >>> list(sync_state(7, None, 1, Layout(8, 2), None, {'rng': None, 'rng_batch': None}))[:3]
@@ -59,7 +59,8 @@ def sync_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, r
         'global_batch': layout.global_batch,
         'data_parallel_ranks': layout.data_parallel_ranks,
         'epoch_seeds': _entry(epoch_seeds),
-        **{key: _entry(value) if key == 'rng' else value for key, value in rng.items()},
+        'rng': _entry(rng['rng']),
+        'rng_batch': rng['rng_batch'],
     })
 
 

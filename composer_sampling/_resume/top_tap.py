@@ -13,7 +13,6 @@ end. ``state.train_dataloader`` stays yours throughout.
 from __future__ import annotations
 
 import weakref
-from typing import Any
 
 from composer.core import State
 from torch.utils.data import DataLoader
@@ -38,12 +37,7 @@ def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None
     subclass (torchdata's ``StatefulDataLoader``, ...), which this module does not
     rebuild.
     """
-    return _placed_tap(state, graph.root, listener)  # the top, as the fit's one walk found it
-
-
-def _placed_tap(state: State, top: Any, listener: Listener | None) -> IndexTap | None:
-    """The tap above ``top``, telling ``listener``: the one already placed, one installed in its grouping wrapper,
-    or a rebuilt loader's."""
+    top = graph.root  # the top, as the fit's one walk found it
     loader = state.dataloader
     if not isinstance(loader, DataLoader):
         return None
