@@ -37,17 +37,18 @@ def _section(name: str) -> str:
 
 
 def _bounds(figure: str) -> tuple[float, float]:
-    """The interval a printed figure stands for (``12 s``: 11.5 to 12.5 s), in the base unit (seconds, bytes, ...).
+    """The interval a printed figure stands for (``12 s``: 11.5 to 12.5 s), in the base unit (seconds, bytes, ...);
+    a bare number is its own unit.
 
     Example:
-        >>> _bounds('12 s'), _bounds('1,335.1 ms')
-        ((11.5, 12.5), (1.33505, 1.33515))
+        >>> _bounds('12 s'), _bounds('1,335.1 ms'), _bounds('3.9')
+        ((11.5, 12.5), (1.33505, 1.33515), (3.85, 3.95))
     """
-    match = re.fullmatch(r'(\d[\d,]*(?:\.\d+)?) ?(\S+)', figure)
+    match = re.fullmatch(r'(\d[\d,]*(?:\.\d+)?) ?(\S*)', figure)
     assert match, f'{figure!r} is not a number and a unit'
     value = Decimal(match.group(1).replace(',', ''))
     half = Decimal(1).scaleb(value.as_tuple().exponent) / 2  # type: ignore[arg-type]
-    scale = UNITS[match.group(2)]
+    scale = UNITS[match.group(2)] if match.group(2) else 1.0
     return float(value - half) * scale, float(value + half) * scale
 
 
@@ -92,7 +93,7 @@ def _ratio_bounds(ours: tuple[float, float], anchor: tuple[float, float], ratio:
 def test_each_ratio_follows_from_its_figures(row: dict[str, str]) -> None:
     stated = NUMBER.search(row['ratio'])
     assert stated, f'{row["ratio"]!r} states no number'
-    low, high = _bounds(stated.group(0) + ' s')
+    low, high = _bounds(stated.group(0))
     possible = _ratio_bounds(_bounds(row['ours']), _bounds(row['anchor figure']), row['ratio'],
                              rate=row['ours'].endswith('/s'))
     assert low <= possible[1] and high >= possible[0], (
