@@ -22,27 +22,34 @@ TEST_WORKERS ?= 2
 SLOW := launcher or llmfoundry or s3
 # loadgroup: the tests sharing one resource run on one worker (tests/conftest.py's SHARED_RESOURCES)
 XDIST := -n $(TEST_WORKERS) --dist loadgroup
-# pip backtracks for a long time through llm-foundry's dependencies unless these two are bounded
+# pip backtracks for a long time through llm-foundry's dependencies unless these two are bounded (kept for uv: the
+# same versions as pip resolves)
 PINS := 'protobuf>=4.25.1,<6' 'wandb<0.19'
+# Each venv installs uv with its own pip, then its packages with uv: measured side by side on the test environment
+# of the oldest Composer, uv took 63 s where pip took 507 s, for the same versions. --no-cache leaves nothing outside
+# the venv (the two venvs hold about 14 GB).
+UV := 'uv==0.13.9'
+UV_FLAGS := --quiet --no-cache
 
 .PHONY: setup demo test test-fast bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,demo,llmfoundry]' $(PINS)
+	$(PY) -m pip install --quiet $(UV)
+	$(VENV)/bin/uv pip install $(UV_FLAGS) --python $(PY) -e '.[test,demo,llmfoundry]' $(PINS)
 	touch $(STAMP) $(DEMO_STAMP)  # everything holds the demo's extra
 
 $(DEMO_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[demo]'
+	$(PY) -m pip install --quiet $(UV)
+	$(VENV)/bin/uv pip install $(UV_FLAGS) --python $(PY) -e '.[demo]'
 	touch $(DEMO_STAMP)
 
 $(OLDEST_STAMP): pyproject.toml
 	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
-	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
-	$(OLDEST)/bin/python -m pip install --quiet -e '.[test]' 'mosaicml==0.29.0' 'torch==2.6.0' 'torchvision==0.21.0'
+	$(OLDEST)/bin/python -m pip install --quiet $(UV)
+	$(OLDEST)/bin/uv pip install $(UV_FLAGS) --python $(OLDEST)/bin/python -e '.[test]' 'mosaicml==0.29.0' \
+		'torch==2.6.0' 'torchvision==0.21.0'
 	touch $(OLDEST_STAMP)
 
 setup: $(STAMP)
