@@ -3,7 +3,7 @@
 :func:`checked_spec` runs what needs neither data nor Composer: the batch math and
 the seed for this world size, each builder's import and arguments (``plan`` imports
 only the data parts), the checkpoint at ``load_path``. ``train`` adds the folders'
-(:func:`check_folders`). Once the datasets are built (never indexed),
+(:func:`~composer_sampling.recipes.folders.check_save_folders`). Once the datasets are built (never indexed),
 :func:`~composer_sampling.recipes.build_data.check_data` checks the splits, the
 mixture's sources and token units. Every failure is a
 :class:`~composer_sampling.recipes.errors.RecipeError` naming the field.
@@ -32,11 +32,10 @@ from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_check
 from composer_sampling.recipes.composer_names import SAME_UNIT_WARMUP
 from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, resumed_file, run_folders
 from composer_sampling.recipes.registry import RegistryError, check_arguments
 from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
 
-__all__ = ['Checked', 'check_folders', 'checked_spec', 'recipe_batch_sizes']
+__all__ = ['Checked', 'checked_spec', 'recipe_batch_sizes']
 
 
 @dataclass(frozen=True)
@@ -157,11 +156,3 @@ def _check_builder(part: PartSpec) -> Callable[..., Any]:
         raise RecipeError(f'{part.field}: {error}') from None
     return builder
 
-
-def check_folders(spec: RunSpec) -> None:
-    """The save and ledger folders of ``spec``'s recipe as it stands (no autoresume): refused as ``train`` refuses
-    them (:func:`~composer_sampling.recipes.folders.check_save_folders`)."""
-    recipe = spec.recipe
-    folders = run_folders(recipe, spec.ledger_folder, spec.run_name)
-    later = later_checkpoints(recipe, folders, resumed_file(recipe.load_path, spec.run_name))
-    check_save_folders(recipe, spec.ledger_folder, folders, later)

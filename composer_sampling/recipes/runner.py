@@ -31,10 +31,9 @@ if TYPE_CHECKING:
 
     from composer_sampling.recipes.build_training import Run
     from composer_sampling.recipes.folders import LaterCheckpoints
-    from composer_sampling.recipes.resolve import RunSpec
 
 __all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'parse_recipe_arguments', 'recipe_arguments',
-           'set_aside_interrupted_saves', 'train']
+           'set_aside_interrupted', 'train']
 
 NO_SAMPLER_SYNC = (
     'training without callbacks.sampler_sync: a sampler Composer does not reach (any but a DistributedSampler set '
@@ -81,7 +80,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
     if rank_zero:
-        _set_aside(run.interrupted)
+        set_aside_interrupted(run.interrupted)
         print(run.summary, flush=True)
     try:
         trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
@@ -96,24 +95,18 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
 
 
-def set_aside_interrupted_saves(spec: RunSpec) -> Path | None:
+def set_aside_interrupted(later: LaterCheckpoints | None) -> Path | None:
     """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
 
-    Only when the run resumes from the save folder's latest checkpoint
-    (:attr:`~composer_sampling.recipes.folders.LaterCheckpoints.interrupted`): the files are
-    checkpoints later than it, which Composer would refuse to start over. They are moved,
-    never deleted; the folder they went to is returned (``None``: nothing to move).
+    ``later`` is what :func:`~composer_sampling.recipes.build_training.build_run` found
+    (:attr:`~composer_sampling.recipes.build_training.Run.interrupted`): the checkpoints after
+    the save folder's latest, which the run resumes; Composer would refuse to start over them.
+    They are moved, never deleted; the folder they went to is returned (``None``: nothing to move).
+
+    Example:
+        >>> set_aside_interrupted(None) is None  # build_run found nothing a save cut short left
+        True
     """
-    from composer_sampling.recipes.folders import later_checkpoints, resumed_file, run_folders
-
-    recipe = spec.recipe
-    later = later_checkpoints(recipe, run_folders(recipe, spec.ledger_folder, spec.run_name),
-                              resumed_file(recipe.load_path, spec.run_name))
-    return _set_aside(later if later is not None and later.interrupted else None)
-
-
-def _set_aside(later: LaterCheckpoints | None) -> Path | None:
-    """Move the checkpoints ``later`` names into a new ``interrupted-N`` folder of theirs (None: nothing to move)."""
     if later is None:
         return None
     folder = later.link.parent

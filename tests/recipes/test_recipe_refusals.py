@@ -24,11 +24,11 @@ from composer.utils import format_name_with_dist
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from composer_sampling.recipes.checks import check_folders
+from composer_sampling.recipes.build_training import build_run
 from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.folders import rank_zero_folder
 from composer_sampling.recipes.resolve import resolve
-from composer_sampling.recipes.runner import set_aside_interrupted_saves
+from composer_sampling.recipes.runner import set_aside_interrupted
 from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import main as train_main
 
@@ -438,14 +438,14 @@ def test_what_a_full_disk_left_after_the_latest_checkpoint_is_moved_aside_never_
                                         f'save_folder={tmp_path}', f'load_path={tmp_path}/latest-rank{{rank}}.pt']))
     for attempt in (1, 2):  # the same crash twice: each resume sets its leftovers aside in a folder of its own
         (tmp_path / 'ep0-ba4-rank0.pt').write_bytes(whole[:len(whole) // 2])
-        check_folders(spec)  # the latest is resumed: no refusal
-        assert set_aside_interrupted_saves(spec) == tmp_path / f'interrupted-{attempt}'
+        run = build_run(spec)  # the latest is resumed: no refusal
+        assert set_aside_interrupted(run.interrupted) == tmp_path / f'interrupted-{attempt}'
         assert (tmp_path / f'interrupted-{attempt}' / 'ep0-ba4-rank0.pt').read_bytes() == whole[:len(whole) // 2]
         assert f'moved ep0-ba4-rank0.pt ({len(whole) // 2} bytes) to {tmp_path}/interrupted-{attempt}' in \
             capsys.readouterr().out
     assert sorted(path.name for path in tmp_path.iterdir()) == [checkpoint.name, 'interrupted-1', 'interrupted-2',
                                                                  'latest-rank0.pt']
-    assert set_aside_interrupted_saves(spec) is None, 'nothing left to move'
+    assert set_aside_interrupted(build_run(spec).interrupted) is None, 'nothing left to move'
 
 
 def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
