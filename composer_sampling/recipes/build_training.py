@@ -53,7 +53,6 @@ class Run:
     device: str = 'cpu'  # the device this machine trains on: cpu, gpu or mps (machine_device)
     interrupted: LaterCheckpoints | None = None  # what a save cut short left after the latest checkpoint resumed
     graph: GraphSnapshot | None = None  # the train loader's graph, walked once (the summary and the sharding check)
-    summary: str = ''  # the run summary rank 0 prints before training
 
     @property
     def checkpoint_seed(self) -> int | None:
@@ -78,6 +77,17 @@ class Run:
     @property
     def seed_source(self) -> str:
         return 'the checkpoint\'s, at load_path' if self.checkpoint_seed is not None else self.spec.sync.seed_source
+
+    @property
+    def summary(self) -> str:
+        """The run summary rank 0 prints before training, of the train loader the Trainer gets (its ``graph``, or a
+        walk of it here when ``None``: a loader swapped in after :func:`build_run`)."""
+        from composer_sampling._proofs.summary import summarize
+
+        checkpoints = self.checked.checkpoints if self.checked is not None else None
+        return summarize(self.train_loader, batch_sizes=self.batch_sizes, data_seed=self.data_seed,
+                         seed_source=self.seed_source, graph=self.graph,
+                         run_rows=summary_rows(self.spec, self.device, checkpoints))
 
 
 def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any) -> Trainer:
@@ -136,7 +146,6 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
 
     from composer_sampling._graph.snapshot import take_snapshot
     from composer_sampling._graph.walk import sharding_problem
-    from composer_sampling._proofs.summary import summarize
     from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.build_data import Placement, build_loaders
     from composer_sampling.recipes.checks import checked_spec
@@ -160,11 +169,8 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     loaders = build_loaders(spec, batch_sizes, Placement(batch_sizes.data_parallel, rank // batch_sizes.replication,
                                                          seed))
     graph = take_snapshot(loaders.train)
-    run = Run(spec, batch_sizes, loaders.data.train, loaders.data.held_out, loaders.train, loaders.held_out, checked,
-              device, later if later is not None and later.interrupted else None, graph)
-    summary = summarize(loaders.train, batch_sizes=batch_sizes, data_seed=run.data_seed, seed_source=run.seed_source,
-                        graph=graph, run_rows=summary_rows(spec, device, checked.checkpoints))
     problem = sharding_problem(graph.root, world_size, rank, batch_sizes.replication, nodes=graph.active)
     if problem is not None:
         raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
-    return replace(run, summary=summary)
+    return Run(spec, batch_sizes, loaders.data.train, loaders.data.held_out, loaders.train, loaders.held_out, checked,
+               device, later if later is not None and later.interrupted else None, graph)

@@ -3,7 +3,7 @@
 The walk goes down the floors once: :func:`~composer_sampling.recipes.schema.load_recipe`
 (the YAML), :func:`~composer_sampling.recipes.resolve.resolve` (the frozen spec),
 :func:`~composer_sampling.recipes.build_training.build_run` (the device, the folders, the
-checks, the data and loaders, Composer's parts, the summary), then the ``Trainer``.
+checks, the data and loaders), the run's summary, then the ``Trainer`` (Composer's parts).
 Composer (and torch) are imported only once the recipe has loaded: a recipe that fails
 its static checks exits 2 quickly.
 

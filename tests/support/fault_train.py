@@ -104,7 +104,7 @@ def main(argv: list[str]) -> None:
     loader = run.train_loader
     logged = LoggedReads(run.train_dataset, Path(ledger_dir) / f'reads-{tag}.jsonl')
     logged_loader = DataLoader(logged, batch_size=loader.batch_size, sampler=loader.sampler)
-    run = dataclasses.replace(run, train_loader=logged_loader)
+    run = dataclasses.replace(run, train_loader=logged_loader, graph=None)  # the summary walks the loader trained
     trained = TrainedLedger(Path(ledger_dir) / f'trained-{tag}.jsonl', int(kill_rank), kill_at, recipe.save_folder)
     try:
         train(recipe, run=run, callbacks=[trained])
