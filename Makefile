@@ -28,11 +28,12 @@ XDIST := -n $(TEST_WORKERS) --dist loadgroup
 PINS := 'protobuf>=4.25.1,<6' 'wandb<0.19'
 # Each venv installs uv with its own pip, then its packages with uv: on the test environment of the oldest Composer,
 # uv took 63 s where pip took 507 s, for the same versions. --no-cache leaves nothing outside the venv (the two
-# venvs hold about 14 GB). --compile-bytecode writes the .pyc files at install, as pip does: where
-# PYTHONDONTWRITEBYTECODE is set, no process writes them later, and every launched rank would compile Composer's
-# imports again (an import of composer took 25 s of CPU instead of 11).
+# venvs hold about 14 GB). uv writes no .pyc files (pip compiles every module at install, most of its time): each is
+# written at its first import, so PYTHONDONTWRITEBYTECODE, set in some environments, is cleared for every command
+# here; with it, each launched rank compiled Composer's imports again (25 s of CPU an import instead of 11).
 UV := 'uv==0.13.9'
-UV_FLAGS := --quiet --no-cache --compile-bytecode
+UV_FLAGS := --quiet --no-cache
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: setup demo test test-fast test-main test-oldest bench
 
