@@ -8,9 +8,8 @@
 #   make test-fast  for the edit-test loop: ruff and every test but the launcher, llm-foundry and S3 tiers, in this
 #               .venv only (CI runs make test)
 # make test runs the launcher, llm-foundry and S3 tiers in TEST_WORKERS processes (pytest-xdist; TEST_WORKERS=1
-# runs them in one), then the rest in one process beside the oldest Composer's tests in another (test-main and
-# test-oldest): measured side by side, two workers made the rest slower (its tests start subprocesses and torch
-# threads of their own, which two workers on two cores oversubscribe).
+# runs them in one), the rest in one process: measured side by side, two workers made that part slower (its tests
+# start subprocesses and torch threads of their own, which two workers on two cores oversubscribe).
 # scripts/check_gpu.py (resume on one and two GPUs) is for a machine with a GPU, and is not part of make test.
 PYTHON ?= python3
 VENV := .venv
@@ -35,7 +34,7 @@ UV := 'uv==0.13.9'
 UV_FLAGS := --quiet --no-cache
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup demo test test-fast test-main test-oldest bench
+.PHONY: setup demo test test-fast bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,13 +72,7 @@ test:  # the two environments install side by side (mostly downloads), then the 
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -m '$(SLOW)' $(XDIST)
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-main test-oldest
-
-# make test runs these two side by side (each prints when it ends): neither keeps both cores busy alone
-test-main: $(STAMP)
 	$(PY) -m pytest -m 'not ($(SLOW))'
-
-test-oldest: $(OLDEST_STAMP)
 	$(OLDEST)/bin/python -m pytest -m composer -q
 
 test-fast: $(STAMP)

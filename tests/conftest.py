@@ -7,11 +7,9 @@ every other test runs only in a plain single process.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,30 +96,6 @@ def shared_resource(nodeid: str) -> str | None:
         True
     """
     return next((name for name, prefixes in SHARED_RESOURCES.items() if nodeid.startswith(prefixes)), None)
-
-
-#: The groups that are resources of the whole machine, not of one pytest run: make test runs the tests of this
-#: .venv and of the oldest Composer's side by side, in two pytest processes that no scheduler spans.
-MACHINE_WIDE = ('streaming-shared-memory', 'wheel')
-
-
-@pytest.fixture(autouse=True)
-def _hold_the_machine_wide_resource(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test of a group in ``MACHINE_WIDE`` runs holding that group's lock file, shared by every pytest process.
-
-    ``fcntl.flock`` on a file of the temporary folder: a test of another process waits until it is free, and the
-    kernel drops the lock of a process that dies.
-    """
-    group = shared_resource(request.node.nodeid)
-    if group not in MACHINE_WIDE:
-        yield
-        return
-    with open(Path(tempfile.gettempdir()) / f'composer-sampling-tests-{group}.lock', 'a') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(optionalhook=True)
