@@ -34,25 +34,27 @@ UV := 'uv==0.13.9'
 UV_FLAGS := --quiet --no-cache
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup demo test test-fast bench
+.PHONY: setup demo lint test test-fast
+
+# $(call install,VENV,ARGUMENTS): create VENV when missing, install uv with its pip, then ARGUMENTS with uv.
+define install
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet $(UV)
+	$(1)/bin/uv pip install $(UV_FLAGS) --python $(1)/bin/python $(2)
+endef
+EVERYTHING := -e '.[test,demo,llmfoundry]' $(PINS)
+OLDEST_COMPOSER := -e '.[test]' 'mosaicml==0.29.0' 'torch==2.6.0' 'torchvision==0.21.0'
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(UV)
-	$(VENV)/bin/uv pip install $(UV_FLAGS) --python $(PY) -e '.[test,demo,llmfoundry]' $(PINS)
+	$(call install,$(VENV),$(EVERYTHING))
 	touch $(STAMP) $(DEMO_STAMP)  # everything holds the demo's extra
 
 $(DEMO_STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(UV)
-	$(VENV)/bin/uv pip install $(UV_FLAGS) --python $(PY) -e '.[demo]'
+	$(call install,$(VENV),-e '.[demo]')
 	touch $(DEMO_STAMP)
 
 $(OLDEST_STAMP): pyproject.toml
-	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
-	$(OLDEST)/bin/python -m pip install --quiet $(UV)
-	$(OLDEST)/bin/uv pip install $(UV_FLAGS) --python $(OLDEST)/bin/python -e '.[test]' 'mosaicml==0.29.0' \
-		'torch==2.6.0' 'torchvision==0.21.0'
+	$(call install,$(OLDEST),$(OLDEST_COMPOSER))
 	touch $(OLDEST_STAMP)
 
 setup: $(STAMP)
@@ -67,10 +69,14 @@ demo: $(DEMO_STAMP)
 		examples/text-classification/recipe.yaml
 	$(VENV)/bin/composer-sampling audit runs/text-classification
 
-test:  # the two environments install side by side (mostly downloads), then the tests run
-	$(MAKE) --no-print-directory -j2 $(STAMP) $(OLDEST_STAMP)
+lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# ruff and mypy (about a minute, mypy reading torch's sources) run while the oldest Composer's environment is still
+# installing (mostly downloads), then the tiers
+test:
+	$(MAKE) --no-print-directory -j2 lint $(OLDEST_STAMP)
 	$(PY) -m pytest -m '$(SLOW)' $(XDIST)
 	$(PY) -m pytest -m 'not ($(SLOW))' $(XDIST)
 	$(OLDEST)/bin/python -m pytest -m composer -q $(XDIST)
