@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from composer.utils import dist
 
+from composer_sampling.recipes.cli import main as cli_main
 from composer_sampling.train import main as train_main
 
 pytestmark = pytest.mark.world_size(2)
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
+EXAMPLE = ROOT / 'examples' / 'text-classification'
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
@@ -72,3 +74,21 @@ def test_a_crafted_checkpoint_on_two_ranks_runs_nothing(tmp_path: Path, capsys: 
     assert not any('run summary' in text for text in printed)
     assert not marker.exists()
     dist.barrier()  # rank 0's folder stays until both ranks have looked
+
+
+def test_the_example_project_trains_on_two_ranks_and_its_ledger_audits(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example user package (examples/text-classification), on the path as its recipe says, trained by the
+    command on two ranks; its ledger audits."""
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setenv('PYTHONPATH', str(EXAMPLE))  # as the user runs it: for every process the run starts too
+    dist.initialize_dist('cpu', timeout=60)
+    folder = Path(dist.all_gather_object(str(tmp_path))[0]) / 'run'  # rank 0's: one save folder for both ranks
+    code, printed = _run(capsys, str(EXAMPLE / 'recipe.yaml'), 'max_duration=2ep', f'save_folder={folder}')
+    assert dist.all_gather_object(code) == [0, 0], printed
+    metrics = re.search(r'held-out after 2 epochs: CrossEntropy ([0-9.]+), MulticlassAccuracy ([0-9.]+)', printed[0])
+    assert metrics is not None, printed
+    assert float(metrics.group(2)) > 0.8, printed  # three topics: chance is 1/3
+    if dist.get_global_rank() == 0:
+        assert cli_main(['audit', str(folder)]) == 0, capsys.readouterr()
+    dist.barrier()  # rank 0's folder stays until both ranks are done
