@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from composer_sampling.batching import BatchSizes
 from composer_sampling.recipes.build_composer_parts import TrainerParts, build_trainer_parts, summary_rows
+from composer_sampling.recipes.checkpoints import CheckedCheckpoint
 from composer_sampling.recipes.checks import Checked
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import LaterCheckpoints
@@ -55,6 +57,11 @@ class Run:
     graph: GraphSnapshot | None = None  # the train loader's graph, walked once (the summary and the sharding check)
 
     @property
+    def checked_checkpoints(self) -> Mapping[str, CheckedCheckpoint] | None:
+        """The checkpoints the recipe names, checked, by field; None when nothing was checked."""
+        return self.checked.checkpoints if self.checked is not None else None
+
+    @property
     def checkpoint_seed(self) -> int | None:
         """The data seed of the checkpoint at load_path, when it could be read."""
         return self.checked.checkpoint_seed if self.checked is not None else None
@@ -62,7 +69,7 @@ class Run:
     @property
     def load_path(self) -> str | None:
         """What Composer's ``load_path`` receives: the checked copy of the recipe's file, or its value if trusted."""
-        checked = self.checked.checkpoints.get('load_path') if self.checked is not None else None
+        checked = (self.checked_checkpoints or {}).get('load_path')
         return checked.load_path if checked is not None else self.recipe.load_path
 
     @property
@@ -84,10 +91,9 @@ class Run:
         walk of it here when ``None``: a loader swapped in after :func:`build_run`)."""
         from composer_sampling._proofs.summary import summarize
 
-        checkpoints = self.checked.checkpoints if self.checked is not None else None
         return summarize(self.train_loader, batch_sizes=self.batch_sizes, data_seed=self.data_seed,
                          seed_source=self.seed_source, graph=self.graph,
-                         run_rows=summary_rows(self.spec, self.device, checkpoints))
+                         run_rows=summary_rows(self.spec, self.device, self.checked_checkpoints))
 
 
 def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any) -> Trainer:
@@ -102,7 +108,7 @@ def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any)
 
     recipe = run.recipe
     if parts is None:
-        parts = build_trainer_parts(run.spec, run.checked.checkpoints if run.checked is not None else None)
+        parts = build_trainer_parts(run.spec, run.checked_checkpoints)
     extra_callbacks = list(overrides.pop('callbacks', []))
     arguments: dict[str, Any] = {
         'model': parts.model,
