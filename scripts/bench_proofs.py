@@ -215,7 +215,6 @@ def plan_parts(samples: int = 10**9, ranks: int = 16384, probe: int = 32) -> lis
     """CPU ns a sample of each part of the counted proof, on ``probe`` ranks of ``samples`` on ``ranks`` ranks."""
     from itertools import chain
 
-    from composer_sampling._proofs._indices import CHUNK, batch_chunks
     from composer_sampling._proofs.counting import RankOverlap
     from composer_sampling._proofs.coverage import RankTally
 
@@ -225,12 +224,8 @@ def plan_parts(samples: int = 10**9, ranks: int = 16384, probe: int = 32) -> lis
     batches = [list(sampler) for sampler in samplers]
     iterated = clock() - started
     started = clock()
-    flattened = [np.fromiter(chain.from_iterable(rank), dtype=np.int64) for rank in batches]
-    one_by_one = clock() - started
-    started = clock()
-    arrays = [np.concatenate(list(batch_chunks(iter(rank), CHUNK))) for rank in batches]
+    arrays = [np.fromiter(chain.from_iterable(rank), dtype=np.int64) for rank in batches]
     converted = clock() - started
-    assert all(np.array_equal(a, b) for a, b in zip(arrays, flattened, strict=True))
     count = sum(array.size for array in arrays)
     tally = RankTally(RankOverlap(samples))
     tally.counts.ranks.planes.fill(0)  # paged in first, as it is after the first ranks of a whole plan
@@ -248,9 +243,7 @@ def plan_parts(samples: int = 10**9, ranks: int = 16384, probe: int = 32) -> lis
     for name, seconds, per in [
             ("iterating the user's batch sampler (`list` of its batches, our sampler's permutation included)",
              iterated, count),
-            ('converting the batches to arrays (`batch_chunks`: one `np.array` call for batches of one length)',
-             converted, count),
-            ('(the same conversion index by index, `np.fromiter` over the batches, as before)', one_by_one, count),
+            ('converting the batches to one array (`np.fromiter` over them)', converted, count),
             ('counting (`RankTally.add_rank`: a sort, the 2-bit planes)', counted, count),
             ('merging one worker\'s planes into another\'s, per sample of the dataset', merged, samples)]:
         rows.append(f'| {name} | {seconds / per * 1e9:,.1f} |')
