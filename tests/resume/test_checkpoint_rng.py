@@ -25,18 +25,20 @@ from support.resume_harness import LOADERS, CountedData, DropoutMLP, Row, fit, f
 
 pytestmark = pytest.mark.composer
 
+SEED = 17  # the weights' and the Trainer's
+
 
 def _trainer(folder: Path, *, callbacks: list[Any] | None = None, **kwargs: Any) -> tuple[Trainer, DropoutMLP]:
     """A dropout model over torch's DistributedSampler on one rank, 2 epochs of 10 batches."""
     data = CountedData(40, augment=True)
     # The weights start from this seed, not from whatever the process drew before: the Trainer seeds only after the
     # model is built, and a reference run must start where the run whose checkpoint is resumed started.
-    torch.manual_seed(17)
+    torch.manual_seed(SEED)
     model = DropoutMLP(dropout=0.5)
     kwargs.setdefault('max_duration', '2ep')
     trainer = Trainer(model=model, train_dataloader=LOADERS['torch_distributed'](data, 1, 0, 0),
                       optimizers=torch.optim.Adam(model.parameters(), lr=0.01),
-                      device_train_microbatch_size=4, callbacks=callbacks or [SamplerSync()], seed=17, device='cpu',
+                      device_train_microbatch_size=4, callbacks=callbacks or [SamplerSync()], seed=SEED, device='cpu',
                       progress_bar=False, log_to_console=False, load_progress_bar=False, **kwargs)
     return trainer, model
 
