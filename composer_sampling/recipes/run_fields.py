@@ -2,8 +2,8 @@
 
 :func:`check_run_fields` is the static check (the schema runs it, so ``plan`` and
 ``train`` refuse alike, without importing torch): the names Composer takes, the
-pairs Composer refuses whatever the machine (a mixed precision on the CPU, a
-parallelism on the CPU), and what ``autoresume`` needs. :func:`machine_device`
+pairs Composer refuses whatever the machine (a mixed precision on the CPU, FSDP1 or
+tensor parallelism on the CPU), and what ``autoresume`` needs. :func:`machine_device`
 is ``train``'s: the device this machine gives (``auto`` as Composer's
 ``get_device(None)`` picks it) and the refusals only the machine can decide.
 
@@ -25,7 +25,8 @@ from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
 
-__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_run_fields', 'composer_run_name', 'machine_device']
+__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_run_fields', 'composer_run_name', 'fsdp2_selected',
+           'machine_device']
 
 #: The devices a recipe names (``auto``: the GPU when torch sees one, else the CPU, as Composer's ``get_device``).
 DEVICES = ('auto', 'cpu', 'gpu', 'mps')
@@ -34,6 +35,19 @@ PRECISIONS = ('fp32', 'amp_fp16', 'amp_bf16', 'amp_fp8')
 #: What Composer's ``Trainer`` reads of a ``parallelism_config`` mapping (``_parse_parallelism_config``).
 PARALLELISM_KEYS = ('fsdp', 'tp')
 _CPU_ONLY_PRECISION = 'fp32'
+
+
+def fsdp2_selected() -> bool:
+    """Whether Composer builds FSDP2 from a ``parallelism_config.fsdp`` mapping: it does when ``FSDP_VERSION=2``.
+
+    Composer's FSDP1 asks for the current CUDA device; its FSDP2 trains on the CPU with gloo.
+
+    Example:
+        >>> import os
+        >>> fsdp2_selected() == (os.environ.get('FSDP_VERSION', '1') == '2')
+        True
+    """
+    return os.environ.get('FSDP_VERSION', '1') == '2'
 
 
 def composer_run_name(recipe: Any) -> str | None:
@@ -76,9 +90,12 @@ def _check_on_device(device: str, precision: str | None, parallelism: Mapping[st
     if precision is not None and precision != _CPU_ONLY_PRECISION:
         raise RecipeError(f'precision={precision} cannot train on {shown}: Composer trains on the CPU in fp32 '
                           'only; use precision: fp32 (or null), or a GPU device')
-    if parallelism:
-        raise RecipeError(f'parallelism_config ({", ".join(parallelism)}) cannot train on {shown}: Composer\'s '
-                          'FSDP and tensor parallelism need GPUs; remove parallelism_config, or use device: gpu')
+    needs_gpu = [key for key in parallelism or {} if key == 'tp' or not fsdp2_selected()]
+    if needs_gpu:
+        fsdp2 = ('; or, for fsdp, set FSDP_VERSION=2: Composer\'s FSDP2 trains on the CPU with gloo'
+                 if 'fsdp' in needs_gpu else '')
+        raise RecipeError(f'parallelism_config ({", ".join(needs_gpu)}) cannot train on {shown}: Composer\'s '
+                          f'FSDP1 and tensor parallelism need GPUs; remove it, or use device: gpu{fsdp2}')
 
 
 def _check_parallelism(parallelism: Mapping[str, Any] | None) -> None:
@@ -98,7 +115,10 @@ def machine_device(device: str, precision: str | None, parallelism: Mapping[str,
     ``get_device(None)`` decides. A device the machine lacks, a precision Composer
     refuses there (or whose library is missing), and a parallelism off the GPU are
     refused before anything trains; the fields of ``parallelism_config`` are checked
-    against Composer's ``FSDPConfig`` and ``TPConfig``.
+    against Composer's ``FSDPConfig`` and ``TPConfig`` (under ``FSDP_VERSION=2``, the
+    ``fsdp`` fields against ``FSDPConfig`` and ``FSDP2Config`` together, as Composer's
+    ``FSDP2Config.from_compatible_attrs`` takes both and ignores, with a warning, those
+    FSDP2 lacks).
 
     Example:
         >>> machine_device('cpu', 'fp32', None)
@@ -134,12 +154,15 @@ def _check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
         return
     import dataclasses
 
-    from composer.utils.parallelism import FSDPConfig, TPConfig
+    from composer.utils.parallelism import FSDP2Config, FSDPConfig, TPConfig
 
-    for key, config in (('fsdp', FSDPConfig), ('tp', TPConfig)):
+    fsdp = (FSDPConfig, FSDP2Config) if fsdp2_selected() else (FSDPConfig,)
+    for key, configs in (('fsdp', fsdp), ('tp', (TPConfig,))):
         section = parallelism.get(key) or {}
-        fields = [item.name for item in dataclasses.fields(config)]
+        fields = list(dict.fromkeys(item.name for config in configs for item in dataclasses.fields(config)
+                                    if not item.name.startswith('_')))
         unknown = sorted(set(section) - set(fields))
         if unknown:
-            raise RecipeError(f'unknown field parallelism_config.{key}.{unknown[0]} (Composer\'s {config.__name__} '
-                              f'takes: {", ".join(fields)})')
+            names = ' and '.join(config.__name__ for config in configs)
+            raise RecipeError(f'unknown field parallelism_config.{key}.{unknown[0]} (Composer\'s {names} '
+                              f'{"take" if len(configs) > 1 else "takes"}: {", ".join(fields)})')

@@ -22,6 +22,8 @@ import torch
 from composer_sampling.audit import audit_folder
 from composer_sampling.recipes.autoresume import autoresume_checkpoint
 from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.run_fields import machine_device
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import main as train_main
 
@@ -40,7 +42,12 @@ BOTH = [
     (['device=cpu', 'precision=amp_bf16'], 'precision=amp_bf16 cannot train on device=cpu: Composer trains on the CPU '
                                            'in fp32 only'),
     (['device=cpu', 'parallelism_config={fsdp: {}}'], "parallelism_config (fsdp) cannot train on device=cpu: "
-                                                       "Composer's FSDP and tensor parallelism need GPUs"),
+                                                       "Composer's FSDP1 and tensor parallelism need GPUs; "
+                                                       'remove it, or use device: gpu; or, for fsdp, set '
+                                                       "FSDP_VERSION=2: Composer's FSDP2 trains on the CPU with gloo"),
+    (['device=cpu', 'parallelism_config={tp: {}}'], "parallelism_config (tp) cannot train on device=cpu: Composer's "
+                                                     'FSDP1 and tensor parallelism need GPUs; remove it, or use '
+                                                     'device: gpu\n'),
     (['parallelism_config={pp: {}}'], "unknown field parallelism_config.pp (valid: fsdp, tp, as Composer's Trainer "
                                       'reads it)'),
     (['parallelism_config={fsdp: 3}'], "parallelism_config.fsdp must be a mapping of Composer's FSDPConfig fields"),
@@ -92,6 +99,26 @@ def test_train_refuses_what_the_machine_or_composers_classes_decide(overrides: l
     trained, train_err = _refused('train', [*overrides, 'max_duration=1ba'], capsys)
     assert trained == 2 and train_err.startswith(f'error: {message}') and 'run summary' not in train_err, train_err
     assert _refused('plan', overrides, capsys)[0] == 0
+
+
+def test_fsdp2_is_taken_on_the_cpu(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under ``FSDP_VERSION=2`` Composer builds FSDP2, which trains on the CPU with gloo: both commands take an
+    ``fsdp`` section on the CPU, its fields checked against FSDPConfig and FSDP2Config; tensor parallelism is still
+    refused, and without ``FSDP_VERSION=2`` an FSDP2-only field is unknown."""
+    fsdp = {'state_dict_type': 'sharded', 'reshard_after_forward': False}
+    monkeypatch.setenv('FSDP_VERSION', '2')
+    assert machine_device('cpu', 'fp32', {'fsdp': fsdp}) == 'cpu'
+    assert main(['plan', DIGITS, 'device=cpu', 'parallelism_config={fsdp: {reshard_after_forward: false}}']) == 0
+    capsys.readouterr()
+    with pytest.raises(RecipeError, match=r"parallelism_config \(tp\) cannot train on device=cpu"):
+        machine_device('cpu', 'fp32', {'fsdp': fsdp, 'tp': {}})
+    with pytest.raises(RecipeError, match=r"unknown field parallelism_config.fsdp.reshard \(Composer's FSDPConfig "
+                                          r"and FSDP2Config take: .*reshard_after_forward"):
+        machine_device('cpu', 'fp32', {'fsdp': {'reshard': False}})
+    monkeypatch.setenv('FSDP_VERSION', '1')
+    with pytest.raises(RecipeError, match=r"unknown field parallelism_config.fsdp.reshard_after_forward \(Composer's "
+                                          r"FSDPConfig takes: "):
+        machine_device('gpu', 'amp_bf16', {'fsdp': fsdp})
 
 
 def test_the_summary_shows_the_device_and_precision(capsys: pytest.CaptureFixture[str]) -> None:
