@@ -10,7 +10,10 @@
 # make test runs each tier in TEST_WORKERS processes (pytest-xdist; TEST_WORKERS=1 runs them in one), with one torch
 # thread a process (tests/conftest.py). Measured on 2 cores, the tier neither launcher, llm-foundry nor S3 took 362 s
 # in one process and 196 s in two; the oldest Composer's tier 117 s and 107 s. make test-oldest runs that tier alone.
-# scripts/check_gpu.py (resume on one and two GPUs) is for a machine with a GPU, and is not part of make test.
+# scripts/check_gpu.py (resume, FSDP2, the callbacks' cost, resume against the spin) is for a machine with a GPU, and
+# is not part of make test. make gpu-rehearsal runs it on the CPU in .venv-gpu, a Python 3.12 environment holding the
+# GPU machine's versions (scripts/gpu/image.txt: torch 2.11, numpy 2.5) and the wheels carried there
+# (scripts/gpu/wheels.txt, Composer 0.32.1 among them, installed without dependencies by scripts/gpu/run_on_device.sh).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -34,11 +37,17 @@ UV := 'uv==0.13.9'
 UV_FLAGS := --quiet --no-cache
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup demo lint test test-oldest test-fast
+GPU_VENV := .venv-gpu
+GPU_STAMP := $(GPU_VENV)/.installed-stamp
+# Python 3.12, as on the GPU machine: pyenv's when it has one, else python3.12 on the PATH
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) python3.12)
 
-# $(call install,VENV,ARGUMENTS): create VENV when missing, install uv with its pip, then ARGUMENTS with uv.
+.PHONY: setup demo lint test test-oldest test-fast gpu-rehearsal
+
+# $(call install,VENV,ARGUMENTS[,PYTHON]): create VENV when missing (with PYTHON, default $(PYTHON)), install uv with
+# its pip, then ARGUMENTS with uv.
 define install
-	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	test -x $(1)/bin/python || $(or $(3),$(PYTHON)) -m venv $(1)
 	$(1)/bin/python -m pip install --quiet $(UV)
 	$(1)/bin/uv pip install $(UV_FLAGS) --python $(1)/bin/python $(2)
 endef
@@ -56,6 +65,10 @@ $(DEMO_STAMP): pyproject.toml
 $(OLDEST_STAMP): pyproject.toml
 	$(call install,$(OLDEST),$(OLDEST_COMPOSER))
 	touch $(OLDEST_STAMP)
+
+$(GPU_STAMP): scripts/gpu/image.txt
+	$(call install,$(GPU_VENV),-r scripts/gpu/image.txt,$(PYTHON312))
+	touch $(GPU_STAMP)
 
 setup: $(STAMP)
 
@@ -89,3 +102,9 @@ test:
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m 'not ($(SLOW))' $(XDIST)
+
+# The GPU check rehearsed on the CPU, on the GPU machine's Python, torch and numpy, through the command that runs it
+# there (the carried wheels installed without dependencies); its table on stdout, its JSON in a new temporary folder.
+gpu-rehearsal: $(GPU_STAMP)
+	PYTHON=$(GPU_VENV)/bin/python scripts/gpu/fetch_wheels.sh
+	OUT=$$(mktemp -d -t gpu-rehearsal-XXXXXX) PYTHON=$(GPU_VENV)/bin/python scripts/gpu/run_on_device.sh --device cpu

@@ -110,6 +110,12 @@ def instrument(callback: Any) -> dict[str, list[float]]:
     return calls
 
 
+def own_per_batch(calls: dict[str, list[float]], batches: int) -> float:
+    """Seconds per batch of the calls :func:`instrument` timed: each kind of call at its median, as often as it came
+    (robust to a preempted call)."""
+    return sum(statistics.median(times) * len(times) for times in calls.values()) / batches
+
+
 #: The fits of a round: no callback of ours, a ``Callback()`` that does nothing, the ledger, a checkpoint saver
 #: alone (every epoch), and that saver with SamplerSync.
 VARIANTS = ('none', 'empty', 'ledger', 'saver', 'sync')
@@ -149,8 +155,7 @@ def one_fit(recipe_path: str, variant: str, folder: Path, timing: bool = False) 
     trainer = build_trainer(run, parts)
     trainer.fit()
     trainer.close()
-    # per batch: each kind of call at its median, as often as it came (robust to a preempted call)
-    own = sum(statistics.median(times) * len(times) for times in calls.values()) / clock.batches
+    own = own_per_batch(calls, clock.batches)
     # the events Composer hands it at every batch (not fit_start, epoch_start, the saves...), at their medians
     every_batch = sum(statistics.median(times) * len(times) / clock.batches for times in calls.values()
                       if len(times) >= clock.batches)

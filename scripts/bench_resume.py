@@ -108,12 +108,12 @@ def loader(kind: str, read_ms: float, workers: int) -> DataLoader:
     return DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers)
 
 
-def trainer(kind: str, read_ms: float, workers: int, **kwargs: Any) -> Trainer:
+def trainer(kind: str, read_ms: float, workers: int, device: str = 'cpu', **kwargs: Any) -> Trainer:
     model = ComposerClassifier(torch.nn.Linear(FEATURES, CLASSES), num_classes=CLASSES)
     callbacks: list[Callback] = [SamplerSync()] if kind in SYNCED else []
     return Trainer(
         model=model, train_dataloader=loader(kind, read_ms, workers),
-        optimizers=torch.optim.SGD(model.parameters(), lr=0.1), device='cpu', seed=17, progress_bar=False,
+        optimizers=torch.optim.SGD(model.parameters(), lr=0.1), device=device, seed=17, progress_bar=False,
         log_to_console=False, load_progress_bar=False, callbacks=callbacks + kwargs.pop('callbacks', []), **kwargs,
     )
 
@@ -124,17 +124,20 @@ def save_at_resume_points(state: State, event: Event) -> bool:
     return event == Event.BATCH_CHECKPOINT and int(state.timestamp.batch) - PER_EPOCH in KS[1:]
 
 
-def checkpoints(kind: str, folder: Path) -> dict[int, Path]:
+def checkpoints(kind: str, folder: Path, device: str = 'cpu') -> dict[int, Path]:
     """Train (no read delay) through epoch 0 and 1000 batches of epoch 1, saving at k = 0, 100, 1000."""
-    trainer(kind, 0.0, 0, max_duration=f'{PER_EPOCH + max(KS)}ba', save_folder=str(folder),
+    trainer(kind, 0.0, 0, device, max_duration=f'{PER_EPOCH + max(KS)}ba', save_folder=str(folder),
             save_interval=save_at_resume_points).fit()
     return {k: folder / f'ep1-ba{PER_EPOCH + k}-rank0.pt' for k in KS}
 
 
-def time_to_first_batch(kind: str, path: Path, k: int, read_ms: float, workers: int) -> float:
+def first_batch(kind: str, path: Path, k: int, read_ms: float, workers: int,
+                device: str = 'cpu') -> tuple[float, int]:
+    """Seconds from ``Trainer(load_path=...)`` to the first batch of a resume at batch ``k``, and the samples read
+    until then (this process's reads: all of them with 0 workers, where they are checked)."""
     clock = FirstBatchClock()
     start = time.perf_counter()
-    trainer(kind, read_ms, workers, load_path=str(path), max_duration=f'{PER_EPOCH + k + 1}ba',
+    trainer(kind, read_ms, workers, device, load_path=str(path), max_duration=f'{PER_EPOCH + k + 1}ba',
             callbacks=[clock]).fit()
     assert clock.at is not None
     if workers == 0:  # every read happened in this process: the SamplerSync cases read the first batch only
@@ -142,7 +145,7 @@ def time_to_first_batch(kind: str, path: Path, k: int, read_ms: float, workers: 
         if clock.reads != expected:
             raise RuntimeError(f'{kind} at k = {k} read {clock.reads} samples before its first batch, '
                                f'expected {expected}')
-    return clock.at - start
+    return clock.at - start, clock.reads
 
 
 def duration(seconds: float) -> str:
@@ -167,13 +170,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         paths = {kind: checkpoints(kind, Path(tmp) / kind.replace('+', '_')) for kind in KINDS}
         for kind in KINDS:  # warm-up, not timed: the first resume of each kind pays one-off costs
-            time_to_first_batch(kind, paths[kind][0], 0, 0.0, 0)
+            first_batch(kind, paths[kind][0], 0, 0.0, 0)
         for read_ms, workers in SETTINGS:
             for k in KS:
                 times: dict[str, list[float]] = {kind: [] for kind in KINDS}
                 for _ in range(args.repeats):
                     for kind in KINDS:
-                        times[kind].append(time_to_first_batch(kind, paths[kind][k], k, read_ms, workers))
+                        times[kind].append(first_batch(kind, paths[kind][k], k, read_ms, workers)[0])
                 spin_s, torch_s, our_s = (statistics.median(times[kind]) for kind in KINDS)
                 model_s = k * BATCH * read_ms / 1000 / max(workers, 1)
                 read = f'{read_ms:g} ms' if read_ms else 'in memory'
