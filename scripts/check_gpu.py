@@ -17,9 +17,9 @@ the CPU, on the GPU machine's versions). The parts, each a module of ``scripts/g
   the largest difference is reported instead);
 * ``fsdp2``: the same on one rank with FSDP2 (``parallelism_config.fsdp`` under
   ``FSDP_VERSION=2``) and sharded checkpoints;
-* ``cost`` (``gpu/cost.py``): SamplerSync and SampleLedger per step of a 55M-parameter
-  MLP at batch 256, against an empty callback, side by side in this process; the
-  target is under 0.1% of the step each;
+* ``cost`` (``gpu/cost.py``): SamplerSync and SampleLedger per step of a 51M-parameter
+  MLP, from batch 256 up to a step of 5 ms, against an empty callback, side by side in
+  this process; the target is under 0.1% of the step each;
 * ``spin`` (``gpu/spin.py``): a resume at batch 1,000 of an epoch, Composer's spin
   against SamplerSync: time to the first batch, and samples read.
 
@@ -94,9 +94,10 @@ def fsdp2_part(args: argparse.Namespace) -> list[Row]:
 
 
 def cost_part(args: argparse.Namespace) -> list[Row]:
-    from gpu.cost import SIZES, cost_rows, measure
+    from gpu.cost import SIZES, calibrated, cost_rows, measure
 
-    size, precision = SIZES[args.device], args.precision or PRECISION[args.device]
+    precision = args.precision or PRECISION[args.device]
+    size = calibrated(SIZES[args.device], args.device, precision)
     return cost_rows(measure(size, args.device, precision, args.rounds), size, precision)
 
 

@@ -3,9 +3,11 @@
 Three fits of the same model and data, side by side in one process, their order
 turned each round after one warm-up round: with a ``Callback()`` that does nothing,
 with ``SamplerSync()``, and with ``SampleLedger``. On the GPU the model is an MLP of
-about 55M parameters (1024 inputs, four hidden layers of 4096, ten classes) at batch
-256 in ``amp_bf16``; on the CPU a small one, so that a dry run takes seconds. Every
-fit reads its batches from tensors in memory through a ``ResumableDistributedSampler``.
+about 51M parameters (256 inputs, four hidden layers of 4096, ten classes) in
+``amp_bf16``, from batch 256, the batch doubled (:func:`calibrated`) until a step with
+the empty callback takes at least 5 ms, so that the device, not the host, sets the
+step; on the CPU a small one, so that a dry run takes seconds. Every fit reads its
+batches from tensors in memory through a ``ResumableDistributedSampler``.
 
 Two numbers per callback, medians over the rounds:
 
@@ -20,7 +22,7 @@ time may hide entirely in the step; the share counts it as if it did not.
 
 Example:
     >>> SIZES['gpu'].parameters() // 10**6
-    54
+    51
 """
 
 from __future__ import annotations
@@ -28,19 +30,23 @@ from __future__ import annotations
 import itertools
 import statistics
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpu.table import OK, OVER_TARGET, REPORTED, Row
 
-__all__ = ['SIZES', 'TARGET', 'VARIANTS', 'CostModel', 'cost_rows', 'measure']
+__all__ = ['MAX_BATCH', 'MIN_STEP', 'SIZES', 'TARGET', 'VARIANTS', 'CostModel', 'calibrated', 'cost_rows',
+           'measure']
 
 #: The share of the step that each callback's own time beyond the empty callback must stay under.
 TARGET = 0.001
 #: The fits of a round: an empty callback (the anchor), SamplerSync, SampleLedger.
 VARIANTS = ('empty', 'sync', 'ledger')
 NAMES = {'empty': 'an empty Callback()', 'sync': 'SamplerSync', 'ledger': 'SampleLedger'}
+#: Seconds: the batch is doubled until a step with the empty callback takes at least this long, up to MAX_BATCH.
+MIN_STEP = 0.005
+MAX_BATCH = 16384
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class CostModel:
         return sum(fan_in * fan_out + fan_out for fan_in, fan_out in itertools.pairwise(sizes))
 
 
-SIZES = {'gpu': CostModel(features=1024, width=4096, depth=4, classes=10, batch=256, steps=200),
+SIZES = {'gpu': CostModel(features=256, width=4096, depth=4, classes=10, batch=256, steps=100),
          'cpu': CostModel(features=32, width=64, depth=2, classes=10, batch=32, steps=40)}
 
 
@@ -114,15 +120,32 @@ def one_fit(size: CostModel, variant: str, device: str, precision: str, folder: 
             'batches': clock.batches}
 
 
-def measure(size: CostModel, device: str, precision: str, rounds: int) -> dict[str, list[dict[str, float]]]:
-    """``rounds`` rounds of every variant after a warm-up round, the order turned each round."""
+def calibrated(size: CostModel, device: str, precision: str, min_step: float = MIN_STEP,
+               max_batch: int = MAX_BATCH) -> CostModel:
+    """``size`` with its batch doubled until a step with the empty callback takes ``min_step`` (short fits of at
+    most 20 steps), or until a doubling would pass ``max_batch``."""
+    with tempfile.TemporaryDirectory(prefix='check-gpu-calibrate-') as scratch:
+        while True:
+            probe = replace(size, steps=min(size.steps, 20))
+            step = one_fit(probe, 'empty', device, precision, Path(scratch) / f'batch{size.batch}')['wall']
+            print(f'  batch {size.batch}: a step takes {step * 1e3:.2f} ms', flush=True)
+            if step >= min_step or size.batch * 2 > max_batch:
+                return size
+            size = replace(size, batch=size.batch * 2)
+
+
+def measure(size: CostModel, device: str, precision: str, rounds: int,
+            warm_up: bool = True) -> dict[str, list[dict[str, float]]]:
+    """``rounds`` rounds of every variant, the order turned each round, after a warm-up round unless ``warm_up`` is
+    false (the warm-up warms the kernels, the allocator and the imports)."""
     results: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
+    first = 0 if warm_up else 1
     with tempfile.TemporaryDirectory(prefix='check-gpu-cost-') as scratch:
-        for round_ in range(rounds + 1):
+        for round_ in range(first, rounds + 1):
             turn = round_ % len(VARIANTS)
             for variant in VARIANTS[turn:] + VARIANTS[:turn]:
                 result = one_fit(size, variant, device, precision, Path(scratch) / f'{variant}-{round_}')
-                if round_:  # the first round warms the kernels, the allocator and the imports
+                if round_:
                     results[variant].append(result)
     return results
 

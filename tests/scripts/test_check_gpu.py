@@ -56,7 +56,8 @@ def test_the_fsdp2_case_selects_fsdp2_and_the_runner_takes_it_on_the_cpu(monkeyp
                                                                          tmp_path: Path) -> None:
     """The FSDP2 case's runs get ``FSDP_VERSION=2`` (none of a launcher's rank variables), and with it the recipe
     runner takes the case's ``parallelism_config`` on the CPU, as the dry run needs."""
-    from composer_sampling.recipes.cli import main
+    from composer_sampling.recipes.run_fields import machine_device
+    from composer_sampling.recipes.schema import load_recipe
 
     monkeypatch.setenv('RANK', '3')
     monkeypatch.delenv('FSDP_VERSION', raising=False)
@@ -67,7 +68,8 @@ def test_the_fsdp2_case_selects_fsdp2_and_the_runner_takes_it_on_the_cpu(monkeyp
     assert resume.resume_overrides(tmp_path, sharded=True) == [f'load_path={tmp_path}/latest-rank0.pt',
                                                                'trust_checkpoint=true']
     monkeypatch.setenv('FSDP_VERSION', '2')
-    assert main(['plan', str(resume.RECIPE), 'device=cpu', resume.FSDP2['override']]) == 0
+    recipe = load_recipe(str(resume.RECIPE), ['device=cpu', resume.FSDP2['override']])  # the schema's checks
+    assert machine_device(recipe.device, recipe.precision, recipe.parallelism_config) == 'cpu'
 
 
 def test_compare_states_finds_every_kind_of_difference() -> None:
@@ -115,10 +117,10 @@ def test_final_state_reads_a_sharded_checkpoint_as_a_single_file(tmp_path: Path)
 
 
 def test_the_cost_part_fits_every_variant_and_judges_the_share() -> None:
-    """Every variant trains for real (a tiny MLP, 6 steps, one warm-up round and one timed): the steps are timed,
-    each callback's own time is counted, and the rows judge the share of the step against the target."""
+    """Every variant trains for real (a tiny MLP, 6 steps, one timed round): the steps are timed, each callback's
+    own time is counted, and the rows judge the share of the step against the target."""
     size = cost.CostModel(features=8, width=16, depth=1, classes=3, batch=4, steps=6)
-    results = cost.measure(size, 'cpu', 'fp32', rounds=1)
+    results = cost.measure(size, 'cpu', 'fp32', rounds=1, warm_up=False)
     assert set(results) == set(cost.VARIANTS) and all(len(runs) == 1 for runs in results.values())
     for runs in results.values():
         assert runs[0]['batches'] == size.steps and runs[0]['wall'] > 0 and runs[0]['own'] > 0
@@ -127,6 +129,12 @@ def test_the_cost_part_fits_every_variant_and_judges_the_share() -> None:
     assert rows[0].result == REPORTED and all(row.result in (OK, OVER_TARGET) for row in rows[1:])
     shares = [float(re.search(r'([+-][\d.]+)% of the step', row.detail).group(1)) for row in rows[1:]]  # type: ignore[union-attr]
     assert [row.result for row in rows[1:]] == [OK if share < 100 * cost.TARGET else OVER_TARGET for share in shares]
+
+
+def test_calibration_doubles_the_batch_until_a_step_takes_long_enough() -> None:
+    size = cost.CostModel(features=8, width=16, depth=1, classes=3, batch=4, steps=6)
+    assert cost.calibrated(size, 'cpu', 'fp32', min_step=3600.0, max_batch=8).batch == 8  # capped by max_batch
+    assert cost.calibrated(size, 'cpu', 'fp32', min_step=0.0) == size
 
 
 def test_spin_rows_fail_a_resume_that_reads_trained_samples() -> None:
