@@ -26,7 +26,10 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/: the helpers import as the package ``support``
 
+from support.plan_parity import install as install_plan_parity
 from support.s3_server import S3Server, loopback_environment
+
+install_plan_parity()  # every train refusal of the suite is checked against plan's (support/plan_parity.py)
 
 # Property tests check invariants, not speed: no per-example deadline, so a loaded CI machine cannot fail them.
 settings.register_profile('composer-sampling', deadline=None)

@@ -1,11 +1,13 @@
 """A resolved recipe built for this process: :func:`build_run` (everything but the Trainer), then the ``Trainer``.
 
-The run goes down in phases, each module asked once for all it answers: the device,
-the folders (:mod:`~composer_sampling.recipes.folders`), autoresume, the checks
-(:mod:`~composer_sampling.recipes.checks`), the datasets and loaders
-(:func:`~composer_sampling.recipes.build_data.build_loaders`), and one snapshot of the
-train loader's graph, which the summary and the sharding check read.
-:func:`build_trainer` builds every part the Trainer takes in one call
+:func:`prepare` is the one pass of checks ``plan`` and ``train`` both run, each module
+asked once for all it answers: the fields of ``parallelism_config``, the folders
+(:mod:`~composer_sampling.recipes.folders`), autoresume, the checks
+(:mod:`~composer_sampling.recipes.checks`) and what the save folder holds. ``train``
+runs it inside :func:`build_run`, after the device this machine gives and before the
+datasets and loaders (:func:`~composer_sampling.recipes.build_data.build_loaders`) and
+one snapshot of the train loader's graph, which the summary and the sharding check
+read. :func:`build_trainer` builds every part the Trainer takes in one call
 (:func:`~composer_sampling.recipes.build_composer_parts.build_trainer_parts`).
 
 Example:
@@ -29,16 +31,16 @@ from composer_sampling.recipes.build_composer_parts import TrainerParts, build_t
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint
 from composer_sampling.recipes.checks import Checked
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LaterCheckpoints
+from composer_sampling.recipes.folders import LaterCheckpoints, RunFolders
 from composer_sampling.recipes.resolve import RunSpec
-from composer_sampling.recipes.run_fields import machine_device
+from composer_sampling.recipes.run_fields import check_parallelism_fields, machine_device
 
 if TYPE_CHECKING:
     from composer import Trainer
 
     from composer_sampling._graph.snapshot import GraphSnapshot
 
-__all__ = ['Run', 'build_run', 'build_trainer']
+__all__ = ['Prepared', 'Run', 'build_run', 'build_trainer', 'check_resumed_order', 'check_sharding', 'prepare']
 
 
 @dataclass
@@ -96,6 +98,41 @@ class Run:
                          run_rows=summary_rows(self.spec, self.device, self.checked_checkpoints))
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What the checks both commands run found (:func:`prepare`)."""
+
+    spec: RunSpec  # with autoresume's checkpoint as its load_path
+    checked: Checked
+    folders: RunFolders
+    later: LaterCheckpoints | None  # what the save folder holds after the checkpoint a resume loads
+
+
+def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Prepared:
+    """The checks ``plan`` and ``train`` run alike on ``world_size`` ranks; a :class:`RecipeError` names the field.
+
+    The fields of ``parallelism_config``, the folders as Composer fills them, the
+    checkpoint autoresume picks, the batch math, the seed, every builder's import and
+    arguments, the checkpoints (copied for Composer with ``copy_checkpoints``, which
+    ``train`` sets), and what the save and ledger folders hold. Nothing is moved or
+    written. What ``train`` adds is what only this machine decides
+    (:func:`~composer_sampling.recipes.run_fields.machine_device`) and what only
+    calling the model's, the optimizer's and Composer's builders shows.
+    """
+    from composer_sampling.recipes.autoresume import autoresumed
+    from composer_sampling.recipes.checks import checked_spec
+    from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, run_folders
+
+    check_parallelism_fields(spec.recipe.parallelism_config)
+    folders = run_folders(spec.recipe, spec.ledger_folder, spec.run_name)
+    spec = replace(spec, recipe=autoresumed(spec.recipe, folders))  # the latest checkpoint, checked as load_path is
+    checked = checked_spec(spec, world_size, copy_checkpoints)
+    resumed = checked.checkpoints.get('load_path')
+    later = later_checkpoints(spec.recipe, folders, None if resumed is None else resumed.path)
+    check_save_folders(spec.recipe, spec.ledger_folder, folders, later)
+    return Prepared(spec, checked, folders, later)
+
+
 def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any) -> Trainer:
     """The run's ``Trainer`` of ``parts`` (built here when None:
     :func:`~composer_sampling.recipes.build_composer_parts.build_trainer_parts`); ``overrides`` go straight to
@@ -145,38 +182,55 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     """Check and build everything for this process but the Trainer; raises :class:`RecipeError` before training.
 
     ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``); ``device`` to the one this
-    machine trains the recipe on (:func:`~composer_sampling.recipes.run_fields.machine_device`). On several
-    ranks the process group is started first, so that a builder may use ``composer.utils.dist``.
+    machine trains the recipe on (:func:`~composer_sampling.recipes.run_fields.machine_device`). The checks
+    ``plan`` runs come first (:func:`prepare`: they import builders but call none), then the device; on several
+    ranks the process group is started before any builder is called, so that one may use ``composer.utils.dist``.
     """
     from composer.utils import dist, get_device
 
     from composer_sampling._graph.snapshot import take_snapshot
-    from composer_sampling._graph.walk import sharding_problem
-    from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.build_data import Placement, build_loaders
-    from composer_sampling.recipes.checks import checked_spec
-    from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, run_folders
 
+    world_size = dist.get_world_size() if world_size is None else world_size  # the launcher's, before any group
+    prepared = prepare(spec, world_size)  # plan's checks first: a recipe both refuse gets the same message
+    spec, checked, later = prepared.spec, prepared.checked, prepared.later
     recipe = spec.recipe
     device = machine_device(recipe.device, recipe.precision, recipe.parallelism_config) if device is None else device
     if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
         # The group's backend follows the device the Trainer gets (NCCL on GPUs, gloo on the CPU), as Composer picks it.
         dist.initialize_dist(get_device(device), recipe.dist_timeout)
-    world_size = dist.get_world_size() if world_size is None else world_size
     rank = dist.get_global_rank() if rank is None else rank
-    folders = run_folders(recipe, spec.ledger_folder, spec.run_name)
-    spec = replace(spec, recipe=autoresumed(recipe, folders))  # the latest checkpoint, checked as load_path is
-    checked = checked_spec(spec, world_size)
-    resumed = checked.checkpoints.get('load_path')
-    later = later_checkpoints(spec.recipe, folders, None if resumed is None else resumed.path)
-    check_save_folders(spec.recipe, spec.ledger_folder, folders, later)
     batch_sizes = checked.batch_sizes
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     loaders = build_loaders(spec, batch_sizes, Placement(batch_sizes.data_parallel, rank // batch_sizes.replication,
                                                          seed))
     graph = take_snapshot(loaders.train)
-    problem = sharding_problem(graph.root, world_size, rank, batch_sizes.replication, nodes=graph.active)
-    if problem is not None:
-        raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
+    check_sharding(spec, graph, world_size, rank, batch_sizes.replication)
+    check_resumed_order(checked, graph)
     return Run(spec, batch_sizes, loaders.data.train, loaders.data.held_out, loaders.train, loaders.held_out, checked,
                device, later if later is not None and later.interrupted else None, graph)
+
+
+def check_resumed_order(checked: Checked, graph: GraphSnapshot) -> None:
+    """The train loader's order signatures against those of the checkpoint at ``load_path``, compared as
+    ``SamplerSync`` compares them at fit start: its refusal (another dataset length, shuffle setting or sampler),
+    made before training, in its words."""
+    from composer_sampling._resume.decide import ResumeRefusedError
+    from composer_sampling._resume.loaded import LoadedSync
+
+    resumed = checked.checkpoints.get('load_path')
+    if resumed is None or resumed.sync_state is None:
+        return
+    try:
+        LoadedSync.read(resumed.sync_state, error=ValueError).check_graph(graph.signatures())
+    except ResumeRefusedError as error:
+        raise RecipeError(str(error)) from None
+
+
+def check_sharding(spec: RunSpec, graph: GraphSnapshot, world_size: int, rank: int, replication: int) -> None:
+    """The train loader of ``rank`` shards by rank as ``world_size`` ranks need, else a :class:`RecipeError`."""
+    from composer_sampling._graph.walk import sharding_problem
+
+    problem = sharding_problem(graph.root, world_size, rank, replication, nodes=graph.active)
+    if problem is not None:
+        raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')

@@ -37,7 +37,7 @@ from composer_sampling._checkpoint.safe_load import (
     load_checked_checkpoint,
     resolve_safe_global,
 )
-from composer_sampling._validate import is_integer, valid_int
+from composer_sampling._validate import is_integer
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
     ALLOWED_MODULES_VARIABLE,
@@ -119,11 +119,11 @@ def checkpoint_argument_of(builder: Any) -> str | None:
     return None
 
 
-def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training: bool = False,
+def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
                            copies: tempfile.TemporaryDirectory[str] | None = None) -> CheckedCheckpoint:
     """The checkpoint at ``value`` loads without running code, unless trusted; copied and handed over if ``copies``.
 
-    ``training`` checks SamplerSync's whole state in the file (``plan``: its data seed).
+    SamplerSync's state in the file is loaded into a throwaway ``SamplerSync``.
 
     Resolved as Composer resolves it (:func:`composer_load_path`): ``{run_name}``
     filled (the recipe's, else ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank
@@ -164,7 +164,7 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str, training:
     shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
         if isinstance(model, dict) else {}
     sync_state = (state.get('callbacks') or {}).get('SamplerSync')
-    _check_sync_state(where, path, sync_state, training)
+    _check_sync_state(where, path, sync_state)
     return CheckedCheckpoint(field_name, path, handed, shapes, sync_state)
 
 
@@ -209,25 +209,14 @@ def _safe_globals(names: list[str]) -> list[Any]:
     return extra
 
 
-def _check_sync_state(where: str, path: str, sync_state: Any, training: bool) -> None:
-    """SamplerSync's state in the file is one SamplerSync loads (its data seed only, for ``plan``), blamed on the file.
-
-    Loaded into a throwaway ``SamplerSync`` when training (Composer is imported
-    then); ``plan`` checks the data seed it plans with, without importing Composer.
-    """
+def _check_sync_state(where: str, path: str, sync_state: Any) -> None:
+    """SamplerSync's state in the file is one a throwaway ``SamplerSync`` loads, else blamed on the file."""
     if sync_state is None:
         return
     try:
-        if training:
-            from composer_sampling.callbacks.sampler_sync import SamplerSync
+        from composer_sampling.callbacks.sampler_sync import SamplerSync
 
-            SamplerSync().load_state_dict(dict(sync_state) if isinstance(sync_state, dict) else sync_state)
-        else:
-            from composer_sampling.permutation import MAX_DATA_SEED
-
-            seed = (payload_of(sync_state) or {}).get('data_seed')
-            if seed is not None:
-                valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
+        SamplerSync().load_state_dict(dict(sync_state) if isinstance(sync_state, dict) else sync_state)
     except (TypeError, ValueError) as error:
         raise RecipeError(f'{where}: the checkpoint {path} holds a SamplerSync state that cannot be loaded ({error}); '
                           'the file is damaged or was not written by SamplerSync: load another checkpoint') from None

@@ -1,8 +1,8 @@
 """Every refusal of a resolved recipe that needs neither data nor training: ``plan`` and ``train`` run the same ones.
 
-:func:`checked_spec` runs what needs neither data nor Composer: the batch math and
-the seed for this world size, each builder's import and arguments (``plan`` imports
-only the data parts), the checkpoint at ``load_path``. ``train`` adds the folders'
+:func:`checked_spec` runs what needs no data: the batch math and the seed for this
+world size, each builder's import and arguments (every part's, imported, not called),
+the checkpoints the recipe names. The folders' checks follow
 (:func:`~composer_sampling.recipes.folders.check_save_folders`). Once the datasets are built (never indexed),
 :func:`~composer_sampling.recipes.build_data.check_data` checks the splits, the
 mixture's sources and token units. Every failure is a
@@ -33,7 +33,7 @@ from composer_sampling.recipes.composer_names import SAME_UNIT_WARMUP
 from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import RegistryError, check_arguments
-from composer_sampling.recipes.resolve import DATA_FIELDS, PartSpec, RunSpec
+from composer_sampling.recipes.resolve import PartSpec, RunSpec
 
 __all__ = ['Checked', 'checked_spec', 'recipe_batch_sizes']
 
@@ -53,12 +53,12 @@ class Checked:
         return checked.data_seed if checked is not None else None
 
 
-def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Checked:
-    """Batch math, seed, builders (the data parts only when not ``training``) and the checkpoints.
+def checked_spec(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Checked:
+    """Batch math, seed, every builder (imported and its arguments checked, not called) and the checkpoints.
 
-    When ``training``, each checkpoint is copied into a private folder and the copy
-    checked and handed to Composer (:class:`CheckedCheckpoint`); ``plan`` checks the
-    files where they are.
+    With ``copy_checkpoints`` (``train``), each checkpoint is copied into a private
+    folder and the copy checked and handed to Composer (:class:`CheckedCheckpoint`);
+    ``plan`` checks the files where they are.
     """
     batch_sizes = recipe_batch_sizes(spec, world_size)
     limit = 2**32 - world_size
@@ -67,15 +67,14 @@ def checked_spec(spec: RunSpec, world_size: int, training: bool = True) -> Check
                           f'seed + r, which must stay below 2**32; use a seed in [0, {limit}]')
     _check_warmup_units(spec)
     imported = {part.field: _check_builder(part)
-                for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms)
-                if training or part.field in DATA_FIELDS}
-    builders = {part.field: imported[part.field] for part in spec.callbacks if part.entry is None} if training else {}
+                for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms)}
+    builders = {part.field: imported[part.field] for part in spec.callbacks if part.entry is None}
     _check_one_ledger(spec, builders)
     fields = checkpoint_fields(spec, builders)
     copies = None
-    if training and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the process whose file Composer reads
+    if copy_checkpoints and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the file Composer reads
         copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
-    checked = {name: check_checkpoint_field(spec, name, value, training, copies) for name, value in fields.items()}
+    checked = {name: check_checkpoint_field(spec, name, value, copies) for name, value in fields.items()}
     return Checked(batch_sizes, checked, copies)
 
 
@@ -84,8 +83,12 @@ def _check_warmup_units(spec: RunSpec) -> None:
     ``Trainer`` it is building (after the summary) with a ``ValueError``."""
     max_unit = spec.durations['max_duration'][1]
 
-    def counted(text: str) -> str:  # Composer's _convert_time: dur in max_duration's unit, then ep as batches
-        unit = parse_duration(str(text))[1]
+    def counted(part: PartSpec, name: str, text: str) -> str:  # Composer's _convert_time: dur in max_duration's
+        try:                                                      # unit, then ep as batches
+            unit = parse_duration(str(text))[1]
+        except ValueError as error:
+            where = f'{part.field}.kwargs.{name}' if part.entry is None else f'{part.field}.{name}'
+            raise RecipeError(f'{where}: {error}') from None
         unit = max_unit if unit == 'dur' else unit
         return 'ba' if unit == 'ep' else unit
 
@@ -93,9 +96,10 @@ def _check_warmup_units(spec: RunSpec) -> None:
         if part.target.rpartition(':')[2] not in SAME_UNIT_WARMUP or part.arguments.get('t_warmup') is None:
             continue
         warmup, t_max = part.arguments['t_warmup'], part.arguments.get('t_max', '1dur')
-        if counted(warmup) != counted(t_max):
-            raise RecipeError(f'{part.field}: t_warmup={warmup!r} counts {counted(warmup)} and t_max={t_max!r} counts '
-                              f'{counted(t_max)} (with max_duration={spec.recipe.max_duration!r}; Composer counts ep '
+        warmup_unit, t_max_unit = counted(part, 't_warmup', warmup), counted(part, 't_max', t_max)
+        if warmup_unit != t_max_unit:
+            raise RecipeError(f'{part.field}: t_warmup={warmup!r} counts {warmup_unit} and t_max={t_max!r} counts '
+                              f'{t_max_unit} (with max_duration={spec.recipe.max_duration!r}; Composer counts ep '
                               f'as batches and dur in max_duration\'s unit); {part.label} needs both in one unit: '
                               'write them in the same unit')
 
@@ -106,8 +110,7 @@ def _check_one_ledger(spec: RunSpec, builders: Mapping[str, Any]) -> None:
     Its folder may be a URI (a remote save folder's ``ledger/``): SampleLedger stages the
     files locally and uploads them.
 
-    Registered parts are known by name; a ``target`` part by its imported builder (``builders``, by field:
-    ``train`` only imports them).
+    Registered parts are known by name; a ``target`` part by its imported builder (``builders``, by field).
     """
     parts = [part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder]
     if builders:

@@ -1,8 +1,9 @@
 """``composer-sampling plan``: dry-run a recipe at any world size and check the guarantees.
 
-The recipe is resolved and checked as ``train`` checks it (except what needs the
-model, the optimizer or the callbacks imported), every data-parallel rank's train
-loader is built (datasets are built, never indexed) and
+The recipe is resolved and checked as ``train`` checks it, by the same pass
+(:func:`~composer_sampling.recipes.build_training.prepare`); every data-parallel rank's
+train loader is built (datasets are built, never indexed), rank 0's is checked to
+shard by rank as ``train`` checks it, and
 :func:`composer_sampling._proofs.plan.plan_loaders` proves their coverage (by construction, or counted).
 
 Example:
@@ -14,9 +15,10 @@ Example:
 
 from __future__ import annotations
 
+from composer_sampling._graph.snapshot import take_snapshot
 from composer_sampling._proofs.plan import PlanReport, plan_loaders
 from composer_sampling.recipes.build_data import Placement, build_data, build_train_loader
-from composer_sampling.recipes.checks import checked_spec
+from composer_sampling.recipes.build_training import check_resumed_order, check_sharding, prepare
 from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import Recipe
 
@@ -30,17 +32,20 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
     ``proof`` and ``workers`` are :func:`~composer_sampling.check_plan`'s.
 
     Raises :class:`~composer_sampling.recipes.errors.RecipeError` for everything
-    ``train`` refuses at this world size but what needs the model, the optimizer or
-    the callbacks imported (their options are checked all the same), or the state of
-    the save folders.
+    ``train`` refuses at this world size but what only this machine's hardware decides
+    and what only calling the model's, the optimizer's and Composer's builders shows
+    (docs/recipes.md lists them).
     """
-    spec = resolve(recipe, training=False)
-    checked = checked_spec(spec, world_size, training=False)
+    prepared = prepare(resolve(recipe), world_size, copy_checkpoints=False)
+    spec, checked = prepared.spec, prepared.checked
     batch_sizes = checked.batch_sizes
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     data = build_data(spec, batch_sizes)
     # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
     loaders = [build_train_loader(spec, data.train, batch_sizes, Placement(batch_sizes.data_parallel, rank, seed))
                for rank in range(batch_sizes.data_parallel)]
+    graph = take_snapshot(loaders[0])
+    check_sharding(spec, graph, world_size, 0, batch_sizes.replication)
+    check_resumed_order(checked, graph)
     rank_loaders = [loaders[rank // batch_sizes.replication] for rank in range(world_size)]
     return plan_loaders(batch_sizes, seed, rank_loaders, epochs, proof=proof, workers=workers)

@@ -1,7 +1,7 @@
 """Resolve a recipe once into a frozen :class:`RunSpec`: every part with its builder, arguments and entry.
 
 Resolution reads the registry and nothing else: no user code is imported (an
-entry-point part's declaration is read only where asked, ``declared``). It checks
+entry-point part's declaration is read, which imports its package). It checks
 what the part mappings say: a registered ``name`` or a ``target`` (not both), the
 inline options the entry takes (one rule an option, inline or in ``kwargs``; the
 same option in both places is refused), required options, and derives what the
@@ -92,8 +92,8 @@ class RunSpec:
         return self.parts['train_loader.sampler']
 
 
-def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
-    """Resolve every part of ``recipe``; ``training=False`` (plan) reads no declaration of a non-data entry point."""
+def resolve(recipe: Recipe) -> RunSpec:
+    """Resolve every part of ``recipe``, reading the declaration of each entry point it names."""
     run_name = composer_run_name(recipe)  # found once: the folders, the checkpoints and the ledger take it from here
     sections = {
         'train_loader.dataset': recipe.train_loader.dataset,
@@ -111,13 +111,12 @@ def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
                           'the held-out fraction as eval_loader.eval_fraction')
     if _LEGACY_FRACTION in dataset:
         sections['train_loader.dataset'] = {key: value for key, value in dataset.items() if key != _LEGACY_FRACTION}
-    parts = {name: _part(name, PART_KINDS[name], section, training or name in DATA_FIELDS)
-             for name, section in sections.items() if section is not None}
-    callbacks = _mapped(recipe, 'callbacks', training)
+    parts = {name: _part(name, PART_KINDS[name], section) for name, section in sections.items() if section is not None}
+    callbacks = _mapped(recipe, 'callbacks')
     schedules = ([('scheduler', recipe.scheduler)] if recipe.scheduler is not None
                  else [(f'schedulers[{k}]', section) for k, section in enumerate(recipe.schedulers)])
-    schedulers = tuple(_part(name, 'schedulers', section, training) for name, section in schedules)
-    loggers, algorithms = _mapped(recipe, 'loggers', training), _mapped(recipe, 'algorithms', training)
+    schedulers = tuple(_part(name, 'schedulers', section) for name, section in schedules)
+    loggers, algorithms = _mapped(recipe, 'loggers'), _mapped(recipe, 'algorithms')
     sync, ledger_folder = _sync(recipe, callbacks), _ledger_folder(recipe, callbacks, run_name)
     held_out_field, fraction = _held_out(recipe, legacy_fraction)
     fractions = parts['train_loader.sampler'].arguments.get('source_fractions')
@@ -138,10 +137,10 @@ def resolve(recipe: Recipe, training: bool = True) -> RunSpec:
     )
 
 
-def _mapped(recipe: Recipe, section_name: str, declared: bool) -> tuple[PartSpec, ...]:
+def _mapped(recipe: Recipe, section_name: str) -> tuple[PartSpec, ...]:
     """The parts of a ``{label: part}`` field (callbacks, loggers, algorithms), each named by its label."""
-    return tuple(_part(f'{section_name}.{label}', section_name, _callback_section(label, section), declared,
-                       default=label) for label, section in getattr(recipe, section_name).items())
+    return tuple(_part(f'{section_name}.{label}', section_name, _callback_section(label, section), default=label)
+                 for label, section in getattr(recipe, section_name).items())
 
 
 def _callback_section(label: str, section: Any) -> dict[str, Any]:
@@ -151,8 +150,7 @@ def _callback_section(label: str, section: Any) -> dict[str, Any]:
     return {'name': label, **arguments}
 
 
-def _part(field_name: str, kind: str, section: Mapping[str, Any], declared: bool,
-          default: str | None = None) -> PartSpec:
+def _part(field_name: str, kind: str, section: Mapping[str, Any], default: str | None = None) -> PartSpec:
     section = dict(section)
     kwargs = section.pop('kwargs', None) or {}
     if not isinstance(kwargs, Mapping):
@@ -165,7 +163,7 @@ def _part(field_name: str, kind: str, section: Mapping[str, Any], declared: bool
     if not isinstance(name, str):
         raise RecipeError(f'{field_name} needs a name (one of: {", ".join(table.names())}) or a target')
     try:
-        entry = table.entry(name, declared=declared)
+        entry = table.entry(name)
     except RegistryError as error:
         raise RecipeError(f'{field_name}.name: {error}') from None
     if entry.refused:

@@ -3,9 +3,11 @@
 :func:`check_run_fields` is the static check (the schema runs it, so ``plan`` and
 ``train`` refuse alike, without importing torch): the names Composer takes, the
 pairs Composer refuses whatever the machine (a mixed precision on the CPU, FSDP1 or
-tensor parallelism on the CPU), and what ``autoresume`` needs. :func:`machine_device`
-is ``train``'s: the device this machine gives (``auto`` as Composer's
-``get_device(None)`` picks it) and the refusals only the machine can decide.
+tensor parallelism on the CPU), and what ``autoresume`` needs. :func:`check_parallelism_fields`
+checks the fields of ``parallelism_config`` against Composer's classes (both commands
+run it). :func:`machine_device` is ``train``'s alone: the device this machine gives
+(``auto`` as Composer's ``get_device(None)`` picks it) and the refusals only the machine
+can decide.
 
 Example:
     >>> from types import SimpleNamespace
@@ -25,8 +27,8 @@ from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
 
-__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_run_fields', 'composer_run_name', 'fsdp2_selected',
-           'machine_device']
+__all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_parallelism_fields', 'check_run_fields',
+           'composer_run_name', 'fsdp2_selected', 'machine_device']
 
 #: The devices a recipe names (``auto``: the GPU when torch sees one, else the CPU, as Composer's ``get_device``).
 DEVICES = ('auto', 'cpu', 'gpu', 'mps')
@@ -114,11 +116,8 @@ def machine_device(device: str, precision: str | None, parallelism: Mapping[str,
     ``auto`` is the GPU when ``torch.cuda.is_available()``, else the CPU, as Composer's
     ``get_device(None)`` decides. A device the machine lacks, a precision Composer
     refuses there (or whose library is missing), and a parallelism off the GPU are
-    refused before anything trains; the fields of ``parallelism_config`` are checked
-    against Composer's ``FSDPConfig`` and ``TPConfig`` (under ``FSDP_VERSION=2``, the
-    ``fsdp`` fields against ``FSDPConfig`` and ``FSDP2Config`` together, as Composer's
-    ``FSDP2Config.from_compatible_attrs`` takes both and ignores, with a warning, those
-    FSDP2 lacks).
+    refused before anything trains. These are the only refusals ``plan`` does not make:
+    it may run on another machine than the run.
 
     Example:
         >>> machine_device('cpu', 'fp32', None)
@@ -126,7 +125,6 @@ def machine_device(device: str, precision: str | None, parallelism: Mapping[str,
     """
     import torch
 
-    _check_parallelism_fields(parallelism)
     cuda = torch.cuda.is_available()
     chosen = ('gpu' if cuda else 'cpu') if device == 'auto' else device
     shown = f'device={device}' + (f' (this machine: {chosen}, no CUDA GPU is visible)' if device == 'auto' and
@@ -148,8 +146,20 @@ def machine_device(device: str, precision: str | None, parallelism: Mapping[str,
     return chosen
 
 
-def _check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
-    """Each ``parallelism_config`` section's keys are fields of Composer's config class for it."""
+def check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
+    """Each ``parallelism_config`` section's keys are fields of Composer's config class for it.
+
+    The ``fsdp`` section is checked against ``FSDPConfig``, or under ``FSDP_VERSION=2``
+    against ``FSDPConfig`` and ``FSDP2Config`` together (Composer's
+    ``FSDP2Config.from_compatible_attrs`` takes both and ignores, with a warning, the
+    fields FSDP2 lacks); the ``tp`` section against ``TPConfig``.
+
+    Example:
+        >>> check_parallelism_fields({'tp': {'degree': 2}})
+        Traceback (most recent call last):
+        ...
+        composer_sampling.recipes.errors.RecipeError: unknown field parallelism_config.tp.degree (Composer's ...
+    """
     if not parallelism:
         return
     import dataclasses

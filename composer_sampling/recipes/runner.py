@@ -68,6 +68,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     from composer.utils import dist
 
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
+    from composer_sampling.recipes.build_composer_parts import build_trainer_parts
     from composer_sampling.recipes.build_training import build_run, build_trainer
     from composer_sampling.recipes.models import held_out_metrics
     from composer_sampling.recipes.resolve import resolve
@@ -75,15 +76,16 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     if run is None:
         spec = resolve(recipe)
         run = build_run(spec)
+    parts = build_trainer_parts(run.spec, run.checked_checkpoints)  # a part that fails to build fails here
     rank_zero = dist.get_global_rank() == 0  # the only rank that writes a single-file checkpoint, and that prints
     if rank_zero and not run.spec.sync.present and not any(
             isinstance(callback, SamplerSync) for callback in trainer_overrides.get('callbacks', [])):
         warnings.warn(NO_SAMPLER_SYNC, UserWarning, stacklevel=2)
     if rank_zero:
-        set_aside_interrupted(run.interrupted)
+        set_aside_interrupted(run.interrupted)  # once every check has passed: a refusal moves nothing
         print(run.summary, flush=True)
     try:
-        trainer = build_trainer(run, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
+        trainer = build_trainer(run, parts, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
         trainer.fit()
     except DataOrderError as error:
         raise RecipeError(str(error)) from error

@@ -41,10 +41,12 @@ def test_sub_epochs_are_checked_per_pass_over_the_data() -> None:
     assert [(e.complete, e.missing) for e in report.epochs] == [(True, 0), (False, 1438 - 2 * 360)]
 
 
-def test_a_sampler_that_does_not_shard_fails_the_plan(capsys) -> None:
+def test_a_sampler_that_does_not_shard_is_refused_by_plan_as_train_refuses_it(capsys) -> None:
+    """The sharding check train runs on its rank, run by plan on rank 0 before the proofs: exit 2, its message."""
     code = main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), '--world-size', '2', 'train_loader.sampler.name=random'])
-    assert code == 1
-    assert 'FAILED guarantee: real sharding (rank 0): world size is 2 but no sampler' in capsys.readouterr().err
+    assert code == 2
+    assert capsys.readouterr().err.startswith('error: train_loader.sampler (random): world size is 2 but no sampler '
+                                              'of the train dataloader shards by rank')
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,12 @@
 
 Each case runs through ``composer-sampling plan`` and ``composer-sampling train``
 (their entry point, ``composer_sampling.recipes.cli.main``; a few also as the
-installed console script). A case marked ``BOTH`` is refused by both with the same
-message: it needs no import of a part of yours beyond the data parts. ``TRAIN``
-cases need the model, the optimizer or a callback imported, a checkpoint loaded or
-the save folders looked at, which ``plan`` does not do: ``plan`` accepts them.
+installed console script). Both run one pass of checks, so a case marked ``BOTH`` is
+refused by both with the same message. ``BUILT`` cases are what only calling a
+builder of the model, the optimizer or Composer's parts shows (it raises, or returns
+the wrong kind of part): ``plan`` imports those builders and checks their arguments,
+but calls only the data parts', so it accepts them (docs/recipes.md lists what
+``train`` alone refuses).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from support.helpers import DOCS_ALLOW_LIST, write_escapes_package
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
 NUMBERS = 'train_loader.dataset={target: "support.user_parts:numbers", kwargs: {size: 200}}'
-BOTH, TRAIN = 'both', 'train only'
+BOTH, BUILT = 'both', 'train only: the builder called'
 COMMAND = str(Path(sys.executable).parent / 'composer-sampling')
 
 CASES = [
@@ -59,7 +61,7 @@ CASES = [
      'train_loader.sampler.sub_epochs_per_epoch is required for sub_epoch (an int in [1, inf))'),
     (BOTH, ['train_loader.sampler={name: mixture, source_fractions: [0.7, 0.2]}'],
      'train_loader.sampler.source_fractions must be a list of positive fractions summing to 1'),
-    # the callbacks' options are checked by plan too
+    # the callbacks' options
     (BOTH, ['callbacks.sampler_sync.check_sharding=maybe'],
      'callbacks.sampler_sync.check_sharding must be true or false, got \'maybe\''),
     (BOTH, ['callbacks.sampler_sync.data_sed=3'], 'unknown field callbacks.sampler_sync.data_sed (valid: data_seed, '),
@@ -152,7 +154,7 @@ CASES = [
     (BOTH, ['callbacks.sampler_sync=[1]'], 'callbacks.sampler_sync must be a mapping of arguments (or empty), got '
                                            '[1]'),
     (BOTH, ['seed=[1]'], 'seed must be a single value, got a list [1]'),
-    (TRAIN, ['model.target=support.user_parts:missing'],
+    (BOTH, ['model.target=support.user_parts:missing'],
      "model: target 'support.user_parts:missing': support.user_parts has no attribute missing"),
     (BOTH, ['train_loader.dataset={target: "support.user_parts:three_sources"}', 'train_loader.sampler={name: mixture, '
             'source_fractions: [0.5, 0.5]}'],
@@ -166,24 +168,24 @@ CASES = [
      'train_loader.dataset: source 1 holds 16 of the 496 train samples, fewer than one global step of 64'),
     (BOTH, ['train_loader.collate_fn={target: "support.user_parts:not_a_dataset"}'],
      'train_loader.collate_fn: the collate fn not_a_dataset: too many positional arguments; it takes: none'),
-    (TRAIN, ['model.target=support.user_parts:NOT_CALLABLE'],
+    (BOTH, ['model.target=support.user_parts:NOT_CALLABLE'],
      "model: target 'support.user_parts:NOT_CALLABLE' is a int, not a callable"),
-    (TRAIN, ['model.target=support.user_parts:numbers'], "model: the model numbers: missing required keyword 'size'"),
+    (BOTH, ['model.target=support.user_parts:numbers'], "model: the model numbers: missing required keyword 'size'"),
     (BOTH, ['callbacks.fancy_logger={}', 'callbacks.sampler_sync={}'],
      "callbacks.fancy_logger.name: 'fancy_logger' is not a registered callback; choose one of: sampler_sync, "
      'sample_ledger'),
-    (TRAIN, ['callbacks={mine: {target: "support.user_parts:nothing_here"}}'],
+    (BOTH, ['callbacks={mine: {target: "support.user_parts:nothing_here"}}'],
      "callbacks.mine: target 'support.user_parts:nothing_here': support.user_parts has no attribute nothing_here"),
-    # what plan does not import or look at
-    (TRAIN, ['model={target: "support.user_parts:linear", kwargs: {clases: 3}}'],
+    # the model's, the optimizer's and the callbacks' builders: imported and their arguments checked by both
+    (BOTH, ['model={target: "support.user_parts:linear", kwargs: {clases: 3}}'],
      "model: the model linear: unexpected keyword 'clases'; it takes: classes, with_num_classes"),
-    (TRAIN, ['optimizer={target: "torch.optim:AdamW", kwargs: {learning_rate: 0.1}}'],
+    (BOTH, ['optimizer={target: "torch.optim:AdamW", kwargs: {learning_rate: 0.1}}'],
      "optimizer: the optimizer AdamW: unexpected keyword 'learning_rate'"),
-    (TRAIN, ['callbacks.lr_monitor={window: 3}'], "callbacks.lr_monitor: the callback LRMonitor: unexpected keyword "
+    (BOTH, ['callbacks.lr_monitor={window: 3}'], "callbacks.lr_monitor: the callback LRMonitor: unexpected keyword "
                                                   "'window'"),
-    (TRAIN, ['model.target=support.user_parts:raising_model'],
+    (BUILT, ['model.target=support.user_parts:raising_model'],
      'model: support.user_parts:raising_model raised RuntimeError: out of memory while building the model'),
-    # Composer's schedulers, loggers and algorithms: names and times by plan too, arguments by train
+    # Composer's schedulers, loggers and algorithms: names, times and arguments by both
     (BOTH, ['scheduler={name: cosine}'], "scheduler.name: 'cosine' is not a registered scheduler; choose one of: "
                                          'constant, step, multi_step, linear, exponential, cosine_annealing, '),
     (BOTH, ['scheduler={}'], 'scheduler needs a name (one of: constant, step, '),
@@ -202,6 +204,8 @@ CASES = [
     (BOTH, ['scheduler={name: multi_step, milestones: [2ba, 1.5ep]}'],
      "scheduler.milestones[1] must be a Composer time: a whole number ≥ 0"),
     (BOTH, ['schedulers=[cosine]'], "schedulers[0] must be a mapping (a scheduler part), got 'cosine'"),
+    (BOTH, ["scheduler={target: 'composer.optim:CosineAnnealingWithWarmupScheduler', kwargs: {t_warmup: 3 parsecs}}"],
+     "scheduler.kwargs.t_warmup: '3 parsecs' is not a number followed by a unit"),
     (BOTH, ['scale_schedule_ratio=0'], 'scale_schedule_ratio must be a number in (0, inf), got 0'),
     (BOTH, ['scale_schedule_ratio=0.5'], 'scale_schedule_ratio=0.5 scales the LR schedule and max_duration, but the '
                                          'recipe sets no scheduler'),
@@ -228,17 +232,17 @@ CASES = [
                                                  'pass, so part of every batch never trains'),
     (BOTH, ['algorithms.alibi={max_sequence_length: 128}'], "algorithms.alibi: Composer's Alibi is refused: it "
                                                             'reshapes every batch of a dict'),
-    (TRAIN, ['algorithms.mine={target: "composer.algorithms:SelectiveBackprop"}'],
+    (BUILT, ['algorithms.mine={target: "composer.algorithms:SelectiveBackprop"}'],
      "algorithms.mine: the builder returned Composer's SelectiveBackprop (selective_backprop), which a recipe "
      'refuses: it drops the samples of lowest loss'),
-    (TRAIN, ['scheduler={name: cosine_annealing_with_warmup, t_warmup: 2ba, alpha: 0.1}'],
+    (BOTH, ['scheduler={name: cosine_annealing_with_warmup, t_warmup: 2ba, alpha: 0.1}'],
      "scheduler: the scheduler CosineAnnealingWithWarmupScheduler: unexpected keyword 'alpha'; it takes: t_warmup, "
      't_max, alpha_f, scale_warmup'),
-    (TRAIN, ['loggers.file={file_name: log.txt}'], "loggers.file: the logger FileLogger: unexpected keyword "
+    (BOTH, ['loggers.file={file_name: log.txt}'], "loggers.file: the logger FileLogger: unexpected keyword "
                                                    "'file_name'; it takes: filename, remote_file_name, "),
-    (TRAIN, ['algorithms.gradient_clipping={clipping_threshold: 1.0}'],
+    (BOTH, ['algorithms.gradient_clipping={clipping_threshold: 1.0}'],
      "algorithms.gradient_clipping: the algorithm GradientClipping: missing required keyword 'clipping_type'"),
-    (TRAIN, ['algorithms.mine={target: "support.user_parts:numbers", kwargs: {size: 3}}'],
+    (BUILT, ['algorithms.mine={target: "support.user_parts:numbers", kwargs: {size: 3}}'],
      'algorithms.mine: the builder returned a Numbers, not a composer.core.Algorithm'),
 ]
 
@@ -463,6 +467,24 @@ def test_the_allow_list_refuses_a_module_before_it_runs(tmp_path: Path, capsys: 
     allowed = ['train_loader.dataset={target: "support.user_parts:numbers", kwargs: {size: 200}}']
     assert subprocess.run([COMMAND, 'plan', DIGITS, *allowed], env={**env, 'PYTHONPATH': str(ROOT / 'tests')},
                           capture_output=True, text=True, timeout=120).returncode == 0
+
+
+@pytest.mark.parametrize('field', ['train_loader.dataset', 'train_loader.sampler', 'model', 'optimizer', 'scheduler',
+                                   'callbacks.mine', 'loggers.mine', 'algorithms.mine'])
+def test_plan_and_train_refuse_a_module_off_the_allow_list_in_every_field(field: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``plan`` checks every target against the allow-list as ``train`` does, not only the data parts': exit 2,
+    the same message, and the named callable never runs."""
+    marker = tmp_path / 'RAN'
+    monkeypatch.setenv('COMPOSER_SAMPLING_ALLOWED_MODULES', 'composer_sampling')
+    override = f'{field}={{target: "os:system", kwargs: {{command: "touch {marker}"}}}}'
+    results = {command: _run(command, [override], capsys) for command in ('plan', 'train')}
+    assert results['plan'] == results['train'], results
+    code, err = results['train']
+    assert code == 2 and err.startswith(f"error: {field}.target names the module 'os', which is not in "
+                                        'COMPOSER_SAMPLING_ALLOWED_MODULES (composer_sampling)'), err
+    assert not marker.exists()
 
 
 def test_the_allow_list_covers_checkpoints(capsys: pytest.CaptureFixture[str],

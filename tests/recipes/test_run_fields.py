@@ -23,7 +23,7 @@ from composer_sampling.audit import audit_folder
 from composer_sampling.recipes.autoresume import autoresume_checkpoint
 from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.run_fields import machine_device
+from composer_sampling.recipes.run_fields import check_parallelism_fields, machine_device
 from composer_sampling.recipes.schema import load_recipe
 from composer_sampling.train import main as train_main
 
@@ -56,15 +56,15 @@ BOTH = [
                           'set'),
     (['autoresume=true', 'save_folder=/tmp/composer-sampling-unused'], 'autoresume: true needs run_name'),
     (['autoresume=sometimes'], "invalid value for field 'autoresume'"),
+    (['parallelism_config={fsdp: {sharding_strateg: FULL_SHARD}}'],
+     "unknown field parallelism_config.fsdp.sharding_strateg (Composer's FSDPConfig takes: "),
+    (['parallelism_config={fsdp: {bogus: 1}}'], "unknown field parallelism_config.fsdp.bogus (Composer's FSDPConfig "
+                                                'takes: '),
+    (['parallelism_config={tp: {degree: 2}}'], "unknown field parallelism_config.tp.degree (Composer's TPConfig "
+                                               'takes: device_mesh, tensor_parallel_degree, layer_plan)'),
     (['scheduler={name: cosine_annealing_with_warmup, t_warmup: 64sp}'],
      "scheduler: t_warmup='64sp' counts sp and t_max='1dur' counts ba (with max_duration='4ep'; Composer counts ep as "
      "batches and dur in max_duration's unit); cosine_annealing_with_warmup needs both in one unit"),
-]
-TRAIN_ONLY = [
-    (['parallelism_config={fsdp: {sharding_strateg: FULL_SHARD}}'],
-     "unknown field parallelism_config.fsdp.sharding_strateg (Composer's FSDPConfig takes: "),
-    (['parallelism_config={tp: {degree: 2}}'], "unknown field parallelism_config.tp.degree (Composer's TPConfig "
-                                               'takes: device_mesh, tensor_parallel_degree, layer_plan)'),
 ]
 MACHINE = [
     (['device=gpu'], 'device=gpu, but torch sees no CUDA GPU on this machine (torch.cuda.is_available() is False'),
@@ -91,10 +91,10 @@ def test_plan_and_train_refuse_a_bad_field_alike(overrides: list[str], message: 
     assert (_refused('plan', overrides, capsys)) == (2, train_err)
 
 
-@pytest.mark.parametrize(('overrides', 'message'), TRAIN_ONLY + [pytest.param(*case, marks=NO_GPU) for case in MACHINE],
-                         ids=[' '.join(case[0]) for case in TRAIN_ONLY + MACHINE])
-def test_train_refuses_what_the_machine_or_composers_classes_decide(overrides: list[str], message: str,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(('overrides', 'message'), [pytest.param(*case, marks=NO_GPU) for case in MACHINE],
+                         ids=[' '.join(case[0]) for case in MACHINE])
+def test_train_alone_refuses_what_the_machine_decides(overrides: list[str], message: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """``plan`` may run elsewhere than the run (a laptop planning a GPU run): it accepts these."""
     trained, train_err = _refused('train', [*overrides, 'max_duration=1ba'], capsys)
     assert trained == 2 and train_err.startswith(f'error: {message}') and 'run summary' not in train_err, train_err
@@ -108,17 +108,18 @@ def test_fsdp2_is_taken_on_the_cpu(monkeypatch: pytest.MonkeyPatch, capsys: pyte
     fsdp = {'state_dict_type': 'sharded', 'reshard_after_forward': False}
     monkeypatch.setenv('FSDP_VERSION', '2')
     assert machine_device('cpu', 'fp32', {'fsdp': fsdp}) == 'cpu'
+    check_parallelism_fields({'fsdp': fsdp})
     assert main(['plan', DIGITS, 'device=cpu', 'parallelism_config={fsdp: {reshard_after_forward: false}}']) == 0
     capsys.readouterr()
     with pytest.raises(RecipeError, match=r"parallelism_config \(tp\) cannot train on device=cpu"):
         machine_device('cpu', 'fp32', {'fsdp': fsdp, 'tp': {}})
     with pytest.raises(RecipeError, match=r"unknown field parallelism_config.fsdp.reshard \(Composer's FSDPConfig "
                                           r"and FSDP2Config take: .*reshard_after_forward"):
-        machine_device('cpu', 'fp32', {'fsdp': {'reshard': False}})
+        check_parallelism_fields({'fsdp': {'reshard': False}})
     monkeypatch.setenv('FSDP_VERSION', '1')
     with pytest.raises(RecipeError, match=r"unknown field parallelism_config.fsdp.reshard_after_forward \(Composer's "
                                           r"FSDPConfig takes: "):
-        machine_device('gpu', 'amp_bf16', {'fsdp': fsdp})
+        check_parallelism_fields({'fsdp': fsdp})
 
 
 def test_the_summary_shows_the_device_and_precision(capsys: pytest.CaptureFixture[str]) -> None:
