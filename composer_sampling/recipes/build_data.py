@@ -1,7 +1,8 @@
 """The datasets and DataLoaders of a resolved recipe: what ``plan`` and ``train`` both build.
 
-Datasets are built, never indexed (but for ``dataset[0]`` when a duration counts
-tokens): :func:`build_data` returns the train and held-out splits (and, for a
+Datasets are built, never indexed (but for ``dataset[0]`` when a duration or a
+scheduler time counts tokens, or an algorithm reads the batches,
+:mod:`~composer_sampling.recipes.batch_checks`): :func:`build_data` returns the train and held-out splits (and, for a
 sampler whose entry ``takes_sources``, the sources), checked by :func:`check_data`
 (the splits hold samples, the train split a global batch, every source a step).
 :func:`build_train_loader` builds one rank's train loader from the sampler part;
@@ -29,7 +30,9 @@ from torch.utils.data import BatchSampler, ConcatDataset, DataLoader, Dataset, D
 
 from composer_sampling._validate import is_integer
 from composer_sampling.batching import BatchSizes
+from composer_sampling.recipes.batch_checks import check_batch_readers
 from composer_sampling.recipes.builders import bound_builder, run_builder
+from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.resolve import RunSpec
 from composer_sampling.recipes.workers import worker_start
@@ -144,6 +147,7 @@ def build_data(spec: RunSpec, batch_sizes: BatchSizes) -> Data:
         split = split_into_sources(train, list(spec.source_fractions)) if spec.source_fractions else None
         data = Data(ConcatDataset(split) if split else train, held_out, split)
     check_data(spec, batch_sizes, data.train, data.held_out, data.sources)
+    check_batch_readers(spec, data.train, _collate(spec, 'train_loader.collate_fn'))
     return data
 
 
@@ -315,12 +319,33 @@ def counts_tokens(dataset: Any) -> bool:
     return isinstance(sample, Mapping) and 'input_ids' in sample
 
 
+def _scheduler_times_in_tokens(spec: RunSpec) -> list[tuple[str, str]]:
+    """``(field, value)`` of every scheduler argument that is a Composer time in tokens."""
+    found = []
+    for part in spec.schedulers:
+        prefix = part.field if part.entry is not None else f'{part.field}.kwargs'
+        for name, value in part.arguments.items():
+            for k, item in enumerate(value if isinstance(value, (list, tuple)) else [value]):
+                if isinstance(item, str) and _unit(item) == 'tok':
+                    found.append((f'{prefix}.{name}' + (f'[{k}]' if isinstance(value, (list, tuple)) else ''), item))
+    return found
+
+
+def _unit(text: str) -> str | None:
+    try:
+        return parse_duration(text)[1]
+    except ValueError:
+        return None
+
+
 def _check_token_units(spec: RunSpec, train: Any) -> None:
-    in_tokens = [name for name, (_, unit) in spec.durations.items() if unit == 'tok']
+    in_tokens = [(name, getattr(spec.recipe, name)) for name, (_, unit) in spec.durations.items() if unit == 'tok']
+    in_tokens += _scheduler_times_in_tokens(spec)
     if in_tokens and not counts_tokens(train):
-        name = in_tokens[0]
-        effect = 'train forever' if name == 'max_duration' else 'never reach it'
-        raise RecipeError(f'{name}={getattr(spec.recipe, name)!r} counts tokens, but Composer counts none in this run '
+        name, value = in_tokens[0]
+        effect = ('train forever' if name == 'max_duration' else
+                  'never reach it' if name in spec.durations else 'never reach it: the LR schedule would not move')
+        raise RecipeError(f'{name}={value!r} counts tokens, but Composer counts none in this run '
                           f'(the {spec.parts["train_loader.dataset"].label} dataset yields no input_ids and has no '
                           f'max_seq_len), so the run would {effect}; use ep, ba or sp')
 

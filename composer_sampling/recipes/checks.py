@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -29,7 +30,7 @@ from typing import Any
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
 from composer_sampling.recipes.builders import RUNNER_KEYWORDS, builder_of
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
-from composer_sampling.recipes.composer_names import SAME_UNIT_WARMUP
+from composer_sampling.recipes.composer_names import ALGORITHM_CHOICES, SAME_UNIT_WARMUP
 from composer_sampling.recipes.durations import parse_duration
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import RegistryError, check_arguments
@@ -66,6 +67,8 @@ def checked_spec(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) 
         raise RecipeError(f'seed={spec.recipe.seed} is too large for {world_size} ranks: Composer seeds rank r with '
                           f'seed + r, which must stay below 2**32; use a seed in [0, {limit}]')
     _check_warmup_units(spec)
+    _check_scaled_duration(spec)
+    _check_algorithm_choices(spec)
     imported = {part.field: _check_builder(part)
                 for part in (*spec.parts.values(), *spec.callbacks, *spec.schedulers, *spec.loggers, *spec.algorithms)}
     builders = {part.field: imported[part.field] for part in spec.callbacks if part.entry is None}
@@ -102,6 +105,31 @@ def _check_warmup_units(spec: RunSpec) -> None:
                               f'{t_max_unit} (with max_duration={spec.recipe.max_duration!r}; Composer counts ep '
                               f'as batches and dur in max_duration\'s unit); {part.label} needs both in one unit: '
                               'write them in the same unit')
+
+
+def _check_scaled_duration(spec: RunSpec) -> None:
+    """``scale_schedule_ratio`` leaves at least one unit of ``max_duration``: Composer scales it as ``int(value *
+    ratio)`` when it builds the Trainer and stops there at 0, after the summary."""
+    ratio, (value, unit) = spec.recipe.scale_schedule_ratio, spec.durations['max_duration']
+    if ratio == 1 or unit == 'dur' or int(value * ratio) > 0:
+        return
+    smallest = math.ceil(1000 / value) / 1000
+    raise RecipeError(f'scale_schedule_ratio={ratio:g} scales max_duration={spec.recipe.max_duration!r} to '
+                      f'{int(value * ratio)}{unit} (Composer keeps the whole units of {value} x {ratio:g}), which '
+                      f'trains nothing; use a scale_schedule_ratio of at least {smallest:g}, or a longer max_duration')
+
+
+def _check_algorithm_choices(spec: RunSpec) -> None:
+    """Arguments of Composer's algorithms that Composer checks only when the algorithm first runs (ALGORITHM_CHOICES),
+    checked here against their choices."""
+    for part in spec.algorithms:
+        choices = ALGORITHM_CHOICES.get(part.target.rpartition(':')[2], {})
+        for name, allowed in choices.items():
+            value = part.arguments.get(name)
+            if value is not None and value not in allowed:
+                where = f'{part.field}.{name}' if part.entry is not None else f'{part.field}.kwargs.{name}'
+                raise RecipeError(f'{where} must be one of {", ".join(allowed)}, got {value!r} (Composer checks it '
+                                  'only at the first batch)')
 
 
 def _check_one_ledger(spec: RunSpec, builders: Mapping[str, Any]) -> None:

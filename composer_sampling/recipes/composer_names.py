@@ -17,8 +17,8 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ['ALGORITHMS', 'CALLBACKS', 'CHECKPOINT_ARGUMENTS', 'LOGGERS', 'REFUSED_ALGORITHMS', 'SAME_UNIT_WARMUP',
-           'SCHEDULERS', 'TIMES_FROM_ZERO', 'TIME_LISTS', 'refused_algorithm']
+__all__ = ['ALGORITHMS', 'ALGORITHM_CHOICES', 'BATCH_READERS', 'CALLBACKS', 'CHECKPOINT_ARGUMENTS', 'LOGGERS',
+           'REFUSED_ALGORITHMS', 'SAME_UNIT_WARMUP', 'SCHEDULERS', 'TIMES_FROM_ZERO', 'TIME_LISTS', 'refused_algorithm']
 
 #: Composer's callbacks (``composer.callbacks``).
 CALLBACKS = {
@@ -80,6 +80,18 @@ ALGORITHMS = {
     'selective_backprop': 'SelectiveBackprop', 'seq_length_warmup': 'SeqLengthWarmup',
     'squeeze_excite': 'SqueezeExcite', 'stochastic_depth': 'StochasticDepth', 'swa': 'SWA',
     'weight_standardization': 'WeightStandardization',
+}
+#: Composer's algorithms that read the batch at their key arguments (``State.batch_get_item``, at every batch), and the
+#: dimensions their input must have at least (0: any); Composer finds a batch that does not fit only at the first one.
+BATCH_READERS: dict[str, tuple[tuple[str, ...], int]] = {
+    'CutMix': (('input_key', 'target_key'), 4), 'CutOut': (('input_key',), 4),
+    'ColOut': (('input_key', 'target_key'), 4), 'MixUp': (('input_key', 'target_key'), 0),
+    'LabelSmoothing': (('target_key',), 0),
+    'ProgressiveResizing': (('input_key', 'target_key'), 3),
+}
+#: Arguments of Composer's algorithms that Composer checks only when the algorithm first runs, with their choices.
+ALGORITHM_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    'GradientClipping': {'clipping_type': ('adaptive', 'norm', 'value')},
 }
 _PROMISE = 'a recipe promises every sample trained once an epoch, in batches of the planned size, and an exact resume'
 #: The algorithms a recipe refuses, with the reason: each changes which samples train or the shape of the batches.

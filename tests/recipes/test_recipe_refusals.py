@@ -244,6 +244,33 @@ CASES = [
      "algorithms.gradient_clipping: the algorithm GradientClipping: missing required keyword 'clipping_type'"),
     (BUILT, ['algorithms.mine={target: "support.user_parts:numbers", kwargs: {size: 3}}'],
      'algorithms.mine: the builder returned a Numbers, not a composer.core.Algorithm'),
+    # Composer's parts that Composer itself would stop at the first batch, or after the summary
+    (BOTH, ['algorithms.gradient_clipping={clipping_type: bogus, clipping_threshold: 1.0}'],
+     "algorithms.gradient_clipping.clipping_type must be one of adaptive, norm, value, got 'bogus' (Composer checks it "
+     'only at the first batch)'),
+    (BOTH, ['algorithms.mine={target: "composer.algorithms:GradientClipping", kwargs: {clipping_type: l2, '
+            'clipping_threshold: 1.0}}'],
+     "algorithms.mine.kwargs.clipping_type must be one of adaptive, norm, value, got 'l2'"),
+    (BOTH, ['algorithms.cutmix={}'],
+     "algorithms.cutmix.input_key=0: the batch is a dict with the keys 'input', 'target', 'index' (KeyError), as the "
+     'train loader collates the digits dataset; cutmix reads it there at every batch. Set input_key to where the '
+     'batch holds it, or remove algorithms.cutmix'),
+    (BOTH, ['algorithms.label_smoothing={smoothing: 0.1}'],
+     "algorithms.label_smoothing.target_key=1: the batch is a dict with the keys 'input', 'target', 'index'"),
+    (BOTH, ['algorithms.cutout={input_key: input}'],
+     "algorithms.cutout: cutout takes image batches of at least 4 dimensions (N, C, H, W), but the input at "
+     "input_key='input' is of shape [1, 64] (the digits dataset, collated); remove algorithms.cutout, or train on "
+     'images'),
+    (BOTH, ['scheduler={name: linear_with_warmup, t_warmup: 1ba}', 'scale_schedule_ratio=0.3', 'max_duration=3ba'],
+     "scale_schedule_ratio=0.3 scales max_duration='3ba' to 0ba (Composer keeps the whole units of 3 x 0.3), which "
+     'trains nothing; use a scale_schedule_ratio of at least 0.334, or a longer max_duration'),
+    (BOTH, ['scheduler={name: cosine_annealing, t_max: 3tok}'],
+     "scheduler.t_max='3tok' counts tokens, but Composer counts none in this run (the digits dataset yields no "
+     'input_ids and has no max_seq_len), so the run would never reach it: the LR schedule would not move'),
+    (BOTH, ['schedulers=[{name: multi_step, milestones: [2ba, 5tok]}]'],
+     "schedulers[0].milestones[1]='5tok' counts tokens"),
+    (BOTH, ["scheduler={target: 'composer.optim:LinearScheduler', kwargs: {t_max: 7tok}}"],
+     "scheduler.kwargs.t_max='7tok' counts tokens"),
 ]
 
 
@@ -270,6 +297,18 @@ def test_a_bad_recipe_is_refused_before_training(where: str, overrides: list[str
         assert (planned, plan_err) == (2, train_err), 'plan and train refuse with the same message'
     else:
         assert planned in (0, 1), plan_err
+
+
+def test_what_composer_takes_is_not_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """The neighbours of the refusals above: the batch's own keys, a ratio that leaves a batch, time in batches."""
+    for overrides in (['algorithms.mixup={input_key: input, target_key: target}',
+                       'algorithms.label_smoothing={smoothing: 0.1, target_key: target}',
+                       'algorithms.gradient_clipping={clipping_type: adaptive, clipping_threshold: 0.01}'],
+                      ['scheduler={name: linear_with_warmup, t_warmup: 1ba}', 'scale_schedule_ratio=0.34',
+                       'max_duration=3ba'],
+                      ['scheduler={name: multi_step, milestones: [2ba, 1ep]}']):
+        assert main(['plan', DIGITS, *overrides]) == 0, capsys.readouterr().err
+    assert main(['train', DIGITS, 'max_duration=2ba', 'algorithms.mixup={input_key: input, target_key: target}']) == 0
 
 
 def test_the_users_traceback_shows_with_verbose(capsys: pytest.CaptureFixture[str]) -> None:
