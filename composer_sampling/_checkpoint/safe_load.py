@@ -49,6 +49,7 @@ __all__ = [
     'composer_handoff',
     'composer_load_path',
     'composer_object_name',
+    'composer_reading',
     'composer_safe_globals',
     'download_scheme',
     'downloaded_checked_copy',
@@ -292,16 +293,28 @@ def composer_handoff(path: str) -> str:
         'runs/{x}/ep1.pt'
     """
     handed = path.replace('{', '{{{{').replace('}', '}}}}')
-    try:
-        read = composer_load_path(handed, run_name='')
-    except CheckpointError as error:
-        read = f'nothing it can check ({error})'
-    if download_scheme(handed) is not None:
-        read = f'the URI {handed}'
+    read = composer_reading(path)
     if read != path:
         raise CheckpointError(f'{path} cannot be given to Composer as it is: Composer would read {read} instead; '
                               "rename the file without '#', '?', ';' or a 'scheme:' prefix")
     return handed
+
+
+def composer_reading(path: str) -> str:
+    """What Composer reads when it is given the local file ``path``, its braces escaped: ``path`` itself, or what
+    a ``#``, a ``?``, a ``;`` or a URI-like name makes of it.
+
+    Example:
+        >>> composer_reading('runs/a#b/ep1.pt'), composer_reading('runs/{x}/ep1.pt')
+        ('runs/a', 'runs/{x}/ep1.pt')
+    """
+    handed = path.replace('{', '{{{{').replace('}', '}}}}')
+    if download_scheme(handed) is not None:
+        return f'the URI {handed}'
+    try:
+        return composer_load_path(handed, run_name='')
+    except CheckpointError as error:
+        return f'nothing it can check ({error})'
 
 
 def download_scheme(path: str) -> str | None:

@@ -57,6 +57,7 @@ class Run:
     device: str = 'cpu'  # the device this machine trains on: cpu, gpu or mps (machine_device)
     interrupted: LaterCheckpoints | None = None  # what a save cut short left after the latest checkpoint resumed
     graph: GraphSnapshot | None = None  # the train loader's graph, walked once (the summary and the sharding check)
+    complete: str | None = None  # autoresume's latest checkpoint has trained all of max_duration (Prepared.complete)
 
     @property
     def checked_checkpoints(self) -> Mapping[str, CheckedCheckpoint] | None:
@@ -106,6 +107,7 @@ class Prepared:
     checked: Checked
     folders: RunFolders
     later: LaterCheckpoints | None  # what the save folder holds after the checkpoint a resume loads
+    complete: str | None = None  # autoresume's latest checkpoint has trained all of max_duration: what it trained
 
 
 def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Prepared:
@@ -125,12 +127,39 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
 
     check_parallelism_fields(spec.recipe.parallelism_config)
     folders = run_folders(spec.recipe, spec.ledger_folder, spec.run_name)
-    spec = replace(spec, recipe=autoresumed(spec.recipe, folders))  # the latest checkpoint, checked as load_path is
+    recipe = autoresumed(spec.recipe, folders)  # the latest checkpoint, checked as load_path is
+    if recipe.load_path != spec.recipe.load_path:
+        spec = replace(spec, recipe=recipe, load_path_field=f'autoresume (the latest checkpoint in save_folder '
+                                                            f'{folders.save})')
     checked = checked_spec(spec, world_size, copy_checkpoints)
     resumed = checked.checkpoints.get('load_path')
     later = later_checkpoints(spec.recipe, folders, None if resumed is None else resumed.path)
     check_save_folders(spec.recipe, spec.ledger_folder, folders, later)
-    return Prepared(spec, checked, folders, later)
+    complete = _complete(spec, resumed)
+    if complete is not None and spec.load_path_field == 'load_path':
+        raise RecipeError(f'load_path: {complete}: nothing would train (Composer would stop with a ValueError); '
+                          'raise max_duration to train further, or load an earlier checkpoint')
+    return Prepared(spec, checked, folders, later, complete)
+
+
+#: Composer's names of the units of a duration, as a checkpoint's Timestamp holds them.
+_TRAINED = {'ep': 'epoch', 'ba': 'batch', 'sp': 'sample', 'tok': 'token', 'iter': 'iteration'}
+
+
+def _complete(spec: RunSpec, resumed: CheckedCheckpoint | None) -> str | None:
+    """What the checkpoint resumed has trained when it has trained all of ``max_duration`` (scaled by
+    ``scale_schedule_ratio``, as Composer scales it), else ``None``."""
+    value, unit = spec.durations['max_duration']
+    name = _TRAINED.get(unit)
+    if resumed is None or name is None or name not in resumed.trained:
+        return None
+    total = int(value * spec.recipe.scale_schedule_ratio)
+    if resumed.trained[name] < total:
+        return None
+    shown = ', '.join(f'{key} {resumed.trained[key]}' for key in ('epoch', 'batch', 'sample') if key in resumed.trained)
+    return (f'the checkpoint {resumed.path} has trained {resumed.trained[name]}{unit} ({shown}), all of '
+            f'max_duration={spec.recipe.max_duration!r}' + (f' scaled by {spec.recipe.scale_schedule_ratio:g}'
+                                                             if total != value else ''))
 
 
 def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any) -> Trainer:
@@ -208,7 +237,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     check_sharding(spec, graph, world_size, rank, batch_sizes.replication)
     check_resumed_order(checked, graph)
     return Run(spec, batch_sizes, loaders.data.train, loaders.data.held_out, loaders.train, loaders.held_out, checked,
-               device, later if later is not None and later.interrupted else None, graph)
+               device, later if later is not None and later.interrupted else None, graph, prepared.complete)
 
 
 def check_resumed_order(checked: Checked, graph: GraphSnapshot) -> None:

@@ -66,6 +66,7 @@ class CheckedCheckpoint:
     load_path: str
     model_shapes: Mapping[str, tuple[int, ...]] = dataclass_field(default_factory=dict)  # empty when trusted unchecked
     sync_state: Any = None  # SamplerSync's state in the file (its envelope), when it holds one
+    trained: Mapping[str, int] = dataclass_field(default_factory=dict)  # its Timestamp: epoch, batch, sample, token...
 
     @property
     def data_seed(self) -> int | None:
@@ -133,6 +134,7 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
     if not value.strip():
         raise RecipeError(f'{field_name} is empty ({value!r}): give the checkpoint file to load, or leave '
                           f'{field_name} out to start from scratch')
+    field_name = spec.load_path_field if field_name == 'load_path' else field_name  # autoresume's, named so
     run_name = spec.run_name  # as the Trainer picks it
     try:
         path = composer_load_path(value, run_name)
@@ -165,7 +167,15 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
         if isinstance(model, dict) else {}
     sync_state = (state.get('callbacks') or {}).get('SamplerSync')
     _check_sync_state(where, path, sync_state)
-    return CheckedCheckpoint(field_name, path, handed, shapes, sync_state)
+    return CheckedCheckpoint(field_name, path, handed, shapes, sync_state, _timestamp(state))
+
+
+def _timestamp(state: Mapping[str, Any]) -> dict[str, int]:
+    """The training time a checkpoint holds, by Composer's unit names (``epoch``, ``batch``...): its ``Timestamp``."""
+    saved = (state.get('timestamp') or {}).get('Timestamp') if isinstance(state.get('timestamp'), Mapping) else None
+    if not isinstance(saved, Mapping):
+        return {}
+    return {key: int(value) for key, value in saved.items() if is_integer(value)}
 
 
 def _checked_download(value: str, run_name: str | None, copies: tempfile.TemporaryDirectory[str] | None,

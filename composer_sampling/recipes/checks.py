@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
 
+from composer_sampling._checkpoint.safe_load import composer_reading
 from composer_sampling.batching import BatchSizeError, BatchSizes, batch_sizes
 from composer_sampling.recipes.builders import RUNNER_KEYWORDS, builder_of
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, check_checkpoint_field, checkpoint_fields
@@ -76,9 +77,23 @@ def checked_spec(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) 
     fields = checkpoint_fields(spec, builders)
     copies = None
     if copy_checkpoints and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the file Composer reads
-        copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
+        copies = _copies_folder()
     checked = {name: check_checkpoint_field(spec, name, value, copies) for name, value in fields.items()}
     return Checked(batch_sizes, checked, copies)
+
+
+def _copies_folder() -> tempfile.TemporaryDirectory[str]:
+    """A new private folder for the checked copies Composer loads, in the system's temporary folder (``TMPDIR``),
+    refused naming ``TMPDIR`` when Composer could not read a file in it as the local path it is."""
+    copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
+    probe = os.path.join(copies.name, 'checkpoint.pt')
+    read = composer_reading(probe)
+    if read != probe:
+        copies.cleanup()
+        raise RecipeError(f'the checked copy of each checkpoint goes into the temporary folder '
+                          f'{tempfile.gettempdir()} (TMPDIR), where Composer cannot read it: given {probe}, Composer '
+                          f"would read {read}; set TMPDIR to a folder without '#', '?', ';' or a 'scheme:' prefix")
+    return copies
 
 
 def _check_warmup_units(spec: RunSpec) -> None:

@@ -38,6 +38,9 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
     """
     prepared = prepare(resolve(recipe), world_size, copy_checkpoints=False)
     spec, checked = prepared.spec, prepared.checked
+    if prepared.complete is not None:
+        print(f'note: {spec.load_path_field}: {prepared.complete}; train would say the run is complete and train '
+              'nothing', flush=True)
     batch_sizes = checked.batch_sizes
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
     data = build_data(spec, batch_sizes)

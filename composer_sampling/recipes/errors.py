@@ -2,12 +2,19 @@
 
 Only the recipe layer speaks in YAML field names; the library's own errors name
 Python arguments, and the recipe layer turns them into field names.
+:class:`RunComplete` is no error: an ``autoresume`` run started again once it has
+trained all of ``max_duration`` has nothing left to train, and ``train`` says so and
+exits 0.
 """
 
 from __future__ import annotations
 
-__all__ = ['RecipeError']
+__all__ = ['RecipeError', 'RunComplete']
 
 
 class RecipeError(ValueError):
     """A recipe that cannot run: the message names the field and what would be valid."""
+
+
+class RunComplete(Exception):  # noqa: N818 - no error: the run has nothing left to train
+    """An ``autoresume`` run whose latest checkpoint has trained all of ``max_duration``: the message says so."""

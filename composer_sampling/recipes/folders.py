@@ -44,18 +44,24 @@ def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:
         >>> rank_zero_folder('save_folder', 'runs/{run_name}/rank{rank}', 'digits')
         'runs/digits/rank0'
     """
-    from composer.utils import dist, partial_format
+    from composer.utils import dist, parse_uri, partial_format
 
     values: dict[str, Any] = {'rank': 0, 'local_rank': 0, 'node_rank': 0, 'world_size': dist.get_world_size(),
                               'local_world_size': dist.get_local_world_size()}
     if run_name is not None:
         values['run_name'] = run_name
     try:
-        return partial_format(template, **values)
+        folder = partial_format(template, **values)
     except (ValueError, AttributeError, TypeError, IndexError) as error:
         fields = ', '.join('{' + name + '}' for name in SAVE_FOLDER_FIELDS)
         raise RecipeError(f'{field} {template!r} cannot be filled as Composer fills it ({error}); its placeholders '
                           f'may be {fields}') from None
+    backend, _, path = parse_uri(folder)
+    if not backend and path != folder:
+        raise RecipeError(f"{field} {template!r}: Composer reads a '#', '?' or ';' in a local path as the end of the "
+                          f'path (the start of a URI fragment, query or parameters) and would write into {path} '
+                          f"instead; choose a folder without '#', '?' or ';'")
+    return folder
 
 
 @dataclass(frozen=True)

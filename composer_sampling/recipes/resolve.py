@@ -86,6 +86,7 @@ class RunSpec:
     sync: SyncSpec
     ledger_folder: str | None  # derived from save_folder when a callback wants it and it can be known now
     run_name: str | None = None  # as Composer's Trainer will take it, when known before it runs (composer_run_name)
+    load_path_field: str = 'load_path'  # how messages name what gave load_path (autoresume's latest checkpoint)
 
     @property
     def sampler(self) -> PartSpec:

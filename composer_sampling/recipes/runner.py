@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.errors import RecipeError, RunComplete
 from composer_sampling.recipes.schema import Recipe, load_recipe
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     if run is None:
         spec = resolve(recipe)
         run = build_run(spec)
+    if run.complete is not None:
+        raise RunComplete(f'{run.spec.load_path_field}: {run.complete}; the run is complete, nothing to train. Raise '
+                          'max_duration to train further')
     parts = build_trainer_parts(run.spec, run.checked_checkpoints)  # a part that fails to build fails here
     rank_zero = dist.get_global_rank() == 0  # the only rank that writes a single-file checkpoint, and that prints
     if rank_zero and not run.spec.sync.present and not any(
@@ -156,7 +159,8 @@ def parse_recipe_arguments(parser: argparse.ArgumentParser, argv: list[str] | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line entry: exit 0 after training, 2 for a bad recipe (before any training)."""
+    """Command line entry: exit 0 after training (or when an autoresume run is complete), 2 for a bad recipe (before
+    any training)."""
     parser = argparse.ArgumentParser(prog='python -m composer_sampling.train', description=TRAIN_HELP,
                                      epilog=TRAIN_EPILOG)
     args = parse_recipe_arguments(recipe_arguments(parser), argv)
@@ -164,10 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         os.environ['COMPOSER_SAMPLING_VERBOSE'] = '1'
     # Composer warns whenever a last, partial batch is smaller than the microbatch: expected here.
     warnings.filterwarnings('ignore', message='Cannot split tensor of length')
+    rank_zero = int(os.environ.get('LOCAL_RANK', '0')) == 0  # as composer.utils.dist reads it, without Composer
     try:
         train(load_recipe(args.recipe, args.overrides))
+    except RunComplete as complete:
+        if rank_zero:
+            print(complete, flush=True)
+        return 0
     except RecipeError as error:
-        if int(os.environ.get('LOCAL_RANK', '0')) == 0:  # as composer.utils.dist reads it, without importing Composer
+        if rank_zero:
             print(f'error: {error}', file=sys.stderr, flush=True)
         return 2
     return 0

@@ -154,6 +154,9 @@ CASES = [
     (BOTH, ['callbacks.sampler_sync=[1]'], 'callbacks.sampler_sync must be a mapping of arguments (or empty), got '
                                            '[1]'),
     (BOTH, ['seed=[1]'], 'seed must be a single value, got a list [1]'),
+    (BOTH, ['save_folder=runs/a#b'], "save_folder 'runs/a#b': Composer reads a '#', '?' or ';' in a local path as the "
+                                     'end of the path (the start of a URI fragment, query or parameters) and would '
+                                     "write into runs/a instead; choose a folder without '#', '?' or ';'"),
     (BOTH, ['model.target=support.user_parts:missing'],
      "model: target 'support.user_parts:missing': support.user_parts has no attribute missing"),
     (BOTH, ['train_loader.dataset={target: "support.user_parts:three_sources"}', 'train_loader.sampler={name: mixture, '

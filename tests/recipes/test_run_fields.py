@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,59 @@ def test_a_killed_run_started_again_with_the_same_command_continues_exactly(tmp_
     report = audit_folder(folder)
     assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
     assert report.epochs == audit_folder(never).epochs
+
+
+def test_a_complete_run_started_again_says_so_and_trains_nothing(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """An autoresume run started again once it has trained all of max_duration: exit 0 and a sentence saying so, no
+    summary, no file written; the same checkpoint named by load_path is refused (Composer's ValueError otherwise)."""
+    folder = tmp_path / 'run'
+    command = [*SYNTHETIC, f'save_folder={folder}', 'run_name=done', 'autoresume=true']
+    assert train_main(command) == 0
+    written = sorted((path.name, path.stat().st_mtime_ns) for path in folder.rglob('*') if path.is_file())
+    capsys.readouterr()
+    assert train_main(command) == 0
+    out = capsys.readouterr().out
+    assert out == (f'autoresume (the latest checkpoint in save_folder {folder}): the checkpoint '
+                   f'{folder}/latest-rank0.pt has trained 1ep (epoch 1, batch 5, sample 320), all of '
+                   "max_duration='1ep'; the run is complete, nothing to train. Raise max_duration to train further\n")
+    assert sorted((path.name, path.stat().st_mtime_ns) for path in folder.rglob('*') if path.is_file()) == written
+    for name in ('plan', 'train'):
+        code, err = _refused(name, [*SYNTHETIC[1:], f'load_path={folder}/latest-rank0.pt',
+                                    f'save_folder={tmp_path}/other'], capsys)
+        assert code == 2 and err.startswith(f'error: load_path: the checkpoint {folder}/latest-rank0.pt has trained '
+                                            "1ep (epoch 1, batch 5, sample 320), all of max_duration='1ep': nothing "
+                                            'would train'), err
+    assert train_main([*command, 'max_duration=2ep']) == 0  # the way out the message names
+
+
+def test_a_refusal_of_autoresumes_checkpoint_names_autoresume(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The recipe sets no load_path: a refusal of the checkpoint autoresume picks names autoresume and its folder."""
+    folder = tmp_path / 'run'
+    folder.mkdir()
+    (folder / 'ep0-ba3-rank0.pt').write_bytes(b'not a checkpoint')
+    (folder / 'latest-rank0.pt').symlink_to('ep0-ba3-rank0.pt')
+    code, err = _refused('train', [*SYNTHETIC[1:], f'save_folder={folder}', 'run_name=run', 'autoresume=true'], capsys)
+    assert code == 2 and err.startswith(f'error: autoresume (the latest checkpoint in save_folder {folder}): '
+                                        f'{folder}/latest-rank0.pt is not a readable checkpoint'), err
+    assert 'load_path' not in err.split(':')[0]
+
+
+def test_a_tmpdir_composer_cannot_read_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """train hands Composer a checked copy in the temporary folder: a TMPDIR with '#' is the cause, named as such."""
+    folder = tmp_path / 'run'
+    assert train_main([*SYNTHETIC, f'save_folder={folder}', 'max_duration=3ba']) == 0
+    odd = tmp_path / 'tmp#dir'
+    odd.mkdir()
+    monkeypatch.setattr(tempfile, 'tempdir', str(odd))
+    code, err = _refused('train', [*SYNTHETIC[1:], f'load_path={folder}/ep0-ba3-rank0.pt',
+                                   f'save_folder={tmp_path}/other'], capsys)
+    assert code == 2 and err.startswith(f'error: the checked copy of each checkpoint goes into the temporary folder '
+                                        f'{odd} (TMPDIR), where Composer cannot read it: given {odd}/'), err
+    assert f"Composer would read {tmp_path}/tmp; set TMPDIR to a folder without '#'" in err
+    assert list(odd.iterdir()) == []  # the private folder it made is gone
 
 
 def test_autoresume_picks_the_latest_checkpoint_and_falls_back_to_load_path(tmp_path: Path) -> None:

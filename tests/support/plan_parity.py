@@ -34,6 +34,8 @@ TRAIN_ONLY = (
     re.compile(r'^error: \w+(=\w+)? ?.*cannot train on device=auto \(this machine: '),
     re.compile(r'^error: precision=amp_bf16 on device=\w+: this GPU does not support bfloat16'),
     re.compile(r"^error: precision=amp_fp8 needs NVIDIA's transformer_engine"),
+    # this machine's temporary folder, where train alone puts the checked copies Composer loads
+    re.compile(r'^error: the checked copy of each checkpoint goes into the temporary folder '),
     # what only calling the builders of the model, the optimizer and Composer's parts shows
     re.compile(r'^error: (model|optimizer|scheduler|schedulers\[\d+\]|(callbacks|loggers|algorithms)\.[^:]+): '
                r'(\S+ raised \w+|the builder returned|\S+ returned a )'),
