@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from composer_sampling._checkpoint.safe_load import CheckpointError, composer_load_path, download_scheme
+from composer_sampling.recipes.cut_short import cut_short, describe_file
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
@@ -58,9 +59,9 @@ def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:
                           f'may be {fields}') from None
     backend, _, path = parse_uri(folder)
     if not backend and path != folder:
-        raise RecipeError(f"{field} {template!r}: Composer reads a '#', '?' or ';' in a local path as the end of the "
-                          f'path (the start of a URI fragment, query or parameters) and would write into {path} '
-                          f"instead; choose a folder without '#', '?' or ';'")
+        raise RecipeError(f'{field} {template!r}: Composer reads the local path {folder!r} as a URI, and would write '
+                          f"into {path!r} instead (a '#', '?' or ';' ends the path, spaces at either end are dropped); "
+                          "choose a folder without '#', '?', ';' or spaces at either end")
     return folder
 
 
@@ -128,14 +129,39 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
                               'Composer would refuse to write over them. Choose another save_folder, set '
                               'save_overwrite: true to replace them, or load_path to resume')
         return
-    if later is not None and not later.latest and later.files:
-        ways = ['choose another save_folder for this run', 'set save_overwrite: true to replace them']
-        if later.link.is_symlink():
-            ways.insert(0, f"resume from the folder's latest (load_path={later.link})")
-        raise RecipeError(f'save_folder {shown} holds {_names([path.name for path in later.files])}, checkpoints '
-                          f'later than the one load_path resumes ({later.resumed.name}), which this run would write '
-                          f'again; Composer refuses to write over them. {ways[0][0].upper()}{ways[0][1:]}, '
-                          f'{", ".join(ways[1:-1]) + ", " if len(ways) > 2 else ""}or {ways[-1]}')
+    if later is not None and later.files and not later.interrupted:
+        raise RecipeError(_later_problem(later, shown))
+
+
+def _later_problem(later: LaterCheckpoints, shown: str) -> str:
+    """The refusal of checkpoints later than the one a resume loads that are not what a crash left: each named,
+    with what the folder's latest link says and the ways out."""
+    names = _names([path.name for path in later.files])
+    if later.latest:
+        found = ', '.join(describe_file(path) for path in later.files[:3]) + (', ...' if len(later.files) > 3 else '')
+        return (f'save_folder {shown} holds {found} after {later.resumed.name}, the latest checkpoint, which this run '
+                'resumes. A run that stopped while saving leaves at most the one checkpoint it was writing, cut short '
+                '(0 bytes, or a zip without its end record); these were written by a run that went on, or by another '
+                'run, and this run would write them again (Composer refuses to write over them). Move them out of '
+                'the folder to keep them, choose another save_folder, or set save_overwrite: true to replace them')
+    ways = ['choose another save_folder for this run', 'set save_overwrite: true to replace them']
+    link = later.link
+    if link.is_symlink() and link.exists() and link.resolve().parent == link.parent.resolve():
+        ways.insert(0, f"resume from the folder's latest (load_path={link})")
+        latest = ''
+    elif link.is_symlink():
+        target = os.readlink(link)
+        latest = (f' ({link.name} links to {target}, which does not exist)' if not link.exists() else
+                  f' ({link.name} links to {target}, outside the folder)')
+    elif link.exists():
+        latest = (f' ({link.name} is a plain file, not a link, as a copy made with cp -L or rsync leaves it: which '
+                  'checkpoint is the latest cannot be told)')
+    else:
+        latest = ''
+    return (f'save_folder {shown} holds {names}, checkpoints later than the one load_path resumes '
+            f'({later.resumed.name}){latest}, which this run would write again; Composer refuses to write over them. '
+            f'{ways[0][0].upper()}{ways[0][1:]}, {", ".join(ways[1:-1]) + ", " if len(ways) > 2 else ""}or '
+            f'{ways[-1]}')
 
 
 def _local_save_folder(recipe: Recipe, folders: RunFolders) -> Path | None:
@@ -153,15 +179,15 @@ class LaterCheckpoints:
 
     resumed: Path  # the file load_path names, links followed
     link: Path  # the save folder's link to its latest checkpoint (rank 0's)
-    latest: bool  # whether the resumed checkpoint is the one that link points to
+    latest: bool  # whether the resumed checkpoint is the one that link points to, in this folder
     files: list[Path]
 
     @property
     def interrupted(self) -> bool:
-        """Whether the files are what a save cut short left after the latest checkpoint, which the run resumes: the
-        runner moves them aside (a checkpoint file later than the latest can only be one whose writing stopped, or,
-        if the crash came between the two, one whose link to the latest was never made)."""
-        return self.latest and bool(self.files)
+        """Whether the files are what a save cut short left after the latest checkpoint, which the run resumes: one
+        file, the checkpoint Composer was writing, empty or a zip without its end record (:func:`cut_short`). The
+        runner moves it aside; anything else later than the latest is refused (:func:`check_save_folders`)."""
+        return self.latest and len(self.files) == 1 and cut_short(self.files[0])
 
 
 def resumed_file(load_path: str | None, run_name: str | None) -> str | None:
@@ -203,7 +229,8 @@ def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | N
         if match is not None and (int(match['epoch']) > epoch or int(match['batch']) > batch):
             later.append((int(match['epoch']), int(match['batch']), path))
     link = folder / LATEST_NAME.format(rank=0)
-    latest = link.is_symlink() and link.resolve() == resumed.resolve()
+    latest = (link.is_symlink() and link.resolve() == resumed.resolve()  # a link into this folder: Composer's own
+              and resumed.resolve().parent == folder.resolve())
     return LaterCheckpoints(resumed.resolve(), link, latest, [path for *_, path in sorted(later)])
 
 

@@ -104,26 +104,28 @@ def set_aside_interrupted(later: LaterCheckpoints | None) -> Path | None:
     """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
 
     ``later`` is what :func:`~composer_sampling.recipes.build_training.build_run` found
-    (:attr:`~composer_sampling.recipes.build_training.Run.interrupted`): the checkpoints after
-    the save folder's latest, which the run resumes; Composer would refuse to start over them.
-    They are moved, never deleted; the folder they went to is returned (``None``: nothing to move).
+    (:attr:`~composer_sampling.recipes.build_training.Run.interrupted`): the one checkpoint after
+    the save folder's latest, which the run resumes, cut short (empty, or a zip without its end
+    record); Composer would refuse to start over it. It is moved, never deleted, into the first
+    ``interrupted-N`` whose name nothing in the folder holds, a dangling link included; the folder
+    it went to is returned (``None``: nothing to move).
 
     Example:
         >>> set_aside_interrupted(None) is None  # build_run found nothing a save cut short left
         True
     """
-    if later is None:
+    if later is None or not later.interrupted:
         return None
     folder = later.link.parent
-    target = next(folder / f'interrupted-{k}' for k in itertools.count(1) if not (folder / f'interrupted-{k}').exists())
+    names = (folder / f'interrupted-{k}' for k in itertools.count(1))
+    target = next(path for path in names if not os.path.lexists(path))  # a dangling link holds its name too
+    moved = [f'{path.name} ({path.stat().st_size} bytes)' for path in later.files]  # decided before any move
     target.mkdir()
-    moved = []
     for path in later.files:
-        moved.append(f'{path.name} ({path.stat().st_size} bytes)')
         os.replace(path, target / path.name)  # a rename within the folder: the bytes are never copied
-    print(f'save_folder {folder}: moved {", ".join(moved)} to {target}: written after {later.resumed.name}, the '
+    print(f'save_folder {folder}: moved {", ".join(moved)} to {target}: cut short after {later.resumed.name}, the '
           'latest checkpoint, which this run resumes, by a run that stopped while saving; Composer would refuse to '
-          'write over them', flush=True)
+          'write over it', flush=True)
     return target
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from composer.utils import format_name_with_dist
+from composer.utils import format_name_with_dist, parse_uri
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -154,9 +154,10 @@ CASES = [
     (BOTH, ['callbacks.sampler_sync=[1]'], 'callbacks.sampler_sync must be a mapping of arguments (or empty), got '
                                            '[1]'),
     (BOTH, ['seed=[1]'], 'seed must be a single value, got a list [1]'),
-    (BOTH, ['save_folder=runs/a#b'], "save_folder 'runs/a#b': Composer reads a '#', '?' or ';' in a local path as the "
-                                     'end of the path (the start of a URI fragment, query or parameters) and would '
-                                     "write into runs/a instead; choose a folder without '#', '?' or ';'"),
+    (BOTH, ['save_folder=runs/a#b'], "save_folder 'runs/a#b': Composer reads the local path 'runs/a#b' as a URI, and "
+                                     "would write into 'runs/a' instead (a '#', '?' or ';' ends the path, spaces at "
+                                     "either end are dropped); choose a folder without '#', '?', ';' or spaces at "
+                                     'either end'),
     (BOTH, ['model.target=support.user_parts:missing'],
      "model: target 'support.user_parts:missing': support.user_parts has no attribute missing"),
     (BOTH, ['train_loader.dataset={target: "support.user_parts:three_sources"}', 'train_loader.sampler={name: mixture, '
@@ -450,6 +451,10 @@ def test_a_save_folder_is_filled_as_composers_format_name_with_dist_fills_it_on_
     if expected is None:
         with pytest.raises(RecipeError, match=re.escape(f'save_folder {template!r} cannot be filled as Composer '
                                                         'fills it')):
+            rank_zero_folder('save_folder', template, run_name)
+    elif parse_uri(expected) != ('', '', expected):  # where Composer would write: not the folder it was given
+        with pytest.raises(RecipeError, match=re.escape(f'save_folder {template!r}: Composer reads the local path '
+                                                        f'{expected!r} as a URI')):
             rank_zero_folder('save_folder', template, run_name)
     else:
         assert rank_zero_folder('save_folder', template, run_name) == expected

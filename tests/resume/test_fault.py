@@ -128,7 +128,7 @@ def test_a_run_killed_while_saving_resumes_from_latest_into_its_own_folder(tmp_p
 
     assert train_main([*common, f'save_folder={folder}', f'load_path={folder}/latest-rank{{rank}}.pt']) == 0
     out = capsys.readouterr().out
-    assert (f'save_folder {folder}: moved ep0-ba2-rank0.pt (0 bytes) to {folder / "interrupted-1"}: written after '
+    assert (f'save_folder {folder}: moved ep0-ba2-rank0.pt (0 bytes) to {folder / "interrupted-1"}: cut short after '
             'ep0-ba1-rank0.pt, the latest checkpoint, which this run resumes') in out
     assert (folder / 'interrupted-1' / 'ep0-ba2-rank0.pt').stat().st_size == 0, 'kept, not deleted'
     assert os.readlink(folder / 'latest-rank0.pt') == 'ep0-ba4-rank0.pt'
