@@ -116,7 +116,7 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
     The fields of ``parallelism_config``, the folders as Composer fills them, the
     checkpoint autoresume picks, the batch math, the seed, every builder's import and
     arguments, the checkpoints (copied for Composer with ``copy_checkpoints``, which
-    ``train`` sets), and what the save and ledger folders hold. Nothing is moved or
+    ``train`` sets), what the save and ledger folders hold, and the paths the loggers write. Nothing is moved or
     written. What ``train`` adds is what only this machine decides
     (:func:`~composer_sampling.recipes.run_fields.machine_device`) and what only
     calling the model's, the optimizer's and Composer's builders shows.
@@ -124,6 +124,7 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
     from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.checks import checked_spec
     from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, run_folders
+    from composer_sampling.recipes.logger_paths import check_logger_paths
 
     check_parallelism_fields(spec.recipe.parallelism_config)
     folders = run_folders(spec.recipe, spec.ledger_folder, spec.run_name)
@@ -135,6 +136,7 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
     resumed = checked.checkpoints.get('load_path')
     later = later_checkpoints(spec.recipe, folders, None if resumed is None else resumed.path)
     check_save_folders(spec.recipe, spec.ledger_folder, folders, later)
+    check_logger_paths(spec)
     complete = _complete(spec, resumed)
     if complete is not None and spec.load_path_field == 'load_path':
         raise RecipeError(f'load_path: {complete}: nothing would train (Composer would stop with a ValueError); '

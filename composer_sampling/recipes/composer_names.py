@@ -18,7 +18,8 @@ Example:
 from __future__ import annotations
 
 __all__ = ['ALGORITHMS', 'ALGORITHM_CHOICES', 'BATCH_READERS', 'CALLBACKS', 'CHECKPOINT_ARGUMENTS', 'LOGGERS',
-           'REFUSED_ALGORITHMS', 'SAME_UNIT_WARMUP', 'SCHEDULERS', 'TIMES_FROM_ZERO', 'TIME_LISTS', 'refused_algorithm']
+           'LOGGER_PATHS', 'REFUSED_ALGORITHMS', 'SAME_UNIT_WARMUP', 'SCHEDULERS', 'TIMES_FROM_ZERO', 'TIME_LISTS',
+           'refused_algorithm']
 
 #: Composer's callbacks (``composer.callbacks``).
 CALLBACKS = {
@@ -66,6 +67,17 @@ LOGGERS = {
     'in_memory': 'InMemoryLogger', 'wandb': 'WandBLogger', 'mlflow': 'MLFlowLogger',
     'tensorboard': 'TensorboardLogger', 'comet_ml': 'CometMLLogger', 'neptune': 'NeptuneLogger',
     'remote_uploader_downloader': 'RemoteUploaderDownloader', 'mosaicml': 'MosaicMLLogger', 'slack': 'SlackLogger',
+}
+
+#: What Composer's loggers write on this machine: class -> (argument, its default, what it names). Composer fills a
+#: ``file`` with ``format_name_with_dist`` and opens it with ``'w+'`` (FileLogger stores ``overwrite`` as a tuple, so
+#: it is always true); a ``run folder`` gets a folder named after the run inside it; a ``folder`` and a ``store`` (a
+#: path, or a ``file:`` URI) get new files with names of their own.
+LOGGER_PATHS: dict[str, tuple[str, str | None, str]] = {
+    'FileLogger': ('filename', '{run_name}/logs-rank{rank}.txt', 'file'),
+    'TensorboardLogger': ('log_dir', 'tensorboard_logs', 'run folder'),
+    'WandBLogger': ('init_kwargs.dir', None, 'folder'),
+    'MLFlowLogger': ('tracking_uri', None, 'store'),
 }
 
 #: Composer's algorithms (``composer.algorithms``), named as their Composer subpackages are.

@@ -29,7 +29,8 @@ from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'RunFolders', 'check_save_folders',
-           'checkpoint_pattern', 'later_checkpoints', 'rank_zero_folder', 'resumed_file', 'run_folders']
+           'check_writable_folder', 'checkpoint_pattern', 'later_checkpoints', 'rank_zero_folder', 'resumed_file',
+           'run_folders']
 
 #: The names Composer's Trainer gives checkpoints and the link to the latest (the runner keeps its defaults).
 CHECKPOINT_NAME = 'ep{epoch}-ba{batch}-rank{rank}.pt'
@@ -107,17 +108,8 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
     for field, template, folder, remote in (('save_folder', recipe.save_folder, folders.save, folders.save_remote),
                                             ('the ledger folder', ledger_folder, folders.ledger,
                                              folders.ledger_remote)):
-        if folder is None or remote:
-            continue
-        shown = _shown(template or folder, folder)
-        known, unknown, _ = folder.partition('{run_name}')  # the run is named when Composer starts
-        path = Path(known) if not unknown or known.endswith('/') else Path(known).parent
-        if not unknown and path.exists() and not path.is_dir():
-            raise RecipeError(f'{field} {shown} is a file, not a folder; choose another {field.split()[-1]}')
-        existing = next(parent for parent in (path, *path.parents) if parent.exists())
-        if not existing.is_dir() or not _writable(existing):
-            raise RecipeError(f'{field} {shown} cannot be created: {existing} is not a folder this process may '
-                              'write to')
+        if folder is not None and not remote:
+            check_writable_folder(field, template or folder, folder)
     kept = _local_save_folder(recipe, folders)
     if kept is None:
         return
@@ -162,6 +154,27 @@ def _later_problem(later: LaterCheckpoints, shown: str) -> str:
             f'({later.resumed.name}){latest}, which this run would write again; Composer refuses to write over them. '
             f'{ways[0][0].upper()}{ways[0][1:]}, {", ".join(ways[1:-1]) + ", " if len(ways) > 2 else ""}or '
             f'{ways[-1]}')
+
+
+def check_writable_folder(field: str, template: str, folder: str) -> None:
+    """``folder`` (``template`` filled for this run's rank 0) is a folder this process can write to or create:
+    not a file, nor under one. Only the part before an unknown ``{run_name}`` is checked (Composer names the run when
+    it starts). Nothing is left behind: a folder is made in the nearest existing folder and removed.
+
+    Example:
+        >>> check_writable_folder('save_folder', '/proc/x', '/proc/x')
+        Traceback (most recent call last):
+        ...
+        composer_sampling.recipes.errors.RecipeError: save_folder /proc/x cannot be created: /proc is not a folder ...
+    """
+    shown = _shown(template, folder)
+    known, unknown, _ = folder.partition('{run_name}')
+    path = Path(known) if not unknown or known.endswith('/') else Path(known).parent
+    if not unknown and path.exists() and not path.is_dir():
+        raise RecipeError(f'{field} {shown} is a file, not a folder; choose another {field.split()[-1]}')
+    existing = next(parent for parent in (path, *path.parents) if parent.exists())
+    if not existing.is_dir() or not _writable(existing):
+        raise RecipeError(f'{field} {shown} cannot be created: {existing} is not a folder this process may write to')
 
 
 def _local_save_folder(recipe: Recipe, folders: RunFolders) -> Path | None:

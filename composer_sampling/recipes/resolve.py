@@ -84,7 +84,7 @@ class RunSpec:
     source_fractions: tuple[float, ...] | None
     durations: Mapping[str, tuple[int | float, str]]
     sync: SyncSpec
-    ledger_folder: str | None  # derived from save_folder when a callback wants it and it can be known now
+    ledger_folder: str | None  # the ledger callback's folder, or {save_folder}/ledger as a template
     run_name: str | None = None  # as Composer's Trainer will take it, when known before it runs (composer_run_name)
     load_path_field: str = 'load_path'  # how messages name what gave load_path (autoresume's latest checkpoint)
 
@@ -118,7 +118,7 @@ def resolve(recipe: Recipe) -> RunSpec:
                  else [(f'schedulers[{k}]', section) for k, section in enumerate(recipe.schedulers)])
     schedulers = tuple(_part(name, 'schedulers', section) for name, section in schedules)
     loggers, algorithms = _mapped(recipe, 'loggers'), _mapped(recipe, 'algorithms')
-    sync, ledger_folder = _sync(recipe, callbacks), _ledger_folder(recipe, callbacks, run_name)
+    sync, ledger_folder = _sync(recipe, callbacks), _ledger_folder(recipe, callbacks)
     held_out_field, fraction = _held_out(recipe, legacy_fraction)
     fractions = parts['train_loader.sampler'].arguments.get('source_fractions')
     return RunSpec(
@@ -243,18 +243,14 @@ def _sync(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> SyncSpec:
     return SyncSpec(True, recipe.seed if seed is None else seed, source, governing.arguments.get('replication', 1))
 
 
-def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...], run_name: str | None) -> str | None:
-    """``{save_folder}/ledger`` for a callback that wants it, placeholders filled as Composer fills them for rank 0."""
+def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | None:
+    """``{save_folder}/ledger`` for a callback that wants it, as a template: its placeholders are filled in one pass
+    as Composer fills the save folder's (the folder checks, and SampleLedger at fit start), so that the ledger is in
+    the folder Composer saves to, whatever the run name holds."""
     wanting = [part for part in callbacks if part.entry is not None and part.entry.ledger_folder]
     if not wanting or wanting[0].arguments.get('folder') is not None:
         return None if not wanting else wanting[0].arguments['folder']
     if recipe.save_folder is None:
         raise RecipeError(f'{wanting[0].field} writes to {{save_folder}}/ledger: set save_folder, or give the callback '
                           'a folder')
-    folder = f'{recipe.save_folder.rstrip("/")}/ledger'
-    if '{run_name}' in folder and run_name is None:
-        return None  # Composer names the run at fit start; SampleLedger finds the folder there
-    values = {'run_name': run_name, 'rank': 0, 'local_rank': 0, 'node_rank': 0}
-    for key, value in values.items():
-        folder = folder.replace(f'{{{key}}}', str(value))
-    return folder
+    return f'{recipe.save_folder.rstrip("/")}/ledger'

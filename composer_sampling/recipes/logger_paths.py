@@ -1,0 +1,104 @@
+"""The files and folders Composer's loggers write on this machine, filled as Composer fills them and checked like
+the save folder, before anything trains.
+
+Composer's ``FileLogger`` opens its file with ``'w+'`` whatever its ``overwrite`` says
+(it stores the flag as a one-element tuple, which is always true), so a file logger
+pointed at an existing file cuts it to nothing: an earlier run's log, or one of its
+checkpoints. :func:`check_logger_paths` refuses that unless the recipe sets
+``save_overwrite``: any existing file for a fresh run, and a checkpoint (a ``.pt``
+file, or a zip archive) for a resume, which may start its own log again. It also
+checks that every path a logger writes (the file logger's file, TensorBoard's folder,
+W&B's ``dir``, an MLflow store given as a path or a ``file:`` URI) is one this process
+can write to or create. A path is filled as Composer fills it for rank 0
+(``{run_name}``, ``{rank}``...); one whose run name Composer will choose itself is
+new, and only its known part is checked.
+
+Example:
+    >>> logger_path({'filename': 'runs/{run_name}/log.txt'}, 'filename', None)
+    'runs/{run_name}/log.txt'
+    >>> logger_path({'init_kwargs': {'project': 'p'}}, 'init_kwargs.dir', None) is None
+    True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from composer_sampling.recipes.composer_names import LOGGER_PATHS
+from composer_sampling.recipes.cut_short import ZIP_MAGIC
+from composer_sampling.recipes.errors import RecipeError
+from composer_sampling.recipes.folders import check_writable_folder
+from composer_sampling.recipes.resolve import RunSpec
+
+__all__ = ['check_logger_paths', 'logger_path']
+
+
+def logger_path(arguments: Any, argument: str, default: str | None) -> str | None:
+    """The path in ``arguments`` at ``argument`` (a dotted name reaches into a mapping), else ``default``."""
+    value: Any = arguments
+    for name in argument.split('.'):
+        if not isinstance(value, dict) or name not in value:
+            return default
+        value = value[name]
+    return None if value is None else str(value)
+
+
+def _filled(template: str, run_name: str | None) -> str:
+    """``template`` as Composer's ``format_name_with_dist`` fills it on rank 0; an unknown run name stays."""
+    from composer.utils import dist, partial_format
+
+    values: dict[str, Any] = {'rank': 0, 'local_rank': 0, 'node_rank': 0, 'world_size': dist.get_world_size(),
+                              'local_world_size': dist.get_local_world_size()}
+    if run_name is not None:
+        values['run_name'] = run_name
+    return partial_format(template, **values)
+
+
+def check_logger_paths(spec: RunSpec) -> None:
+    """Refuse a logger path this process cannot write, or a file logger's file that exists (unless
+    ``save_overwrite``): Composer would cut it to nothing."""
+    for part in spec.loggers:
+        known = LOGGER_PATHS.get(part.target.rpartition(':')[2])
+        if known is None:
+            continue
+        argument, default, kind = known
+        template = logger_path(dict(part.arguments), argument, default)
+        if template is None:
+            continue
+        field = f'{part.field}.{argument}' if part.entry is not None else f'{part.field}.kwargs.{argument}'
+        if kind == 'store':
+            if '://' in template and not template.startswith('file:'):
+                continue  # a tracking server: nothing on this machine
+            template = template.removeprefix('file://').removeprefix('file:')
+        try:
+            path = _filled(template, spec.run_name)
+        except (ValueError, KeyError, IndexError, AttributeError, TypeError) as error:
+            raise RecipeError(f'{field} {template!r} cannot be filled as Composer fills it ({error})') from None
+        if kind == 'run folder' and spec.run_name is not None:
+            path = str(Path(path) / spec.run_name)
+        if kind != 'file':
+            check_writable_folder(field, template, path)
+            continue
+        check_writable_folder(field, template, str(Path(path).parent))
+        if '{run_name}' in path:
+            continue  # a file under a run name Composer will choose: new
+        existing, shown = Path(path), f'{template!r}' + (f' ({path} for this run)' if path != template else '')
+        if existing.is_dir():
+            raise RecipeError(f'{field} {shown} is a folder; the file logger writes a file: choose another filename')
+        if not existing.exists() or spec.recipe.save_overwrite:
+            continue
+        if spec.recipe.load_path is None or _not_a_log(existing):
+            kind = 'a checkpoint' if _not_a_log(existing) else "an earlier run's file"
+            raise RecipeError(f'{field} {shown} exists ({existing.stat().st_size} bytes, {kind}): Composer\'s '
+                              "FileLogger opens its file with 'w+', whatever its overwrite says, and would cut it to "
+                              'nothing. Choose another filename, or set save_overwrite: true to replace it')
+
+
+def _not_a_log(path: Path) -> bool:
+    """Whether ``path`` is a checkpoint, by its name or its first bytes (a zip archive, as ``torch.save`` writes):
+    never a log that a resume of the same run may start again."""
+    if path.suffix == '.pt' or path.name.endswith('.pt.symlink'):
+        return True
+    with open(path, 'rb') as file:
+        return file.read(len(ZIP_MAGIC)) == ZIP_MAGIC
