@@ -520,7 +520,8 @@ def test_the_checkpoint_autoresume_picks_is_checked(tmp_path: Path, evil: tuple[
     command = [DIGITS, f'save_folder={folder}', 'run_name=crafted', 'autoresume=true', 'max_duration=2ba']
     assert train_main(command) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f'error: load_path: {folder}/latest-rank0.pt needs builtins.exec'), err
+    assert err.startswith(f'error: autoresume (the latest checkpoint in save_folder {folder}): '
+                          f'{folder}/latest-rank0.pt needs builtins.exec'), err
     assert 'trust_checkpoint: true' in err and not marker.exists()
     with contextlib.suppress(Exception):  # Composer goes on with the crafted state once it has unpickled it
         train_main([*command, 'trust_checkpoint=true'])
@@ -539,7 +540,8 @@ def test_the_checkpoint_a_remote_autoresume_picks_is_checked(s3_bucket: str, evi
     _upload(f'{s3_bucket}/run/latest-rank0.pt.symlink', pointer)
     assert train_main([DIGITS, f'save_folder={s3_bucket}/run', 'run_name=r', 'autoresume=true']) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f'error: load_path: {s3_bucket}/run/ep0-ba3-rank0.pt needs builtins.exec'), err
+    assert err.startswith(f'error: autoresume (the latest checkpoint in save_folder {s3_bucket}/run): '
+                          f'{s3_bucket}/run/ep0-ba3-rank0.pt needs builtins.exec'), err
     assert not marker.exists()
 
 

@@ -5,7 +5,8 @@
 it: it wraps ``composer_sampling.recipes.runner.main``, which both
 ``composer-sampling train`` and ``python -m composer_sampling.train`` run, before any
 test module imports it. Whenever a test's ``train`` exits 2, ``composer-sampling plan``
-runs on the same recipe and overrides, in the same process and environment, and must
+runs on the same recipe and overrides, in the same process and environment (for the
+world size of the launch the process belongs to), and must
 exit 2 with the same message, unless the refusal is one that ``train`` alone makes
 (:data:`TRAIN_ONLY`, the list docs/recipes.md gives). So every refusal test, written
 now or later, is also a test that ``plan`` refuses alike.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -62,8 +64,9 @@ def _parity_checked(train_main: Callable[[list[str] | None], int]) -> Callable[[
         if code != 2 or not message.startswith('error: ') or train_only(message):
             return code
         planned = io.StringIO()
+        world_size = ['--world-size', os.environ.get('WORLD_SIZE', '1')]  # a rank of a launch: plan for its world
         with contextlib.redirect_stderr(planned), contextlib.redirect_stdout(io.StringIO()):
-            plan_code = cli_main(['plan', *arguments])
+            plan_code = cli_main(['plan', *arguments, *world_size])
         assert (plan_code, planned.getvalue()) == (2, message), (
             f'train refused {arguments} with {message!r}, but plan exited {plan_code} with {planned.getvalue()!r}; '
             'both run one pass of checks (or add the refusal to TRAIN_ONLY and docs/recipes.md)')
