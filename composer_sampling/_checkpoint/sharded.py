@@ -52,11 +52,13 @@ __all__ = ['METADATA_NAME', 'is_sharded_checkpoint', 'load_checked_sharded', 'me
 
 #: The file of a ``torch.distributed.checkpoint`` folder that says what every entry is and where it lies.
 METADATA_NAME = '.metadata'
-#: The types torch 2.7's ``Metadata`` pickles as, by module (a name a torch version lacks is left out).
+#: The types torch's ``Metadata`` pickles as, by module: torch 2.7's, and the older names of its tensor
+#: properties (a name the installed torch lacks is left out).
 _METADATA_TYPES = {
     'torch.distributed.checkpoint.metadata': (
         'Metadata', 'MetadataIndex', 'BytesStorageMetadata', 'TensorStorageMetadata', 'ChunkStorageMetadata',
         'TensorProperties', 'StorageMeta', '_MEM_FORMAT_ENCODING'),
+    'torch.distributed._shard.sharded_tensor.metadata': ('TensorProperties', 'MEM_FORMAT_ENCODING'),  # before 2.4
     'torch.distributed.checkpoint.filesystem': ('_StorageInfo',),
     'torch.serialization': ('_get_layout',),  # a layout by its name: torch's own lookup in a table of layouts
     'torch': ('Size',),
