@@ -251,7 +251,8 @@ def test_the_folder_autoresume_finds_is_checked(written: Path, tmp_path: Path, f
     (folder / 'latest-rank0.pt').symlink_to('ep0-ba3')
     assert train_main([*SHARDED, f'save_folder={folder}', 'autoresume=true', 'max_duration=4ba']) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: load_path: {folder}/latest-rank0.pt (the folder {crafted}): {crafted}/__0_0.distcp, "
+    assert err.startswith(f'error: autoresume (the latest checkpoint in save_folder {folder}): '
+                          f'{folder}/latest-rank0.pt (the folder {crafted}): {crafted}/__0_0.distcp, '
                           'entry state.callbacks.SamplerSync.data_seed'), err
     assert not marker.exists()
 
