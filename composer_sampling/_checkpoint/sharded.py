@@ -224,9 +224,12 @@ def _put(node: Any, key: Any, value: Any) -> None:
 
 def _key_path(metadata: Any, key: str) -> tuple[Any, ...]:
     """Where ``key`` lies in the nested state: its path in ``planner_data`` (``DefaultSavePlanner`` flattens), else
-    the key itself."""
+    the key itself. A list index is below the number of entries (no list of the state is longer), so a crafted
+    path cannot make :func:`_nest` build a huge list."""
     path = (metadata.planner_data or {}).get(key) if isinstance(metadata.planner_data, dict) else None
-    if isinstance(path, tuple) and path and all(isinstance(part, str | int) for part in path):
+    entries = len(metadata.state_dict_metadata)
+    if isinstance(path, tuple) and path and all(isinstance(part, str) or (_natural(part) and part < entries)
+                                                for part in path):
         return path
     return (key,)
 
@@ -266,7 +269,12 @@ def load_checked_sharded(folder: str | os.PathLike[str], extra_safe_globals: Ite
                                                                 dtype=tensor.properties.dtype)
     except CheckpointError as error:
         raise CheckpointError(f'{prefix}{error}', reason=error.reason) from None
-    state = _nest(entries)
+    try:
+        state = _nest(entries)
+    except (TypeError, AttributeError, KeyError, IndexError) as error:  # paths that cross: a value where a mapping is
+        raise CheckpointError(f'{root / METADATA_NAME} places its entries at paths that cannot make one state '
+                              f'({type(error).__name__}: {error}): it is damaged or was not written by '
+                              'torch.distributed.checkpoint') from None
     if not isinstance(state.get('state'), dict):
         raise CheckpointError(f"{prefix or f'{root}: '}not a Composer checkpoint: it holds {sorted(state)[:5]}, "
                               "without a 'state' mapping")

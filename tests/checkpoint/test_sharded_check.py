@@ -256,3 +256,22 @@ def test_the_folder_autoresume_finds_is_checked(written: Path, tmp_path: Path, f
                           'entry state.callbacks.SamplerSync.data_seed'), err
     assert not marker.exists()
 
+
+
+def _with_planner_data(tmp_path: Path, paths: dict[str, tuple]) -> Path:
+    """A small ``dist_cp`` checkpoint whose ``.metadata`` places the keys of ``paths`` at those paths."""
+    folder = tmp_path / 'small'
+    dist_cp.save({'state': {'model': {'w': torch.zeros(2)}, 'step': 4, 'note': 'a'}}, checkpoint_id=folder,
+                 no_dist=True)
+    metadata = read_metadata(folder)
+    metadata.planner_data.update(paths)
+    (folder / '.metadata').write_bytes(pickle.dumps(metadata))
+    return folder
+
+
+def test_metadata_paths_that_cannot_make_one_state_are_named_and_build_nothing_large(tmp_path: Path) -> None:
+    crossing = _with_planner_data(tmp_path / 'crossing', {'state.note': ('state', 'step', 'note')})
+    with pytest.raises(CheckpointError, match=r'places its entries at paths that cannot make one state'):
+        load_checked_sharded(crossing)
+    huge = _with_planner_data(tmp_path / 'huge', {'state.note': ('state', 10**12)})
+    assert load_checked_sharded(huge)['state.note'] == 'a'  # an index past every entry is not a list's: kept flat
