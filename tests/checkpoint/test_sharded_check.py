@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed.checkpoint as dist_cp
+from composer.core import Callback, State
+from composer.loggers import Logger
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from composer_sampling import CheckpointError
@@ -71,6 +73,15 @@ def _naming_a_module(tmp_path: Path, metadata: Any) -> tuple[bytes, str, Path]:
     data = pickle.dumps(metadata, protocol=2)
     assert data.count(b'c__builtin__\nprint\n') == 1
     return data.replace(b'c__builtin__\nprint\n', f'c{module}\nanything\n'.encode()), module, marker
+
+
+class FitStart(Callback):
+    """Records the batch a fit starts from."""
+
+    batch: int | None = None
+
+    def fit_start(self, state: State, logger: Logger) -> None:
+        self.batch = int(state.timestamp.batch)
 
 
 @pytest.fixture()
@@ -153,7 +164,9 @@ def test_a_checkpoint_fsdp2_wrote_passes_and_resumes_without_trust(written: Path
     assert loaded['state']['timestamp']['Timestamp']['batch'] == 3  # a mapping of numbers, read weights-only
     recipe = load_recipe(SHARDED[0], [*SHARDED[1:], 'max_duration=4ba', f'load_path={written}/latest-rank0.pt',
                                       f'save_folder={written.parent / "resumed"}'])
-    result = train(recipe)
+    start = FitStart()
+    result = train(recipe, callbacks=[start])
+    assert start.batch == 3  # Composer loaded the folder it was given
     checked = result.run.checked_checkpoints['load_path']
     assert checked.path == checked.load_path == os.path.realpath(written / 'ep0-ba3')  # the folder, not the link
     assert checked.model_shapes['net.2.weight'] == (10, 64) and checked.data_seed == 17
