@@ -6,5 +6,6 @@ underscore would be this folder's own):
 * ``envelope``: one layout and one version policy for every checkpoint state of ours
 * ``safe_load``: a checkpoint loaded with ``weights_only=True`` at the path Composer resolves
   (:func:`~composer_sampling.check_checkpoint`)
+* ``sharded``: a sharded checkpoint (a ``torch.distributed.checkpoint`` folder) read without running its code
 * ``import_names``: ``'module:attribute'`` names, the one pattern and importer
 """

@@ -32,7 +32,7 @@ import shutil
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 import numpy as np
@@ -44,6 +44,7 @@ from composer_sampling._checkpoint.import_names import import_name, split_import
 
 __all__ = [
     'CheckpointError',
+    'allow_list',
     'check_checkpoint',
     'checked_copy',
     'composer_handoff',
@@ -51,10 +52,13 @@ __all__ = [
     'composer_object_name',
     'composer_reading',
     'composer_safe_globals',
+    'composer_sharded_path',
     'download_scheme',
     'downloaded_checked_copy',
     'load_checked_checkpoint',
     'resolve_safe_global',
+    'sharded_handoff',
+    'weights_only_load',
 ]
 
 #: The placeholders Composer fills in ``load_path`` (``{run_name}``, then the rank ones with rank 0's values).
@@ -141,7 +145,16 @@ def resolve_safe_global(spec: str, allowed: Sequence[str] | None = None) -> list
     return [(obj, name) for name in names]
 
 
-def _allow_list(extra_safe_globals: Iterable[Any]) -> list[Any]:
+def allow_list(extra_safe_globals: Iterable[Any] = ()) -> list[Any]:
+    """Every global a checkpoint may load: :func:`composer_safe_globals` and ``extra_safe_globals``.
+
+    The extra entries are objects, ``(object, 'pickled.name')`` pairs or
+    ``'module:Name'`` strings (:func:`resolve_safe_global`).
+
+    Example:
+        >>> allow_list(['collections:Counter'])[-1]
+        (<class 'collections.Counter'>, 'collections.Counter')
+    """
     entries = composer_safe_globals()
     for item in extra_safe_globals:
         entries.extend(resolve_safe_global(item) if isinstance(item, str) else [item])
@@ -186,6 +199,54 @@ def composer_load_path(load_path: str, run_name: str | None = None) -> str:
     if download_scheme(path) is not None:
         return path
     return _uri_path(path)
+
+
+def composer_sharded_path(load_path: str, run_name: str | None = None) -> str:
+    """The folder Composer 0.32.1 reads for a sharded ``load_path`` on the local disk, every rank alike.
+
+    Composer's steps for a sharded checkpoint: ``parse_uri`` keeps the path (as for a
+    single file), ``load_checkpoint`` fills ``{run_name}`` with ``partial_format``, and
+    nothing fills the rank fields: ``{rank}`` stays in the path as written. The
+    result is what ``load_sharded_checkpoint`` opens (it follows a link there).
+
+    Raises:
+        CheckpointError: empty, or not formattable as Composer formats it (``'invalid'``).
+
+    Example:
+        >>> composer_sharded_path('checkpoints/{run_name}/latest-rank0.pt', run_name='digits')
+        'checkpoints/digits/latest-rank0.pt'
+        >>> composer_sharded_path('checkpoints/ep1-ba7-rank{rank}')  # no rank is filled in
+        'checkpoints/ep1-ba7-rank{rank}'
+    """
+    if not load_path.strip():
+        raise CheckpointError(f'{load_path!r} is empty: it names no checkpoint')
+    return _with_run_name(_uri_path(load_path), run_name, load_path)
+
+
+def sharded_handoff(folder: str) -> str:
+    """The ``load_path`` to give Composer so that a sharded load reads exactly the local folder ``folder``.
+
+    Composer formats a sharded path once (``{run_name}``), so every brace is doubled
+    once; a path Composer would read as another (a ``#``, a ``?``, a URI-like name) is
+    refused, naming what it would read.
+
+    Example:
+        >>> sharded_handoff('runs/{x}/ep1-ba7')
+        'runs/{{x}}/ep1-ba7'
+        >>> composer_sharded_path(sharded_handoff('runs/{x}/ep1-ba7'))
+        'runs/{x}/ep1-ba7'
+    """
+    handed = folder.replace('{', '{{').replace('}', '}}')
+    try:
+        read = composer_sharded_path(handed, run_name='')
+    except CheckpointError as error:
+        read = f'nothing it can check ({error})'
+    if download_scheme(handed) is not None:
+        read = f'the URI {handed}'
+    if read != folder:
+        raise CheckpointError(f'{folder} cannot be given to Composer as it is: Composer would read {read} instead; '
+                              "rename the folder without '#', '?', ';' or a 'scheme:' prefix")
+    return handed
 
 
 def composer_object_name(load_path: str, run_name: str | None = None) -> str:
@@ -352,10 +413,11 @@ def _detail(error: BaseException) -> str:
     return f'{type(error).__name__}: {lines[0]}' if lines else type(error).__name__
 
 
-def _static_unsafe_globals(path: Path) -> list[str]:
+def _static_unsafe_globals(source: Path | BinaryIO) -> list[str]:
     """The pickle GLOBALs of a zip checkpoint outside the allow-list, found without unpickling (empty if unreadable)."""
     try:
-        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(str(source) if isinstance(source, Path)
+                                                                           else source))
     except Exception:  # unreadable files are named by the load below
         return []
 
@@ -467,27 +529,48 @@ def load_checked_checkpoint(path: str | os.PathLike[str], extra_safe_globals: It
     """
     file = _local_file(os.fspath(path))
     text = shown_as if shown_as is not None else os.fspath(path)
-    allowed = _allow_list(extra_safe_globals)
-    with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
-        warnings.simplefilter('ignore')  # torch warns about pickle protocols it then refuses anyway
-        unsafe = _static_unsafe_globals(file)
-        if unsafe:
-            raise CheckpointError(_refusal(text, unsafe), reason='unsafe')
-        try:
-            loaded = torch.load(file, map_location='cpu', weights_only=True)
-        except pickle.UnpicklingError as error:
-            offending = _unsafe_type(error)
-            if offending is not None:
-                raise CheckpointError(_refusal(text, [offending]), reason='unsafe') from None
-            raise CheckpointError(f'{text} is refused by the weights-only unpickler ({_detail(error)}): it is not a '
-                                  'checkpoint torch.save wrote, or it needs code to load', reason='unsafe') from None
-        except Exception as error:  # truncated zips, other formats: torch raises several kinds
-            raise CheckpointError(f'{text} is not a readable checkpoint (truncated, or not written by torch.save): '
-                                  f'{_detail(error)}') from None
+    loaded = weights_only_load(file, text, allow_list(extra_safe_globals))
     if not isinstance(loaded, dict) or not isinstance(loaded.get('state'), dict):
         kind = f'a dict of {list(loaded)[:5]}' if isinstance(loaded, dict) else f'a {type(loaded).__name__}'
         raise CheckpointError(f"{text} is not a Composer checkpoint: it holds {kind}, without a 'state' mapping")
     return loaded
+
+
+def weights_only_load(source: Path | BinaryIO, shown: str, allowed: list[Any]) -> Any:
+    """``torch.load(source, weights_only=True)`` with the ``allowed`` globals (:func:`allow_list`), or a named refusal.
+
+    ``source`` is a file or the bytes of one (``io.BytesIO``); ``shown`` names it in
+    every error. GLOBALs outside the list are found without unpickling where torch
+    can (a zip), so the refusal lists them all; else the weights-only unpickler
+    stops at the first.
+
+    Example:
+        >>> import io, torch
+        >>> stream = io.BytesIO()
+        >>> torch.save({'note': frozenset()}, stream)
+        >>> weights_only_load(io.BytesIO(stream.getvalue()), 'the note', allow_list())
+        Traceback (most recent call last):
+        ...
+        composer_sampling._checkpoint.safe_load.CheckpointError: the note needs builtins.frozenset, ...
+    """
+    with torch.serialization.safe_globals(allowed), warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # torch warns about pickle protocols it then refuses anyway
+        unsafe = _static_unsafe_globals(source)
+        if unsafe:
+            raise CheckpointError(_refusal(shown, unsafe), reason='unsafe')
+        if not isinstance(source, Path):
+            source.seek(0)
+        try:
+            return torch.load(source, map_location='cpu', weights_only=True)
+        except pickle.UnpicklingError as error:
+            offending = _unsafe_type(error)
+            if offending is not None:
+                raise CheckpointError(_refusal(shown, [offending]), reason='unsafe') from None
+            raise CheckpointError(f'{shown} is refused by the weights-only unpickler ({_detail(error)}): it is not '
+                                  'a checkpoint torch.save wrote, or it needs code to load', reason='unsafe') from None
+        except Exception as error:  # truncated zips, other formats: torch raises several kinds
+            raise CheckpointError(f'{shown} is not a readable checkpoint (truncated, or not written by torch.save): '
+                                  f'{_detail(error)}') from None
 
 
 def _refusal(path: str, types: list[str]) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_pattern, run_folders
-from composer_sampling.recipes.run_fields import composer_run_name
+from composer_sampling.recipes.run_fields import composer_run_name, loads_sharded
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['autoresume_checkpoint', 'autoresumed', 'latest_checkpoint']
@@ -46,16 +46,17 @@ def latest_checkpoint(recipe: Recipe, folders: RunFolders) -> str | None:
     ``save_latest_filename``, the file every rank loads); a remote folder's is the
     object its ``latest-rank0.pt.symlink`` pointer names, read with Composer's
     ``extract_path_from_symlink``. Braces in the path are escaped as a ``load_path``
-    needs (Composer formats it twice).
+    needs (Composer formats a single file's twice, a sharded folder's once).
     """
     if not recipe.autoresume or folders.save is None:
         return None
     latest = LATEST_NAME.format(rank=0)
+    passes = 1 if loads_sharded(recipe.parallelism_config) else 2
     if not folders.save_remote:
         link = Path(folders.save) / latest
-        return _escaped(str(link)) if link.exists() else None
+        return _escaped(str(link), passes) if link.exists() else None
     found = _remote_latest(folders.save, latest)
-    return None if found is None else _escaped(found)
+    return None if found is None else _escaped(found, passes)
 
 
 def autoresumed(recipe: Recipe, folders: RunFolders) -> Recipe:
@@ -131,6 +132,11 @@ def _refuse_pointerless(store: Any, folder: str, key: str) -> None:
                       f'Resume with load_path={folder.rstrip("/")}/{latest}, or choose another save_folder')
 
 
-def _escaped(path: str) -> str:
-    """``path`` as a ``load_path`` value Composer reads as written (it fills placeholders twice)."""
-    return path.replace('{', '{{{{').replace('}', '}}}}')
+def _escaped(path: str, passes: int) -> str:
+    """``path`` as a ``load_path`` value Composer reads as written after ``passes`` formatting passes.
+
+    Example:
+        >>> _escaped('runs/{x}', 2), _escaped('runs/{x}', 1)
+        ('runs/{{{{x}}}}', 'runs/{{x}}')
+    """
+    return path.replace('{', '{' * 2 ** passes).replace('}', '}' * 2 ** passes)

@@ -32,11 +32,14 @@ from composer_sampling._checkpoint.safe_load import (
     CheckpointError,
     checked_copy,
     composer_load_path,
+    composer_sharded_path,
     download_scheme,
     downloaded_checked_copy,
     load_checked_checkpoint,
     resolve_safe_global,
+    sharded_handoff,
 )
+from composer_sampling._checkpoint.sharded import is_sharded_checkpoint, load_checked_sharded
 from composer_sampling._validate import is_integer
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.registry import (
@@ -48,8 +51,13 @@ from composer_sampling.recipes.registry import (
     walk_refused,
 )
 from composer_sampling.recipes.resolve import RunSpec
+from composer_sampling.recipes.run_fields import loads_sharded
 
-__all__ = ['CheckedCheckpoint', 'check_checkpoint_field', 'checkpoint_argument_of', 'checkpoint_fields']
+__all__ = ['CheckedCheckpoint', 'check_checkpoint_field', 'check_sharded_field', 'checkpoint_argument_of',
+           'checkpoint_fields']
+
+#: The recipe field that makes Composer save and load sharded checkpoints.
+SHARDED_CONFIG = 'parallelism_config: {fsdp: {state_dict_type: sharded}}'
 
 
 @dataclass(frozen=True)
@@ -128,13 +136,16 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
 
     Resolved as Composer resolves it (:func:`composer_load_path`): ``{run_name}``
     filled (the recipe's, else ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank
-    placeholders as rank 0's.
+    placeholders as rank 0's. A run with sharded checkpoints (:func:`loads_sharded`)
+    reads a folder instead: :func:`check_sharded_field`.
     """
     recipe = spec.recipe
     if not value.strip():
         raise RecipeError(f'{field_name} is empty ({value!r}): give the checkpoint file to load, or leave '
                           f'{field_name} out to start from scratch')
     field_name = spec.load_path_field if field_name == 'load_path' else field_name  # autoresume's, named so
+    if loads_sharded(recipe.parallelism_config):
+        return check_sharded_field(spec, field_name, value)
     run_name = spec.run_name  # as the Trainer picks it
     try:
         path = composer_load_path(value, run_name)
@@ -143,14 +154,12 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
             raise RecipeError(f'{field_name}: {error}{_hint(error)}') from None
         path = value
     where = field_name if path == value else f'{field_name} {value!r}'
+    if download_scheme(path) is None and is_sharded_checkpoint(path):
+        raise RecipeError(f'{where}: {path} is a sharded checkpoint (a torch.distributed.checkpoint folder), which '
+                          f'Composer loads only in a run with sharded checkpoints; set {SHARDED_CONFIG} (under '
+                          'FSDP_VERSION=2 on the CPU), or load a single-file checkpoint')
     if recipe.trust_checkpoint:
-        if allowed_modules() is not None:
-            raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
-                              f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
-                              'checkpoint_safe_globals instead')
-        if download_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
-            raise RecipeError(f'{where}: {path} does not exist')
-        return CheckedCheckpoint(field_name, path, value)
+        return _trusted(field_name, where, path, value)
     extra = _safe_globals(recipe.checkpoint_safe_globals)
     try:
         if download_scheme(path) is not None:  # downloaded as Composer downloads it; the checked copy is what it loads
@@ -161,6 +170,72 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
             handed, loaded = checked_copy(path, tempfile.mkdtemp(dir=copies.name), extra)
     except CheckpointError as error:
         raise RecipeError(f'{where}: {error}{_hint(error)}') from None
+    return _checked_contents(field_name, where, path, handed, loaded)
+
+
+def check_sharded_field(spec: RunSpec, field_name: str, value: str) -> CheckedCheckpoint:
+    """The sharded checkpoint at ``value`` (a folder, or a link to one) loads without running code, unless trusted.
+
+    Resolved as Composer resolves a sharded ``load_path`` (:func:`composer_sharded_path`:
+    ``{run_name}`` filled, the rank fields left as written), links followed; its
+    ``.metadata`` and every non-tensor entry are read weights-only
+    (:func:`load_checked_sharded`), on every rank, since every rank reads the folder.
+    Composer is given the folder the links led to (:func:`sharded_handoff`), not
+    the link, so a link moved after the check is not followed. The folder is checked
+    where it is, not copied.
+    """
+    recipe = spec.recipe
+    scheme = download_scheme(value)
+    if scheme is not None:
+        if recipe.trust_checkpoint:
+            return _trusted(field_name, field_name, value, value)
+        raise RecipeError(f'{field_name}: {value} is a URI ({scheme}://); Composer downloads a sharded checkpoint '
+                          'file by file as it loads it, and only a local folder can be checked: download the folder '
+                          'and give its local path, or set trust_checkpoint: true to load it unchecked if you trust it')
+    try:
+        path = composer_sharded_path(value, spec.run_name)
+    except CheckpointError as error:
+        raise RecipeError(f'{field_name}: {error}') from None
+    where = field_name if path == value else f'{field_name} {value!r}'
+    if recipe.trust_checkpoint:
+        return _trusted(field_name, where, path, value)
+    if not os.path.exists(path):
+        fields = [name for name in ('{rank}', '{local_rank}', '{node_rank}') if name in path]
+        note = f' (Composer does not fill {", ".join(fields)} in a sharded checkpoint\'s path: every rank reads ' \
+               'one folder)' if fields else ''
+        raise RecipeError(f'{where}: {path} does not exist{note}; give the checkpoint folder (ep{{epoch}}-ba{{batch}}) '
+                          'or the save folder\'s latest-rank0.pt link to it')
+    if not os.path.isdir(path):
+        raise RecipeError(f'{where}: {path} is a single file, but this run loads sharded checkpoints '
+                          f'({SHARDED_CONFIG}), which Composer reads from a folder; give the checkpoint folder '
+                          '(ep{epoch}-ba{batch}) or the save folder\'s latest-rank0.pt link to it, or set '
+                          'parallelism_config.fsdp.state_dict_type: full to load a single file')
+    extra = _safe_globals(recipe.checkpoint_safe_globals)
+    folder = os.path.realpath(path)
+    try:
+        loaded = load_checked_sharded(folder, extra, shown_as=path)
+        handed = sharded_handoff(folder)
+    except CheckpointError as error:
+        raise RecipeError(f'{where}: {error}{_hint(error)}') from None
+    return _checked_contents(field_name, where, folder, handed, loaded)
+
+
+def _trusted(field_name: str, where: str, path: str, value: str) -> CheckedCheckpoint:
+    """``trust_checkpoint: true``: the checkpoint goes to Composer unchecked, unless the allow-list of modules forbids
+    it; a local one must exist."""
+    if allowed_modules() is not None:
+        raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
+                          f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
+                          'checkpoint_safe_globals instead')
+    if download_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
+        raise RecipeError(f'{where}: {path} does not exist')
+    return CheckedCheckpoint(field_name, path, value)
+
+
+def _checked_contents(field_name: str, where: str, path: str, handed: str,
+                      loaded: dict[str, Any]) -> CheckedCheckpoint:
+    """What a checked checkpoint holds (its model's shapes, SamplerSync's state, its time), SamplerSync's state
+    checked."""
     state = loaded['state']
     model = state.get('model')
     shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \

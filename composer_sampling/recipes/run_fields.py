@@ -28,7 +28,7 @@ from typing import Any
 from composer_sampling.recipes.errors import RecipeError
 
 __all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_parallelism_fields', 'check_run_fields',
-           'composer_run_name', 'fsdp2_selected', 'machine_device']
+           'composer_run_name', 'fsdp2_selected', 'loads_sharded', 'machine_device']
 
 #: The devices a recipe names (``auto``: the GPU when torch sees one, else the CPU, as Composer's ``get_device``).
 DEVICES = ('auto', 'cpu', 'gpu', 'mps')
@@ -50,6 +50,23 @@ def fsdp2_selected() -> bool:
         True
     """
     return os.environ.get('FSDP_VERSION', '1') == '2'
+
+
+def loads_sharded(parallelism: Mapping[str, Any] | None) -> bool:
+    """Whether Composer saves and loads the run's checkpoints sharded (``torch.distributed.checkpoint`` folders).
+
+    It does when ``parallelism_config.fsdp`` is a mapping whose ``state_dict_type`` is
+    ``sharded``: by default under ``FSDP_VERSION=2`` (``FSDP2Config``'s default), not
+    under FSDP1 (``FSDPConfig``'s default is ``full``).
+
+    Example:
+        >>> loads_sharded({'fsdp': {'state_dict_type': 'sharded'}}), loads_sharded(None)
+        (True, False)
+    """
+    fsdp = (parallelism or {}).get('fsdp')
+    if not isinstance(fsdp, Mapping):
+        return False
+    return fsdp.get('state_dict_type', 'sharded' if fsdp2_selected() else 'full') == 'sharded'
 
 
 def composer_run_name(recipe: Any) -> str | None:

@@ -114,15 +114,15 @@ def resume_overrides(folder: Path, sharded: bool) -> list[str]:
     """How the resumed run loads the stopped run's last checkpoint.
 
     Composer formats ``{rank}`` in a single-file ``load_path`` only; a sharded one is
-    the folder every rank reads (``latest-rank0.pt`` links to it). The recipe runner
-    checks single files only, so a sharded ``load_path`` needs ``trust_checkpoint``.
+    the folder every rank reads (``latest-rank0.pt`` links to it), which the recipe
+    runner checks on every rank before Composer reads it.
 
     Example:
         >>> resume_overrides(Path('/w/resumed'), sharded=True)
-        ['load_path=/w/resumed/latest-rank0.pt', 'trust_checkpoint=true']
+        ['load_path=/w/resumed/latest-rank0.pt']
     """
     if sharded:
-        return [f'load_path={folder}/latest-rank0.pt', 'trust_checkpoint=true']
+        return [f'load_path={folder}/latest-rank0.pt']
     return [f'load_path={folder}/latest-rank{{rank}}.pt']
 
 

@@ -65,8 +65,7 @@ def test_the_fsdp2_case_selects_fsdp2_and_the_runner_takes_it_on_the_cpu(monkeyp
     environment = case.environment()
     assert environment['FSDP_VERSION'] == '2' and 'RANK' not in environment
     assert 'FSDP_VERSION' not in resume.Case('plain', 1, tmp_path, [], True).environment()
-    assert resume.resume_overrides(tmp_path, sharded=True) == [f'load_path={tmp_path}/latest-rank0.pt',
-                                                               'trust_checkpoint=true']
+    assert resume.resume_overrides(tmp_path, sharded=True) == [f'load_path={tmp_path}/latest-rank0.pt']
     monkeypatch.setenv('FSDP_VERSION', '2')
     recipe = load_recipe(str(resume.RECIPE), ['device=cpu', resume.FSDP2['override']])  # the schema's checks
     assert machine_device(recipe.device, recipe.precision, recipe.parallelism_config) == 'cpu'
