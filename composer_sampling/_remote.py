@@ -1,9 +1,10 @@
 """Reading a run's files from an object store, through Composer's own object stores and download path.
 
 ``audit`` of a URI lists and downloads the ledger objects (:func:`download_folder`);
-a remote ``load_path`` is fetched with Composer's ``get_file`` (:func:`download_file`),
+a remote ``load_path`` is fetched as Composer's ``get_file`` fetches it (:func:`download_file`),
 the function Composer's ``download_checkpoint`` calls, so the bytes checked are the
-bytes Composer would have read. A URI whose scheme Composer has no object store for
+bytes Composer would have read. Composer's ``.symlink`` pointers are followed the way
+``get_file`` follows them, but a bounded number of times (:func:`resolve_pointers`). A URI whose scheme Composer has no object store for
 is refused naming the scheme; what goes wrong on the way (a missing bucket, bad
 credentials, a server that does not answer) is a :class:`RemoteError` naming the URI
 and what to check, never a traceback.
@@ -18,12 +19,13 @@ Example:
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ['RemoteError', 'describe', 'download_file', 'download_folder', 'is_missing_object', 'object_store_of',
-           'split_uri']
+__all__ = ['RemoteError', 'describe', 'download_file', 'download_folder', 'is_missing_object', 'object_exists',
+           'object_store_of', 'resolve_pointers', 'split_uri']
 
 #: S3 error codes (botocore's ``Error.Code``) that mean the keys are wrong or not allowed.
 _CREDENTIAL_CODES = ('SignatureDoesNotMatch', 'InvalidAccessKeyId', 'AccessDenied', 'InvalidToken',
@@ -121,15 +123,84 @@ def _first_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def download_file(store: Any, key: str, destination: str, shown_as: str) -> None:
-    """Download object ``key`` of ``store`` to ``destination`` with Composer's ``get_file`` (it follows a
-    Composer ``.symlink`` pointer as a load does); errors name ``shown_as``."""
-    from composer.utils import get_file
+def download_file(store: Any, key: str, destination: str, shown_as: str) -> str:
+    """Download object ``key`` of ``store`` to ``destination``, pointers followed; return the name of the object read.
+
+    A Composer ``.symlink`` pointer is followed as Composer's ``get_file`` follows it
+    (:func:`resolve_pointers`), a bounded number of times; the object it leads to is
+    then downloaded as ``get_file`` downloads it. Errors name ``shown_as``, or the
+    pointer at fault.
+    """
+    found = resolve_pointers(store, key, shown_as)
+    shown = shown_as if found == key else _uri_of(store, found)
+    try:
+        store.download_object(object_name=found, filename=destination, overwrite=True)
+    except Exception as error:
+        raise describe(shown, error) from None
+    return found
+
+
+def resolve_pointers(store: Any, key: str, shown_as: str) -> str:
+    """The object ``key`` of ``store`` leads to, Composer's ``.symlink`` pointers followed (at most
+    :data:`~composer_sampling._pointers.MAX_POINTERS` in a row); ``key`` itself when it is not there at all.
+
+    A pointer that is empty, names itself, forms a loop, names a missing object, is
+    longer than a pointer can be or is not text is a :class:`RemoteError` naming it.
+    """
+    from composer_sampling._pointers import PointerError, follow_pointers
+
+    def shown(name: str) -> str:
+        return shown_as if name == key else _uri_of(store, name)
 
     try:
-        get_file(key, destination, object_store=store, overwrite=True, progress_bar=False)
+        return follow_pointers(key, lambda name: object_exists(store, name, shown(name)),
+                               lambda name: _pointer_text(store, name, shown(name)), shown)
+    except PointerError as error:
+        raise RemoteError(str(error)) from None
+
+
+def object_exists(store: Any, key: str, shown_as: str) -> bool:
+    """Whether object ``key`` is in ``store``; a store that fails otherwise is a :class:`RemoteError`."""
+    try:
+        store.get_object_size(key)
+    except Exception as error:
+        if is_missing_object(error):
+            return False
+        raise describe(shown_as, error) from None
+    return True
+
+
+def _pointer_text(store: Any, key: str, shown_as: str) -> str:
+    """The text of the pointer object ``key``, read only when it is small enough to be one."""
+    from composer_sampling._pointers import MAX_POINTER_BYTES
+
+    try:
+        size = store.get_object_size(key)
+        if size > MAX_POINTER_BYTES:
+            raise RemoteError(f'the pointer {shown_as} holds {size} bytes, more than the {MAX_POINTER_BYTES} a '
+                              'pointer holds (the name of a checkpoint); it is not a pointer Composer wrote, so it '
+                              'is not read')
+        with tempfile.TemporaryDirectory(prefix='composer-sampling-pointer-') as folder:
+            path = Path(folder) / 'pointer.symlink'
+            store.download_object(object_name=key, filename=str(path), overwrite=True)
+            data = path.read_bytes()
+    except RemoteError:
+        raise
     except Exception as error:
         raise describe(shown_as, error) from None
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError:
+        raise RemoteError(f'the pointer {shown_as} does not hold text (it is not UTF-8), where Composer writes the '
+                          'name of a checkpoint; it is not a pointer Composer wrote') from None
+
+
+def _uri_of(store: Any, key: str) -> str:
+    """The URI of object ``key`` of ``store`` (Composer's ``get_uri``), or the key where the store cannot say."""
+    try:
+        return str(store.get_uri(key))
+    except Exception:
+        return key
 
 
 def download_folder(uri: str, destination: Path, wanted: Any = None) -> list[str]:

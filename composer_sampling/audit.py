@@ -563,9 +563,11 @@ def _check_memory(dataset_len: int, last: Attempt) -> None:
     except (AttributeError, ValueError, OSError):
         return  # the machine does not say: numpy's own MemoryError will
     if needed > total:
+        files = [str(scan.path) for _, scan in sorted(last.ranks.items())]
+        shown = ', '.join(files[:3]) + (f' and {len(files) - 3} more' if len(files) > 3 else '')
         raise LedgerError(f'dataset_len={dataset_len} in the headers of attempt {last.attempt}: audit counts an epoch '
                           f'in 2 bits a sample, {needed} bytes, more than the {total} bytes of memory of this machine; '
-                          'audit on a larger machine, or check that header (a forged or damaged one?)')
+                          f'audit on a larger machine, or check the header of {shown}, which may be forged or damaged')
 
 
 def _gathered(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> np.ndarray:

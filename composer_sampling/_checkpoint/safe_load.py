@@ -279,11 +279,11 @@ def downloaded_checked_copy(load_path: str, run_name: str | None, folder: str,
                             extra_safe_globals: Iterable[Any] = ()) -> tuple[str, dict[str, Any], str]:
     """Download the remote ``load_path`` as Composer would, into ``folder``, and check the copy.
 
-    The object is the one Composer reads (:func:`composer_object_name`), fetched by
-    Composer's own ``get_file`` through Composer's object store for the URI (so a
-    ``.symlink`` pointer is followed as Composer follows it). Returns what to give
-    Composer (the local copy, :func:`composer_handoff`), what it holds, and the URI
-    of the object read. Errors (the store unreachable, the object missing, the
+    The object is the one Composer reads (:func:`composer_object_name`), fetched as
+    Composer's ``get_file`` fetches it through Composer's object store for the URI (a
+    ``.symlink`` pointer is followed as Composer follows it, a bounded number of times).
+    Returns what to give Composer (the local copy, :func:`composer_handoff`), what it
+    holds, and the URI of the object read (the checkpoint a pointer names). Errors (the store unreachable, the object missing, the
     check refusing it) raise :class:`CheckpointError` naming that URI.
     """
     from composer_sampling._remote import RemoteError, download_file, object_store_of
@@ -293,9 +293,10 @@ def downloaded_checked_copy(load_path: str, run_name: str | None, folder: str,
     shown = f'{parsed.scheme}://{parsed.netloc}/{key}'
     copy = os.path.join(folder, COPY_NAME)
     try:
-        download_file(object_store_of(load_path), key, copy, shown)
+        read = download_file(object_store_of(load_path), key, copy, shown)
     except RemoteError as error:
         raise CheckpointError(str(error)) from None
+    shown = f'{parsed.scheme}://{parsed.netloc}/{read}'  # the checkpoint a pointer named, when key was one
     loaded = load_checked_checkpoint(copy, extra_safe_globals, shown_as=shown)
     return composer_handoff(copy), loaded, shown
 

@@ -44,9 +44,9 @@ def latest_checkpoint(recipe: Recipe, folders: RunFolders) -> str | None:
 
     A local folder's is its ``latest-rank0.pt`` link (Composer's default
     ``save_latest_filename``, the file every rank loads); a remote folder's is the
-    object its ``latest-rank0.pt.symlink`` pointer names, read with Composer's
-    ``extract_path_from_symlink``. Braces in the path are escaped as a ``load_path``
-    needs (Composer formats a single file's twice, a sharded folder's once).
+    object its ``latest-rank0.pt.symlink`` pointer names, followed as Composer's
+    ``get_file`` follows it, a bounded number of times. Braces in the path are escaped
+    as a ``load_path`` needs (Composer formats a single file's twice, a sharded folder's once).
     """
     if not recipe.autoresume or folders.save is None:
         return None
@@ -73,33 +73,20 @@ def autoresumed(recipe: Recipe, folders: RunFolders) -> Recipe:
 
 
 def _remote_latest(folder: str, latest: str) -> str | None:
-    """The URI of the checkpoint a remote save folder's latest pointer names (or the object itself), else ``None``."""
-    from composer.utils import extract_path_from_symlink
-
-    from composer_sampling._remote import RemoteError, describe, is_missing_object, object_store_of, split_uri
+    """The URI of the checkpoint a remote save folder's latest pointer leads to (or of the object itself), else
+    ``None``; pointers are followed as Composer follows them, a bounded number of times."""
+    from composer_sampling._remote import RemoteError, object_exists, object_store_of, resolve_pointers, split_uri
 
     scheme, bucket, key = split_uri(folder)
     name = '/'.join(part for part in (key.strip('/'), latest) if part)
+    shown = f'{scheme}://{bucket}/{name}'
     try:
         store = object_store_of(folder)
+        found = resolve_pointers(store, name, shown)
+        if found != name or object_exists(store, name, shown):
+            return f'{scheme}://{bucket}/{found}'
     except RemoteError as error:
         raise RecipeError(f'save_folder (autoresume): {error}') from None
-    for candidate in (f'{name}.symlink', name):
-        try:
-            store.get_object_size(candidate)
-        except Exception as error:
-            if is_missing_object(error):
-                continue
-            raise RecipeError(f'save_folder (autoresume): {describe(f"{scheme}://{bucket}/{candidate}", error)}') \
-                from None
-        if candidate == name:
-            return f'{scheme}://{bucket}/{name}'
-        try:
-            target = extract_path_from_symlink(candidate, store).strip()
-        except Exception as error:
-            raise RecipeError(f'save_folder (autoresume): {describe(f"{scheme}://{bucket}/{candidate}", error)}') \
-                from None
-        return f'{scheme}://{bucket}/{target}'
     _refuse_pointerless(store, folder, key)
     return None
 

@@ -108,6 +108,7 @@ class Prepared:
     folders: RunFolders
     later: LaterCheckpoints | None  # what the save folder holds after the checkpoint a resume loads
     complete: str | None = None  # autoresume's latest checkpoint has trained all of max_duration: what it trained
+    remote_refusal: str | None = None  # rank 0's refusal of a remote folder, raised by every rank once a group exists
 
 
 def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Prepared:
@@ -116,15 +117,17 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
     The fields of ``parallelism_config``, the folders as Composer fills them, the
     checkpoint autoresume picks, the batch math, the seed, every builder's import and
     arguments, the checkpoints (copied for Composer with ``copy_checkpoints``, which
-    ``train`` sets), what the save and ledger folders hold, and the paths the loggers write. Nothing is moved or
-    written. What ``train`` adds is what only this machine decides
-    (:func:`~composer_sampling.recipes.run_fields.machine_device`) and what only
+    ``train`` sets), what the save and ledger folders hold, and the paths the loggers
+    write. Nothing is moved or written; a folder in an object store is listed by rank 0
+    only (:mod:`~composer_sampling.recipes.remote_folders`). What ``train`` adds is what
+    only this machine decides (:func:`~composer_sampling.recipes.run_fields.machine_device`) and what only
     calling the model's, the optimizer's and Composer's builders shows.
     """
     from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.checks import checked_spec
     from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, run_folders
     from composer_sampling.recipes.logger_paths import check_logger_paths
+    from composer_sampling.recipes.remote_folders import remote_refusal
 
     check_parallelism_fields(spec.recipe.parallelism_config)
     folders = run_folders(spec.recipe, spec.ledger_folder, spec.run_name)
@@ -141,7 +144,8 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
     if complete is not None and spec.load_path_field == 'load_path':
         raise RecipeError(f'load_path: {complete}: nothing would train (Composer would stop with a ValueError); '
                           'raise max_duration to train further, or load an earlier checkpoint')
-    return Prepared(spec, checked, folders, later, complete)
+    refusal = remote_refusal(spec, folders, None if resumed is None else resumed.path)  # raised at once on one rank
+    return Prepared(spec, checked, folders, later, complete, refusal)
 
 
 #: Composer's names of the units of a duration, as a checkpoint's Timestamp holds them.
@@ -221,6 +225,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
 
     from composer_sampling._graph.snapshot import take_snapshot
     from composer_sampling.recipes.build_data import Placement, build_loaders
+    from composer_sampling.recipes.remote_folders import share_refusal
 
     world_size = dist.get_world_size() if world_size is None else world_size  # the launcher's, before any group
     prepared = prepare(spec, world_size)  # plan's checks first: a recipe both refuse gets the same message
@@ -230,6 +235,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     if dist.get_world_size() > 1:  # as the Trainer does: one process needs no group
         # The group's backend follows the device the Trainer gets (NCCL on GPUs, gloo on the CPU), as Composer picks it.
         dist.initialize_dist(get_device(device), recipe.dist_timeout)
+    share_refusal(spec, prepared.folders, prepared.remote_refusal)  # rank 0's verdict on a remote folder, for all
     rank = dist.get_global_rank() if rank is None else rank
     batch_sizes = checked.batch_sizes
     seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed

@@ -242,6 +242,7 @@ def _checked_contents(field_name: str, where: str, path: str, handed: str,
         if isinstance(model, dict) else {}
     sync_state = (state.get('callbacks') or {}).get('SamplerSync')
     _check_sync_state(where, path, sync_state)
+    _check_ledger_state(where, path, (state.get('callbacks') or {}).get('SampleLedger'))
     return CheckedCheckpoint(field_name, path, handed, shapes, sync_state, _timestamp(state))
 
 
@@ -305,3 +306,17 @@ def _check_sync_state(where: str, path: str, sync_state: Any) -> None:
     except (TypeError, ValueError) as error:
         raise RecipeError(f'{where}: the checkpoint {path} holds a SamplerSync state that cannot be loaded ({error}); '
                           'the file is damaged or was not written by SamplerSync: load another checkpoint') from None
+
+
+def _check_ledger_state(where: str, path: str, ledger_state: Any) -> None:
+    """SampleLedger's state in the file is one a throwaway ``SampleLedger`` loads, else blamed on the file (Composer
+    would stop inside the Trainer with SampleLedger's traceback)."""
+    if ledger_state is None:
+        return
+    from composer_sampling.callbacks.sample_ledger import SampleLedger
+
+    try:
+        SampleLedger().load_state_dict(dict(ledger_state) if isinstance(ledger_state, dict) else ledger_state)
+    except (TypeError, ValueError) as error:
+        raise RecipeError(f'{where}: the checkpoint {path} holds a SampleLedger state that cannot be loaded ({error}); '
+                          'the file is damaged or was not written by SampleLedger: load another checkpoint') from None
