@@ -4,10 +4,11 @@
 a remote ``load_path`` is fetched as Composer's ``get_file`` fetches it (:func:`download_file`),
 the function Composer's ``download_checkpoint`` calls, so the bytes checked are the
 bytes Composer would have read. Composer's ``.symlink`` pointers are followed the way
-``get_file`` follows them, but a bounded number of times (:func:`resolve_pointers`). A URI whose scheme Composer has no object store for
-is refused naming the scheme; what goes wrong on the way (a missing bucket, bad
-credentials, a server that does not answer) is a :class:`RemoteError` naming the URI
-and what to check, never a traceback.
+``get_file`` follows them, but a bounded number of times (:func:`resolve_pointers`). A
+URI whose scheme Composer has no object store for is refused naming the scheme; what
+goes wrong on the way (a missing bucket, bad credentials, a server that does not
+answer, a broken pointer) is a :class:`RemoteError` naming the URI and what to check,
+never a traceback.
 
 Example:
     >>> object_store_of('nosuch://bucket/run')

@@ -283,8 +283,9 @@ def downloaded_checked_copy(load_path: str, run_name: str | None, folder: str,
     Composer's ``get_file`` fetches it through Composer's object store for the URI (a
     ``.symlink`` pointer is followed as Composer follows it, a bounded number of times).
     Returns what to give Composer (the local copy, :func:`composer_handoff`), what it
-    holds, and the URI of the object read (the checkpoint a pointer names). Errors (the store unreachable, the object missing, the
-    check refusing it) raise :class:`CheckpointError` naming that URI.
+    holds, and the URI of the object read (the checkpoint a pointer names). Errors (the
+    store unreachable, the object missing, a broken pointer, the check refusing it) raise
+    :class:`CheckpointError` naming that URI or the pointer.
     """
     from composer_sampling._remote import RemoteError, download_file, object_store_of
 
