@@ -52,8 +52,9 @@ def follow_pointers(name: str, exists: Callable[[str], bool], read: Callable[[st
         shown: how a message names an object (its URI).
         limit: the pointers followed in a row before the chain is refused.
 
-    Returns ``name`` itself when it is not a pointer and exists, or when neither it nor
-    ``name + '.symlink'`` exists: the download that follows names it as missing.
+    Returns ``name`` itself when it is not a pointer and exists, or when it is not
+    there at all (nor ``name + '.symlink'``): the download that follows names it as
+    missing. A pointer's text is read without its surrounding whitespace.
 
     Raises:
         PointerError: a pointer that is empty, names itself, leads back to one already
@@ -69,14 +70,16 @@ def follow_pointers(name: str, exists: Callable[[str], bool], read: Callable[[st
     followed: list[str] = []
     current = name
     while True:
-        if not current.endswith(POINTER_SUFFIX):
-            if exists(current):
+        if exists(current):
+            if not current.endswith(POINTER_SUFFIX):
                 return current
-            if not exists(current + POINTER_SUFFIX):
-                if not followed:
-                    return current
-                raise PointerError(f'the pointer {shown(followed[-1])} names {current}, which does not exist in '
-                                   f'the object store, nor a pointer of that name; {WAY_OUT}')
+        elif current.endswith(POINTER_SUFFIX) or not exists(current + POINTER_SUFFIX):
+            if not followed:
+                return current
+            nor = '' if current.endswith(POINTER_SUFFIX) else f', nor is {current}{POINTER_SUFFIX}'
+            raise PointerError(f'the pointer {shown(followed[-1])} names {current}, which is not in the object '
+                               f'store{nor}; {WAY_OUT}')
+        else:
             current += POINTER_SUFFIX
         _check_next(current, followed, shown, limit)
         followed.append(current)
