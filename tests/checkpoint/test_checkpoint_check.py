@@ -425,6 +425,27 @@ def test_a_checkpoint_value_out_of_range_is_blamed_on_load_path(field: str, writ
         assert 'damaged or was not written by SamplerSync' in err and 'Traceback' not in err
 
 
+@pytest.mark.parametrize(('edit', 'problem'), [
+    ({'lineage': 5}, 'SampleLedger state has lineage=5; it must be a str or None'),
+    ({'batch': 'two'}, "SampleLedger state has batch='two'; it must be a int or None"),
+    ({'version': 9}, 'SampleLedger state has version 9; this version of composer-sampling reads version 1'),
+])
+def test_an_edited_sample_ledger_state_is_blamed_on_load_path(edit: dict, problem: str, written: Path,
+                                                              tmp_path: Path, capsys) -> None:
+    """Composer loads it inside the Trainer, where SampleLedger's refusal was a traceback (exit 1)."""
+    checkpoint = torch.load(written / 'ep0-ba2-rank0.pt', weights_only=False)  # our own file
+    checkpoint['state']['callbacks']['SampleLedger'] = {'version': 1, 'lineage': 'l1', 'attempt': 'a1', 'batch': 2,
+                                                        **edit}
+    path = tmp_path / 'edited.pt'
+    torch.save(checkpoint, path)
+    assert train_main([DIGITS, f'load_path={path}', 'callbacks.sample_ledger={}', f'save_folder={tmp_path / "run"}',
+                       'max_duration=3ba']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'error: load_path: the checkpoint {path} holds a SampleLedger state that cannot be loaded '
+                          f'({problem}'), err
+    assert 'damaged or was not written by SampleLedger' in err and len(err.splitlines()) == 1
+
+
 def test_a_checkpoint_of_another_model_shape_is_named_before_training(written: Path, capsys) -> None:
     load = f'load_path={written}/ep0-ba2-rank0.pt'
     assert train_main([DIGITS, load, 'model.hidden_size=32', 'max_duration=3ba']) == 2

@@ -435,6 +435,29 @@ def test_a_forged_header_with_a_valid_checksum_is_a_named_error(tmp_path: Path, 
     assert re.search(message, err), err
 
 
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dataset_len=st.integers(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') * 4 + 8, 2**63 - 1),
+       world_size=st.integers(1, 5), ledger_folder=st.booleans())
+def test_a_forged_dataset_len_names_the_ledger_files_it_is_in(tmp_path_factory: pytest.TempPathFactory, capsys,
+                                                              dataset_len: int, world_size: int,
+                                                              ledger_folder: bool) -> None:
+    """A dataset_len whose count would not fit in memory is named with the files whose headers hold it."""
+    run = tmp_path_factory.mktemp('forged')
+    folder = run / 'ledger' if ledger_folder else run
+    folder.mkdir(exist_ok=True)
+    for rank in range(world_size):
+        writer = LedgerWriter(folder / f'a1-rank{rank}.bin',
+                              _header(dataset_len=dataset_len, rank=rank, world_size=world_size))
+        writer.append(0, 1, [rank])
+        writer.close()
+    assert main(['audit', str(run)]) == 2
+    err = capsys.readouterr().err
+    files = ', '.join(str(folder / f'a1-rank{rank}.bin') for rank in range(min(world_size, 3)))
+    more = f' and {world_size - 3} more' if world_size > 3 else ''
+    assert err.startswith(f'error: dataset_len={dataset_len} in the headers of attempt a1: ') and \
+        f'check the header of {files}{more}, which may be forged or damaged' in err, err
+
+
 def test_a_directory_a_dangling_link_or_a_fifo_named_bin_is_skipped_and_never_waited_on(tmp_path: Path,
                                                                                          capsys) -> None:
     import threading

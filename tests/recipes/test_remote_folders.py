@@ -163,14 +163,14 @@ def test_a_fresh_run_into_a_prefix_with_an_earlier_runs_checkpoints_is_refused_b
         s3_bucket: str, capsys) -> None:
     """As a local save folder is: exit 2 before the summary, nothing uploaded (Composer trained to the end, failed
     with FileExistsError, and had uploaded its ledger into the earlier run's ledger/); save_overwrite lets it run."""
-    for name in ('run/ep0-ba2-rank0.pt', 'run/latest-rank0.pt.symlink', 'run/ledger/a1-rank0.bin'):
+    for name in ('run/ep0-ba1-rank0.pt', 'run/latest-rank0.pt.symlink', 'run/ledger/a1-rank0.bin'):
         _put(f'{s3_bucket}/{name}', b'earlier run')
     before = _listing(s3_bucket)
     command = [DIGITS, f'save_folder={s3_bucket}/run', 'run_name=r', 'callbacks.sample_ledger={}', 'max_duration=1ba']
     assert train_main(command) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith(f'error: save_folder {s3_bucket}/run holds the checkpoints of an earlier run '
-                                   '(ep0-ba2-rank0.pt); Composer would refuse to upload over them, after training. '
+                                   '(ep0-ba1-rank0.pt); Composer would refuse to upload over them, after training. '
                                    'Choose another save_folder, set save_overwrite: true to replace them, or '
                                    'load_path to resume'), captured.err
     assert 'run summary' not in captured.out and _listing(s3_bucket) == before
