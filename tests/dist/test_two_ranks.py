@@ -6,6 +6,7 @@ ranks with ``composer.utils.dist.all_gather_object``.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
-from composer_sampling.recipes.schema import load_recipe
+from composer_sampling.recipes.schema import RecipeError, load_recipe
 from composer_sampling.train import train
 from support.helpers import IndexLedger, make_trainer, synthetic
 
@@ -199,3 +200,25 @@ def test_a_recipe_with_replication_trains_the_same_data_on_both_ranks() -> None:
     assert first == second
     for epoch in range(2):
         assert sorted(ledger.trained[epoch]) == list(range(len(result.run.train_dataset)))
+
+
+def test_a_remote_folder_rank_0_refuses_stops_every_rank_before_training(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only rank 0 lists the ledger folder in its object store, before the process group exists; once it does, every
+    rank raises rank 0's refusal (here a store that does not answer), and no rank trains a batch."""
+    dist.initialize_dist('cpu', timeout=60)
+    with socket.socket() as unused:
+        unused.bind(('127.0.0.1', 0))
+        port = dist.all_gather_object(unused.getsockname()[1])[0]  # rank 0's: nothing listens there once closed
+    for name, value in {'S3_ENDPOINT_URL': f'http://127.0.0.1:{port}', 'AWS_ACCESS_KEY_ID': 'k',
+                        'AWS_SECRET_ACCESS_KEY': 's', 'AWS_DEFAULT_REGION': 'us-east-1', 'AWS_MAX_ATTEMPTS': '1',
+                        'AWS_CONFIG_FILE': str(tmp_path / 'absent'), 'AWS_SHARED_CREDENTIALS_FILE': str(tmp_path / 'x'),
+                        'AWS_EC2_METADATA_DISABLED': 'true'}.items():
+        monkeypatch.setenv(name, value)
+    ledger = IndexLedger()
+    recipe = load_recipe(ROOT / 'yamls' / 'digits.yaml', [f'save_folder={tmp_path / "run"}',
+                                                          'callbacks.sample_ledger.folder=s3://bucket/ledger'])
+    with pytest.raises(RecipeError, match=r'^callbacks.sample_ledger.folder: s3://bucket/ledger: the object store '
+                                          rf'does not answer .*S3_ENDPOINT_URL=http://127.0.0.1:{port}'):
+        train(recipe, callbacks=[ledger])
+    assert not ledger.batches and not (tmp_path / 'run').exists()
