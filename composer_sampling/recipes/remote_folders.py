@@ -132,10 +132,11 @@ def _problem(spec: RunSpec, targets: list[tuple[str, str, str]], resumed: str | 
         elif kind == 'save' and resumed is not None:
             later = later_names(names, _resumed_name(resumed))
             if later:
-                return (f'save_folder {shown} holds {_names(later)}, checkpoints later than the one load_path resumes '
-                        f'({_resumed_name(resumed)}), which this run would write again; Composer refuses to upload '
-                        f'over them, after training. Resume from the latest of them (load_path={shown}/{later[-1]}), '
-                        'choose another save_folder for this run, or set save_overwrite: true to replace them')
+                return (f'save_folder {shown} holds {_names(later)}, checkpoints later than the one '
+                        f'{spec.load_path_field} resumes ({_resumed_name(resumed)}), which this run would write again; '
+                        'Composer refuses to upload over them, after training. Resume from the latest of them '
+                        f'(load_path={shown}/{later[-1]}), choose another save_folder for this run, or set '
+                        'save_overwrite: true to replace them')
     return None
 
 
