@@ -17,7 +17,7 @@ import pytest
 from support.launched_runs import two_rank_synthetic
 from support.launcher import COMPOSER, ROOT, environment, free_port, launch
 
-TWO_RANK_TESTS = 32
+TWO_RANK_TESTS = 33
 
 pytestmark = pytest.mark.launcher
 
