@@ -77,7 +77,7 @@ def check_logger_paths(spec: RunSpec) -> None:
             raise RecipeError(f'{field} {template!r} cannot be filled as Composer fills it ({error})') from None
         if kind == 'run folder' and spec.run_name is not None:
             path = str(Path(path) / spec.run_name)
-        if kind != 'file':
+        if kind != 'log file':
             check_writable_folder(field, template, path)
             continue
         check_writable_folder(field, template, str(Path(path).parent))
