@@ -84,6 +84,19 @@ class FitStart(Callback):
         self.batch = int(state.timestamp.batch)
 
 
+def _leave_no_process_group() -> None:
+    """Composer starts a process group of one for FSDP2 and leaves it: a later test of this worker would find
+    torch.distributed initialised (Composer's dist then refuses a WORLD_SIZE of 2), so it goes with the test."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+@pytest.fixture(autouse=True)
+def _one_process_group_a_test() -> Iterator[None]:
+    yield
+    _leave_no_process_group()
+
+
 @pytest.fixture()
 def fsdp2(monkeypatch: pytest.MonkeyPatch) -> None:
     """``FSDP_VERSION=2``: Composer builds FSDP2 from the recipe's ``parallelism_config.fsdp``."""
@@ -98,6 +111,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
         patch.setenv('FSDP_VERSION', '2')
         train(load_recipe(SHARDED[0], [*SHARDED[1:], 'max_duration=3ba', 'save_interval=3ba',
                                        f'save_folder={folder}']))
+    _leave_no_process_group()
     assert (folder / 'ep0-ba3' / '.metadata').is_file() and (folder / 'latest-rank0.pt').is_symlink()
     return folder
 
