@@ -90,13 +90,18 @@ def test_no_folder_or_an_unreachable_remote_one_is_refused_before_training(tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
-def test_plan_takes_a_ledger_in_a_remote_save_folder(tmp_path: Path, monkeypatch, capsys) -> None:
-    """``train`` stages and uploads it (test_ledger_upload.py), so ``plan`` refuses nothing; no local s3: appears."""
+def test_plan_takes_a_ledger_in_a_remote_save_folder_it_can_list(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``train`` stages the ledger and uploads it (test_ledger_upload.py). ``plan`` lists the remote save folder as
+    ``train`` does, to see what an earlier run left there: a store it cannot reach is named; no local s3: appears."""
     monkeypatch.chdir(tmp_path)
+    for variable in ('AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_PROFILE', 'S3_ENDPOINT_URL'):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv('AWS_SHARED_CREDENTIALS_FILE', str(tmp_path / 'none'))
+    monkeypatch.setenv('AWS_CONFIG_FILE', str(tmp_path / 'none'))
     recipe = str(Path(__file__).resolve().parents[2] / 'yamls' / 'digits.yaml')
     assert main(['plan', recipe, 'max_duration=2ba', 'save_folder=s3://bucket/{run_name}', 'run_name=r',
-                 'callbacks.sample_ledger={}']) == 0
-    assert 'exactly once' in capsys.readouterr().out
+                 'callbacks.sample_ledger={}']) == 2
+    assert capsys.readouterr().err.startswith('error: save_folder: s3://bucket/r: ')
     assert list(tmp_path.iterdir()) == []
 
 
