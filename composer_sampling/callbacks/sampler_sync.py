@@ -17,6 +17,7 @@ from composer_sampling._resume.decide import ResumeRefusedError
 from composer_sampling._resume.fit import FitRecord
 from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling._resume.loaded import LoadedSync, sync_state
+from composer_sampling._resume.remote_saves import shared_start_problem
 from composer_sampling._resume.rng import CheckpointRNG
 from composer_sampling._resume.seeds import Seeder, agreed_seed, set_dataset_epochs
 from composer_sampling._resume.top_tap import end_top_tap
@@ -39,7 +40,10 @@ class SamplerSync(Callback):
     told otherwise, and resumes mid-epoch by loading every trained batch again. This
     callback closes those gaps:
 
-    * ``FIT_START``: the data seed is ``data_seed``, else the trainer's
+    * ``FIT_START``: a fit that would train again what its save folder in an object
+      store already holds is refused (a stale local copy autoresume took before the
+      bucket's latest, or checkpoints without the latest pointer; see
+      :mod:`~composer_sampling._resume.remote_saves`). The data seed is ``data_seed``, else the trainer's
       ``rank_zero_seed`` (never ``state.seed``, which differs per rank); it is
       checked to be identical on every rank and set as ``seed`` on every sampler of
       the graph that has one, as the seed of a fresh ``generator`` per epoch on a
@@ -131,6 +135,9 @@ class SamplerSync(Callback):
 
     def fit_start(self, state: State, logger: Logger) -> None:
         _refuse_another_sync(self, state)
+        problem = shared_start_problem(state)
+        if problem is not None:
+            raise DataOrderError(f'SamplerSync: {problem}')
         fit, loaded = self._fit, self._loaded
         fit.count += 1
         adopting = fit.count == 1 and loaded is None and int(state.timestamp.batch) > 0

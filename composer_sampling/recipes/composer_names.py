@@ -70,9 +70,9 @@ LOGGERS = {
 }
 
 #: What Composer's loggers write on this machine: class -> (argument, its default, what it names). Composer fills a
-#: ``log file`` with ``format_name_with_dist`` and opens it with ``'w+'`` (FileLogger stores ``overwrite`` as a tuple, so
-#: it is always true); a ``run folder`` gets a folder named after the run inside it; a ``folder`` and a ``store`` (a
-#: path, or a ``file:`` URI) get new files with names of their own.
+#: ``log file`` with ``format_name_with_dist`` and opens it with ``'w+'`` (FileLogger stores ``overwrite`` as a
+#: tuple, so it is always true); a ``run folder`` gets a folder named after the run inside it; a ``folder`` and a
+#: ``store`` (a path, or a ``file:`` URI) get new files with names of their own.
 LOGGER_PATHS: dict[str, tuple[str, str | None, str]] = {
     'FileLogger': ('filename', '{run_name}/logs-rank{rank}.txt', 'log file'),
     'TensorboardLogger': ('log_dir', 'tensorboard_logs', 'run folder'),
