@@ -17,6 +17,9 @@ from typing import Any
 
 import boto3
 import pytest
+from composer.callbacks import CheckpointSaver
+from composer.core import Callback, State
+from composer.loggers import Logger
 from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
@@ -27,12 +30,21 @@ from support.helpers import make_trainer, synthetic
 pytestmark = pytest.mark.s3
 
 
+class QuickPointer(Callback):
+    """Composer checks a remote checkpoint's upload every 30 s before it uploads the latest pointer: 0.2 s here."""
+
+    def fit_start(self, state: State, logger: Logger) -> None:
+        for callback in state.callbacks:
+            if isinstance(callback, CheckpointSaver):
+                callback._symlink_upload_wait_before_next_try_in_seconds = 0.2
+
+
 def _fit(run: str, duration: str) -> None:
     """One start of the same command: autoresume into ``run``, a checkpoint every batch, to ``duration``."""
     dataset = synthetic(64)
     loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
     trainer = make_trainer(loader, max_duration=duration, save_folder=run, save_interval='1ba', run_name='run',
-                           autoresume=True, callbacks=[SamplerSync()])
+                           autoresume=True, callbacks=[QuickPointer(), SamplerSync()])
     try:
         trainer.fit()
     finally:
@@ -48,8 +60,11 @@ def _keys(run: str) -> list[str]:
     return sorted(item['Key'] for item in _client().list_objects_v2(Bucket=bucket).get('Contents', []))
 
 
-def test_a_stale_local_copy_autoresume_takes_is_refused(s3_bucket: str, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stale_local_copy_and_checkpoints_without_a_pointer_are_refused(s3_bucket: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four starts of one command (each start of Composer's uploader costs seconds, so one bucket serves both cases):
+    the third takes the stale local copy and is refused; with the copy gone and the bucket's pointer lost, the fourth
+    would start from batch 0 and is refused too. Nothing is trained or uploaded by a refused start."""
     monkeypatch.chdir(tmp_path)  # Composer downloads the latest into the working folder, under s3:/
     run = f'{s3_bucket}/run'
     _fit(run, '2ba')
@@ -65,19 +80,14 @@ def test_a_stale_local_copy_autoresume_takes_is_refused(s3_bucket: str, tmp_path
     assert 'holds later checkpoints (ep0-ba3-rank0.pt, ep0-ba4-rank0.pt; its latest is ep0-ba4-rank0.pt)' in message
     assert f'Delete {local.parent} (the stale copy) and start again' in message
     assert _keys(run) == uploaded, 'nothing was trained or uploaded'
-    shutil.rmtree(local.parent)  # the way out the message names
-    _fit(run, '6ba')
-    assert 'run/ep0-ba6-rank0.pt' in _keys(run)
 
-
-def test_checkpoints_without_the_latest_pointer_are_refused(s3_bucket: str, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    run = f'{s3_bucket}/run'
-    _fit(run, '2ba')
+    shutil.rmtree(local.parent)
     _client().delete_object(Bucket=s3_bucket.removeprefix('s3://'), Key='run/latest-rank0.pt.symlink')
     with pytest.raises(DataOrderError) as refused:
-        _fit(run, '4ba')  # autoresume finds no pointer and starts from batch 0
-    assert str(refused.value).startswith(f'SamplerSync: the save folder {run} holds checkpoints (ep0-ba1-rank0.pt, '
-                                         'ep0-ba2-rank0.pt) but no latest-rank0.pt.symlink pointer to the latest')
-    assert f'Resume with load_path={run}/ep0-ba2-rank0.pt' in str(refused.value)
+        _fit(run, '6ba')  # autoresume finds neither a local copy nor a pointer, and starts from batch 0
+    message = str(refused.value)
+    assert message.startswith(f'SamplerSync: the save folder {run} holds checkpoints (ep0-ba1-rank0.pt, '
+                              'ep0-ba2-rank0.pt, ep0-ba3-rank0.pt, ...) but no latest-rank0.pt.symlink pointer to the '
+                              'latest'), message
+    assert f'Resume with load_path={run}/ep0-ba4-rank0.pt' in message
+    assert _keys(run) == [key for key in uploaded if key != 'run/latest-rank0.pt.symlink']
