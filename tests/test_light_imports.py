@@ -1,7 +1,8 @@
 """The library stays light: Composer is imported only to train or plan a recipe (checked in one fresh interpreter).
 
 ``plan`` runs the checks ``train`` runs, which import every part's builder (Composer's callbacks among them) and
-check ``parallelism_config`` against Composer's classes; the library, the samplers, ``--help`` and ``recipes`` do not.
+check ``parallelism_config`` against Composer's classes; the library, the samplers, ``--help``, ``recipes``, and a
+recipe that its schema refuses (exit 2 before anything is resolved) do not.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ steps = {
     'composer-sampling --help': 'from composer_sampling.recipes.cli import main\\ntry:\\n    main(["--help"])\\n'
                                 'except SystemExit:\\n    pass',
     'composer-sampling recipes': 'main(["recipes"])',
+    'composer-sampling plan of a recipe its schema refuses': 'main(["plan", "yamls/digits.yaml", "seed=-1"])',
 }
 for name, code in steps.items():
     exec(code)
