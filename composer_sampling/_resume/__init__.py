@@ -13,4 +13,5 @@ underscore would be this folder's own):
 * ``fit_graph``: the train graph of the current fit, shared by the callbacks
 * ``top_tap``: the tap at the top of a DataLoader, and the edge it sits on
 * ``rng``: the checkpoint's RNG state, restored where Composer's spin would have
+* ``remote_saves``: where a fit starts against the checkpoints its remote save folder holds
 """
