@@ -70,7 +70,9 @@ def main() -> None:
         rows.append(f'| `{name}` | {wall:.2f} s | {cpu:.2f} s | {rss:.0f} MiB | {wall - floor:+.2f} s |')
     body = '\n'.join(rows) + (
         f'\n\nMedians over {args.repeats} runs of each, interleaved, after one warm-up. The plan row runs\n'
-        f'`{" ".join(Path(part).name if part == CLI else part for part in PLAN_1024)}`.'
+        f'`{" ".join(Path(part).name if part == CLI else part for part in PLAN_1024)}`. `plan` runs the checks\n'
+        '`train` runs, which import every part\'s builder (SamplerSync among them): its start-up holds Composer\'s\n'
+        'import, as `from composer_sampling import SamplerSync` does. A recipe its schema refuses exits before that.'
     )
     write_section('bench_startup.py', f'.venv/bin/python scripts/bench_startup.py --repeats {args.repeats}', body)
 
