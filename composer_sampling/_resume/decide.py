@@ -1,7 +1,7 @@
 """How a fit that starts inside an epoch continues it without loading a trained sample again.
 
 :class:`~composer_sampling.SamplerSync` asks :func:`continuation` at fit start and
-:mod:`~composer_sampling._resume.apply` carries the answer out. The answer depends on
+:func:`~composer_sampling._resume.place.place_in_epoch` carries the answer out. The answer depends on
 what decides the order in the graph (the nodes that do not only group what is below
 them, ``GraphSnapshot.deciding()``):
 
@@ -77,8 +77,8 @@ class Continuation:
 
     A window (also an offset's cut by ``train_subset_num_batches``) goes on ``edge``,
     ``(parent, attribute)``, counted in that edge's items; with ``edge`` None it goes
-    on the top tap (:func:`~composer_sampling._resume.top_tap.top_tap`), counted in
-    the DataLoader's batches.
+    on the tap at the top of the trainer's DataLoader (in a Composer fit,
+    :func:`~composer_sampling.callbacks._top_tap.top_tap`), counted in the DataLoader's batches.
     """
 
     kind: str

@@ -7,8 +7,6 @@ import warnings
 from typing import Any
 
 import torch
-from composer.core import State
-from composer.utils import dist
 
 from composer_sampling._graph.seeding import (
     UNSEEDED_GENERATOR,
@@ -19,6 +17,7 @@ from composer_sampling._graph.seeding import (
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import describe, sharding_problem
 from composer_sampling._resume.decide import ResumeRefusedError
+from composer_sampling._resume.ranks import Ranks
 from composer_sampling.protocols import is_epoch_aware
 
 __all__ = ['Seeder', 'agreed_seed']
@@ -26,13 +25,14 @@ __all__ = ['Seeder', 'agreed_seed']
 log = logging.getLogger('composer_sampling.callbacks.sampler_sync')
 
 
-def agreed_seed(state: State, graph: GraphSnapshot, asked: int | None, checkpoint_seed: int | None,
-                check_sharding: bool, replication: int) -> int:
-    """The data seed, checked identical on every rank, together with the sharding check (a collective).
+def agreed_seed(trainer_seed: int, graph: GraphSnapshot, asked: int | None, checkpoint_seed: int | None,
+                check_sharding: bool, replication: int, ranks: Ranks) -> int:
+    """The data seed, checked identical on every rank, together with the sharding check (a collective of ``ranks``).
 
-    ``asked`` is SamplerSync's ``data_seed`` (None: the trainer's); the checkpoint's seed wins over it.
+    ``asked`` is SamplerSync's ``data_seed`` (None: ``trainer_seed``, rank 0's seed of the trainer); the
+    checkpoint's seed wins over both.
     """
-    seed = asked if asked is not None else state.rank_zero_seed
+    seed = asked if asked is not None else trainer_seed
     if checkpoint_seed is not None and checkpoint_seed != seed:
         warnings.warn(
             f'SamplerSync: the checkpoint was trained with data seed {checkpoint_seed}, this run asks '
@@ -43,9 +43,8 @@ def agreed_seed(state: State, graph: GraphSnapshot, asked: int | None, checkpoin
         seed = checkpoint_seed
     problem = None
     if check_sharding and graph.map_style:
-        problem = sharding_problem(graph.root, dist.get_world_size(), dist.get_global_rank(), replication,
-                                   nodes=graph.active)
-    gathered = dist.all_gather_object((seed, problem))
+        problem = sharding_problem(graph.root, ranks.world_size, ranks.rank, replication, nodes=graph.active)
+    gathered = ranks.all_gather((seed, problem))
     seeds = [rank_seed for rank_seed, _ in gathered]
     if len(set(seeds)) > 1:
         raise RuntimeError(

@@ -21,10 +21,10 @@ from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, wr
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import active_root, describe, is_map_style
-from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
-from composer_sampling._resume.top_tap import end_top_tap, top_tap
 from composer_sampling._validate import first_outside
+from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
+from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
 from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, OutsideDatasetError, uri_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']

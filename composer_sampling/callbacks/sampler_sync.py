@@ -12,16 +12,17 @@ from torch.utils.data import DataLoader
 from composer_sampling._graph.seeding import is_streaming_dataset
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._graph.walk import is_map_style
-from composer_sampling._resume.apply import current_layout, resume_in_epoch
 from composer_sampling._resume.decide import ResumeRefusedError
 from composer_sampling._resume.fit import FitRecord
-from composer_sampling._resume.fit_graph import fit_graph, forget_fit_graph
 from composer_sampling._resume.loaded import LoadedSync, sync_state
-from composer_sampling._resume.remote_saves import shared_start_problem
-from composer_sampling._resume.rng import CheckpointRNG
+from composer_sampling._resume.place import current_layout
 from composer_sampling._resume.seeds import Seeder, agreed_seed, set_dataset_epochs
-from composer_sampling._resume.top_tap import end_top_tap
 from composer_sampling._validate import valid_bool, valid_int
+from composer_sampling.callbacks._composer_resume import composer_ranks, resume_in_epoch
+from composer_sampling.callbacks._composer_rng import CheckpointRNG
+from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
+from composer_sampling.callbacks._remote_saves import shared_start_problem
+from composer_sampling.callbacks._top_tap import end_top_tap
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import is_epoch_aware
 
@@ -43,7 +44,7 @@ class SamplerSync(Callback):
     * ``FIT_START``: a fit that would train again what its save folder in an object
       store already holds is refused (a stale local copy autoresume took before the
       bucket's latest, or checkpoints without the latest pointer; see
-      :mod:`~composer_sampling._resume.remote_saves`). The data seed is ``data_seed``, else the trainer's
+      :mod:`~composer_sampling.callbacks._remote_saves`). The data seed is ``data_seed``, else the trainer's
       ``rank_zero_seed`` (never ``state.seed``, which differs per rank); it is
       checked to be identical on every rank and set as ``seed`` on every sampler of
       the graph that has one, as the seed of a fresh ``generator`` per epoch on a
@@ -148,8 +149,8 @@ class SamplerSync(Callback):
         graph = fit.graph = fit_graph(state)
         epoch, in_flight = int(state.timestamp.epoch), int(state.timestamp.batch_in_epoch) > 0
         try:
-            seed = agreed_seed(state, graph, self.data_seed, None if loaded is None else loaded.data_seed,
-                               self.check_sharding, self.replication)
+            seed = agreed_seed(state.rank_zero_seed, graph, self.data_seed, None if loaded is None else
+                               loaded.data_seed, self.check_sharding, self.replication, composer_ranks())
             fit.epoch_set = epoch
             if not graph.map_style:
                 fit.seed = self._seeds.order_iterable(loader.dataset, seed, epoch, adopting, self.data_seed)
@@ -165,7 +166,7 @@ class SamplerSync(Callback):
             fit.signatures = graph.signatures()
             if loaded is not None:
                 loaded.check_graph(fit.signatures)
-            fit.layout = current_layout(graph, self.replication)
+            fit.layout = current_layout(graph, self.replication, dist.get_world_size())
             graph.set_epoch(epoch)
             undo, fit.took_over_spin = fit.took_over_spin, False
             saved, replication = (None, self.replication) if loaded is None else (loaded.layout, loaded.replication)

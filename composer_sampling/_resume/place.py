@@ -1,0 +1,90 @@
+"""The resume decision carried out on a graph: offsets and windows set where the fit starts in its epoch.
+
+Any trainer's callback gives :func:`place_in_epoch` the graph of its train loader,
+where the fit starts (a :class:`~composer_sampling._resume.decide.Position`), the
+layout the checkpoint trained with and this fit's, and a way to put a tap on top of
+the loader (``top``: ``None`` where the trainer's loader cannot be rebuilt). Offsets
+and windows of an earlier fit are cleared first, so none survives into this one. What
+is left to the trainer is what the decision cannot do itself: a ``spin`` (Composer
+loads and skips the trained batches; Lightning has none) and telling the trainer that
+its loader is placed.
+
+Example:
+    >>> from torch.utils.data import DataLoader
+    >>> from composer_sampling._graph.snapshot import take_snapshot
+    >>> from composer_sampling.samplers.resumable import ResumableDistributedSampler
+    >>> sampler = ResumableDistributedSampler(40, num_replicas=2, rank=0, seed=0)
+    >>> graph = take_snapshot(DataLoader(range(40), batch_size=4, sampler=sampler))
+    >>> now = current_layout(graph, replication=1, world_size=2)
+    >>> place_in_epoch(graph, Position(batches=3, samples=24), now, now, top=lambda: None).kind
+    'offset'
+    >>> sampler.sample_in_epoch
+    24
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from composer_sampling._graph.index_tap import IndexTap, install_tap
+from composer_sampling._graph.snapshot import GraphSnapshot
+from composer_sampling._graph.walk import describe
+from composer_sampling._resume.decide import Continuation, Layout, Position, ResumeRefusedError, continuation
+from composer_sampling.protocols import is_offsettable
+
+__all__ = ['Position', 'current_layout', 'place_in_epoch', 'saved_layout']
+
+
+def current_layout(graph: GraphSnapshot, replication: int, world_size: int) -> Layout:
+    """The layout this fit trains with: the distinct global batch and the data-parallel ranks."""
+    ranks = max(world_size // replication, 1)
+    size = graph.device_batch()
+    return Layout(None if size is None else size * ranks, ranks)
+
+
+def saved_layout(saved: Layout | None, position: Position) -> Layout | None:
+    """The checkpoint's layout; a state before version 2 did not record its global batch, but the position does.
+
+    Mid-epoch every trained batch is whole, so the distinct samples trained over the
+    batches trained is the global batch the checkpoint ran with.
+
+    Example:
+        >>> saved_layout(Layout(None, 2), Position(batches=3, samples=48))
+        Layout(global_batch=16, data_parallel_ranks=2)
+    """
+    if saved is None or saved.global_batch is not None or position.batches == 0 or position.samples % position.batches:
+        return saved
+    return Layout(position.samples // position.batches, saved.data_parallel_ranks)
+
+
+def place_in_epoch(graph: GraphSnapshot, position: Position, saved: Layout | None, now: Layout,
+                   top: Callable[[], IndexTap | None]) -> Continuation:
+    """Decide how the fit continues its epoch and place the graph there; the decision (``spin``: not placed).
+
+    Raises :class:`~composer_sampling._resume.decide.ResumeRefusedError` for a resume
+    that cannot continue exactly, its message starting ``SamplerSync:``.
+    """
+    loader, root = graph.loader, graph.root
+    for node in graph.active:  # no offset or window of an earlier fit (reset_time, ...) survives
+        if is_offsettable(node):
+            node.set_sample_in_epoch(0)
+        elif isinstance(node, IndexTap):
+            node.set_window(0)
+    try:
+        chosen = continuation(loader, position, saved_layout(saved, position), now, graph=graph)
+    except ResumeRefusedError as error:
+        raise ResumeRefusedError(f'SamplerSync: {error}') from None
+    if chosen.kind in ('window', 'offset') and chosen.edge is None and (chosen.skip or chosen.limit is not None):
+        tap = top()
+        if tap is None:
+            return Continuation('spin', reason=f'{describe(root)} is the top of a {type(loader).__name__}, which '
+                                               'SamplerSync cannot rebuild')
+        tap.set_window(chosen.skip * tap.group, None if chosen.limit is None else chosen.limit * tap.group)
+    elif chosen.edge is not None:
+        parent, attribute = chosen.edge
+        install_tap(parent, attribute).set_window(chosen.skip, chosen.limit)
+    if chosen.kind == 'offset':
+        for node in graph.active:
+            if is_offsettable(node):
+                node.set_sample_in_epoch(chosen.offset)
+    return chosen
