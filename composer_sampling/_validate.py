@@ -18,6 +18,7 @@ __all__ = [
     'first_outside',
     'is_integer',
     'is_real',
+    'process_ranks',
     'replication_problem',
     'resolve_replicas',
     'valid_bool',
@@ -126,7 +127,7 @@ def dataset_length(dataset: Any) -> int:
 
 
 def resolve_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
-    """Fill ``num_replicas``/``rank`` from ``composer.utils.dist`` and check them as torch does.
+    """Fill ``num_replicas``/``rank`` from this process's ranks (:func:`process_ranks`) and check them as torch does.
 
     ``num_replicas`` must be in ``[1, 2**62]`` (:data:`MAX_REPLICAS`).
 
@@ -139,15 +140,36 @@ def resolve_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, i
         ValueError: num_replicas must be in the interval [1, 4611686018427387904], got 9223372036854775808
     """
     if num_replicas is None or rank is None:
-        from composer.utils import dist
-
-        num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
-        rank = dist.get_global_rank() if rank is None else rank
+        world_size, global_rank = process_ranks()
+        num_replicas = world_size if num_replicas is None else num_replicas
+        rank = global_rank if rank is None else rank
     num_replicas = valid_int('num_replicas', num_replicas, 1, MAX_REPLICAS)
     rank = _as_int('rank', rank)
     if not 0 <= rank < num_replicas:
         raise ValueError(f'Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]')
     return num_replicas, rank
+
+
+def process_ranks() -> tuple[int, int]:
+    """This process's world size and global rank: ``composer.utils.dist``'s when Composer is installed, else torch's
+    process group when it is started, else the launcher's ``WORLD_SIZE`` and ``RANK`` (as torchrun and Lightning set
+    them; one process: 1 and 0, as Composer reads them).
+
+    Example:
+        >>> process_ranks()  # a process no launcher started
+        (1, 0)
+    """
+    try:
+        from composer.utils import dist
+    except ModuleNotFoundError:
+        import os
+
+        import torch.distributed as torch_dist
+
+        if torch_dist.is_available() and torch_dist.is_initialized():
+            return torch_dist.get_world_size(), torch_dist.get_rank()
+        return int(os.environ.get('WORLD_SIZE', '1')), int(os.environ.get('RANK', '0'))
+    return dist.get_world_size(), dist.get_global_rank()
 
 
 def replication_problem(replication: int, world_size: int, name: str = 'replication') -> str | None:

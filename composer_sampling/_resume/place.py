@@ -26,13 +26,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from composer_sampling._graph.index_tap import IndexTap, install_tap
+from torch.utils.data import DataLoader
+
+from composer_sampling._graph.grouping import grouping
+from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import describe
 from composer_sampling._resume.decide import Continuation, Layout, Position, ResumeRefusedError, continuation
 from composer_sampling.protocols import is_offsettable
+from composer_sampling.samplers.distribute import rebuild_loader
 
-__all__ = ['Position', 'current_layout', 'place_in_epoch', 'saved_layout']
+__all__ = ['Position', 'current_layout', 'place_in_epoch', 'saved_layout', 'tap_at_top']
 
 
 def current_layout(graph: GraphSnapshot, replication: int, world_size: int) -> Layout:
@@ -88,3 +92,27 @@ def place_in_epoch(graph: GraphSnapshot, position: Position, saved: Layout | Non
             if is_offsettable(node):
                 node.set_sample_in_epoch(chosen.offset)
     return chosen
+
+
+def tap_at_top(loader: DataLoader, graph: GraphSnapshot,
+               listener: Listener | None = None) -> tuple[IndexTap | None, DataLoader | None]:
+    """The tap every batch of ``loader`` passes through (telling ``listener``), and the DataLoader built around it
+    when the loader itself could not take it (``None``: the tap sits in the loader's own graph).
+
+    The tap goes on the edge below the top of ``graph`` (torch's ``BatchSampler.sampler``,
+    ``DistributedBatchAdapter.batch_sampler``, ``NestedBatchSampler.batch_sampler``). A
+    batch sampler of yours at the top of a plain DataLoader gets a new DataLoader over the
+    same dataset, with the same settings, whose batch sampler is the tap over yours (no
+    attribute of torch's DataLoader can be reassigned); the trainer must then read that
+    one. ``(None, None)``: a DataLoader subclass (torchdata's ``StatefulDataLoader``, ...),
+    which is not rebuilt.
+    """
+    top = graph.root
+    group = grouping(top)
+    if group is not None:
+        return install_tap(top, group.attribute, group.size, group.keep_partial, listener), None
+    if type(loader) is not DataLoader:
+        return None, None
+    tap = IndexTap(top, listener=listener)
+    samplers = {'batch_sampler': tap} if loader.batch_sampler is not None else {'sampler': tap, 'batch_size': None}
+    return tap, rebuild_loader(loader, **samplers)

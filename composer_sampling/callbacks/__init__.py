@@ -1,4 +1,4 @@
-"""The Composer callbacks, one a module as in ``composer.callbacks``.
+"""The Composer callbacks, one module per callback as in ``composer.callbacks`` (the ``composer`` extra).
 
 * :class:`SamplerSync` (``sampler_sync.py``): seeds, epochs and the resume
   position for every sampler of the train dataloader.
@@ -6,7 +6,11 @@
   trained, for ``composer-sampling audit``.
 """
 
-from composer_sampling.callbacks.sample_ledger import SampleLedger
-from composer_sampling.callbacks.sampler_sync import SamplerSync
+from composer_sampling._requires import require
+
+require('composer_sampling.callbacks (SamplerSync, SampleLedger)', ['composer'], 'composer')
+
+from composer_sampling.callbacks.sample_ledger import SampleLedger  # noqa: E402 (once Composer is known to be there)
+from composer_sampling.callbacks.sampler_sync import SamplerSync  # noqa: E402
 
 __all__ = ['SampleLedger', 'SamplerSync']

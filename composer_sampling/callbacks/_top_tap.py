@@ -17,10 +17,9 @@ import weakref
 from composer.core import State
 from torch.utils.data import DataLoader
 
-from composer_sampling._graph.grouping import grouping
 from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
 from composer_sampling._graph.snapshot import GraphSnapshot
-from composer_sampling.samplers.distribute import rebuild_loader
+from composer_sampling._resume.place import tap_at_top
 
 __all__ = ['end_top_tap', 'top_tap']
 
@@ -37,21 +36,15 @@ def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None
     subclass (torchdata's ``StatefulDataLoader``, ...), which this module does not
     rebuild.
     """
-    top = graph.root  # the top, as the fit's one walk found it
     loader = state.dataloader
     if not isinstance(loader, DataLoader):
         return None
     if loader in _REBUILT:  # its tap is already there: found, and told
         return install_tap(loader, 'batch_sampler' if loader.batch_sampler is not None else 'sampler',
                            listener=listener)
-    group = grouping(top)
-    if group is not None:
-        return install_tap(top, group.attribute, group.size, group.keep_partial, listener)
-    if type(loader) is not DataLoader:
-        return None
-    tap = IndexTap(top, listener=listener)
-    samplers = {'batch_sampler': tap} if loader.batch_sampler is not None else {'sampler': tap, 'batch_size': None}
-    rebuilt = rebuild_loader(loader, **samplers)
+    tap, rebuilt = tap_at_top(loader, graph, listener)
+    if rebuilt is None:
+        return tap
     length = -1 if state.dataloader_len is None else int(state.dataloader_len)
     _REBUILT[rebuilt] = (loader, length)
     state.set_dataloader(rebuilt, 'train', length)

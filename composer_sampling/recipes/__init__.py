@@ -19,3 +19,8 @@ floors above it:
 demo's (each sampler of ours names itself with its module's ``RECIPE``),
 ``demo/`` the bundled data and model, ``yamls/`` the example recipes.
 """
+
+from composer_sampling._requires import require
+
+require('composer_sampling.recipes (the recipe runner and the composer-sampling command)',
+        ['composer', 'omegaconf', 'tabulate'], 'composer')
