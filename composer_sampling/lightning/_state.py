@@ -1,0 +1,94 @@
+"""The Lightning SamplerSync's checkpoint state: what it writes, and the loaded state as one checked value.
+
+Plain values only (numbers, strings, lists, tuples, dicts and CPU tensors), so that a
+checkpoint that holds it loads with ``torch.load(weights_only=True)``, as Lightning
+loads checkpoints. Besides the data seed, the order signatures and the layout (the
+Composer callback's meaning), it holds where the fit stood when the checkpoint was
+taken: the epoch, the batches trained in it, whether the epoch had ended, and every
+rank's RNG state.
+
+Example:
+    >>> state = lightning_state(7, None, Layout(8, 2), Where(epoch=1, batches=3, epoch_done=False), None)
+    >>> loaded = LoadedLightning.read(state)
+    >>> loaded.sync.data_seed, loaded.where
+    (7, Where(epoch=1, batches=3, epoch_done=False))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._resume.decide import Layout
+from composer_sampling._resume.loaded import LoadedSync
+from composer_sampling._validate import valid_bool, valid_int
+from composer_sampling.permutation import MAX_DATA_SEED
+
+__all__ = ['LIGHTNING_STATE', 'LoadedLightning', 'Where', 'lightning_state']
+
+#: 1: the first version.
+LIGHTNING_STATE = VersionPolicy(current=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where the fit stood: its epoch, the batches trained in it, and whether the epoch had ended."""
+
+    epoch: int
+    batches: int
+    epoch_done: bool
+
+
+def lightning_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, layout: Layout, where: Where,
+                    rng: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The state the Lightning SamplerSync saves, in the current version (``rng``: every rank's, in rank order)."""
+    return write_state(LIGHTNING_STATE.current, {
+        'data_seed': data_seed,
+        'order_signatures': None if signatures is None else tuple(signatures),
+        'global_batch': layout.global_batch,
+        'data_parallel_ranks': layout.data_parallel_ranks,
+        'epoch': where.epoch,
+        'batches': where.batches,
+        'epoch_done': where.epoch_done,
+        'rng': None if rng is None else tuple(rng),
+    })
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedLightning:
+    """A loaded state, checked: the part the Composer callback shares (:class:`LoadedSync`), where the fit stood,
+    and every rank's RNG state."""
+
+    sync: LoadedSync
+    where: Where
+    rng: list[dict[str, Any]] | None
+
+    @classmethod
+    def read(cls, state: Any) -> LoadedLightning:
+        """Read and check a state this callback wrote; a value of the wrong type or range raises naming the key."""
+        payload = read_state(state, 'the Lightning SamplerSync', LIGHTNING_STATE)
+        seed = payload.get('data_seed')
+        if seed is not None:
+            seed = valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
+        signatures = payload.get('order_signatures')
+        if signatures is not None:
+            if not isinstance(signatures, (list, tuple)) or not all(isinstance(item, dict) for item in signatures):
+                raise TypeError(f'SamplerSync state order_signatures must be a list of dicts or None, got '
+                                f'{signatures!r:.200}')
+            signatures = list(signatures)
+        global_batch, ranks = payload.get('global_batch'), payload.get('data_parallel_ranks')
+        layout = Layout(None if global_batch is None else valid_int('SamplerSync state global_batch', global_batch,
+                                                                    minimum=1),
+                        None if ranks is None else valid_int('SamplerSync state data_parallel_ranks', ranks,
+                                                             minimum=1))
+        where = Where(valid_int('SamplerSync state epoch', payload.get('epoch', 0), minimum=0),
+                      valid_int('SamplerSync state batches', payload.get('batches', 0), minimum=0),
+                      valid_bool('SamplerSync state epoch_done', payload.get('epoch_done', False)))
+        rng = payload.get('rng')
+        if rng is not None:
+            if not isinstance(rng, (list, tuple)) or not all(isinstance(item, dict) for item in rng):
+                raise TypeError(f'SamplerSync state rng must be a list of dicts (one per rank) or None, got '
+                                f'{rng!r:.100}')
+            rng = list(rng)
+        return cls(LoadedSync(seed, signatures, 1, layout, None), where, rng)
