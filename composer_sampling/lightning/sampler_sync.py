@@ -46,8 +46,9 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
       graph skips the trained indices through a tap), so no trained sample is loaded
       again, and a resume into another order is refused;
     * at every later epoch start: ``set_epoch`` and the epoch's generators;
-    * at the first batch of a resumed epoch: this rank's RNG state of the checkpoint,
-      so that dropout continues bit for bit;
+    * this rank's RNG state of the checkpoint, so that dropout continues bit for bit:
+      at the first batch of a resumed epoch, or, when the fit starts at an epoch's
+      start, before Lightning creates the epoch's iterator;
     * in the checkpoint: the data seed, the order signatures, where the fit stood and
       every rank's RNG state, as plain values (Lightning loads with ``weights_only``).
 
@@ -166,6 +167,8 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         ranks = torch_ranks()
         where = self._start(trainer, loaded)
         graph = take_snapshot(loader)
+        if where.batches and where.batches >= _batches_in_epoch(loader):  # saved at the epoch's last batch
+            where = Where(where.epoch + 1, 0, False)
         trainer_seed = int(os.environ.get('PL_GLOBAL_SEED', '0'))
         try:
             seed = agreed_seed(trainer_seed, graph, self.data_seed, None if loaded is None else loaded.sync.data_seed,
@@ -223,12 +226,25 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         return rebuilt[0] if rebuilt else loader
 
     def _pending_rng(self, loaded: LoadedLightning | None, where: Where, ranks: Ranks) -> None:
-        """This rank's RNG state of a mid-epoch checkpoint, restored before the first batch (when it can be)."""
-        if loaded is None or loaded.rng is None or where.batches == 0:
+        """This rank's RNG state of the checkpoint: restored now, before Lightning creates the epoch's iterator,
+        when the fit starts at an epoch's start (the run that never stopped created it after the checkpoint); else
+        before the first batch, after the iterator Lightning creates here and the batch it draws ahead."""
+        if loaded is None or loaded.rng is None:
             return
         if len(loaded.rng) != ranks.world_size:
             warnings.warn(f'SamplerSync: the checkpoint holds the RNG states of {len(loaded.rng)} ranks and this run '
                           f'has {ranks.world_size}, so the RNG state is not restored: dropout and random '
                           'augmentations continue from a new state (the samples are the same)', stacklevel=3)
             return
-        self._fit['rng'] = loaded.rng[ranks.rank]
+        if where.batches == 0:
+            rng_state.restore(loaded.rng[ranks.rank])
+        else:
+            self._fit['rng'] = loaded.rng[ranks.rank]
+
+
+def _batches_in_epoch(loader: DataLoader) -> float:
+    """The batches of an epoch of ``loader`` (infinite when it has no length)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return float('inf')
