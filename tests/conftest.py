@@ -7,6 +7,7 @@ every other test runs only in a plain single process.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -26,10 +27,16 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/: the helpers import as the package ``support``
 
-from support.plan_parity import install as install_plan_parity
 from support.s3_server import S3Server, loopback_environment
 
-install_plan_parity()  # every train refusal of the suite is checked against plan's (support/plan_parity.py)
+#: Whether Composer is installed: the environment of the Lightning tests (make test-lightning) has none, and runs only
+#: the tests that need no Composer (``pytest_ignore_collect`` below).
+COMPOSER = importlib.util.find_spec('composer') is not None
+
+if COMPOSER:
+    from support.plan_parity import install as install_plan_parity
+
+    install_plan_parity()  # every train refusal of the suite is checked against plan's (support/plan_parity.py)
 
 # Property tests check invariants, not speed: no per-example deadline, so a loaded CI machine cannot fail them.
 settings.register_profile('composer-sampling', deadline=None)

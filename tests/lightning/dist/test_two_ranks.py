@@ -1,0 +1,74 @@
+"""Two ranks of a real Lightning ``Trainer`` (``strategy='ddp'``, gloo on the CPU), started by torchrun; each test
+runs on both ranks (``tests/lightning/test_launch.py`` launches them), and gathers what every rank trained."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.distributed as torch_dist
+
+from support.lightning_parts import KINDS, fit, loader, nested_loader, same_weights
+
+pytestmark = [pytest.mark.world_size(2), pytest.mark.lightning]
+
+
+@pytest.fixture(autouse=True)
+def _process_group() -> None:
+    """The gloo group torchrun's environment describes, started before the first fit (Lightning then takes it)."""
+    if not torch_dist.is_initialized():
+        torch_dist.init_process_group('gloo')
+
+
+def _gathered(value: Any) -> list[Any]:
+    """``value`` of every rank, in rank order."""
+    found: list[Any] = [None] * torch_dist.get_world_size()
+    torch_dist.all_gather_object(found, value)
+    return found
+
+
+def _shared_folder(name: str) -> Path:
+    """A folder both ranks name alike: rank 0's new temporary folder, told to rank 1."""
+    made = tempfile.mkdtemp(prefix=f'{name}-') if int(os.environ['RANK']) == 0 else None
+    return Path(_gathered(made)[0])
+
+
+def _per_epoch(trained: list[list[tuple[int, int, list[int]]]]) -> dict[int, list[int]]:
+    samples: dict[int, list[int]] = {}
+    for rank_batches in trained:
+        for epoch, _, indices in rank_batches:
+            samples.setdefault(epoch, []).extend(indices)
+    return samples
+
+
+def test_a_batch_of_batches_covers_every_sample_once_an_epoch_in_a_new_order_each_epoch() -> None:
+    """3 samples grouped 5 at a time, 15 a batch, made distributed by distribute(); no user hook."""
+    folder = _shared_folder('nested')
+    trained = _gathered(fit(nested_loader(), folder, max_epochs=3).trained)
+    epochs = _per_epoch(trained)
+    assert sorted(epochs) == [0, 1, 2]
+    assert all(sorted(samples) == list(range(90)) for samples in epochs.values()), 'every sample once an epoch'
+    assert len({tuple(samples) for samples in epochs.values()}) == 3, 'a new order every epoch'
+    assert all(len(indices) == 15 for rank in trained for _, _, indices in rank)
+    assert _gathered(fit(nested_loader(), folder, max_epochs=3).trained) == trained, 'same seed, same batches'
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+@pytest.mark.parametrize('kind', KINDS)
+def test_a_run_stopped_after_a_mid_epoch_checkpoint_resumes_bit_for_bit(kind: str, workers: int) -> None:
+    """96 samples, 8 a rank a batch: 6 batches an epoch. Stopped right after the checkpoint of step 8 (epoch 1,
+    batch 2), resumed with ckpt_path: every rank trains the batches of the run that never stopped, every sample once
+    an epoch, and ends with its weights and momentum, dropout on."""
+    folder = _shared_folder('resume')
+    whole = fit(loader(kind, workers), folder / 'whole', max_steps=15)
+    fit(loader(kind, workers), folder / 'stopped', max_steps=9, save_every=4)
+    resumed = fit(loader(kind, workers), folder / 'resumed', max_steps=15,
+                  ckpt_path=str(folder / 'stopped' / 'step=8.ckpt'))
+    assert resumed.trained == whole.trained[8:]
+    assert same_weights(whole, resumed)
+    epochs = _per_epoch(_gathered(whole.trained))
+    assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(96)), 'every sample once an epoch, across ranks'
+    assert _gathered(same_weights(whole, resumed)) == [True, True]
