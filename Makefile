@@ -2,8 +2,9 @@
 #   make demo   train the digits recipes end to end (one process, then two through the composer launcher),
 #               then the example user package of examples/text-classification, and audit its ledger;
 #               installs the package and its demo extra only (scikit-learn, for the digits)
-#   make test   ruff, mypy and the whole test suite (launcher and llm-foundry tests included), and the tests that
-#               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029);
+#   make test   ruff, mypy and the whole test suite (launcher and llm-foundry tests included), the tests that
+#               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029),
+#               and the order core and Lightning tests on the newest torch without Composer (.venv-lightning);
 #               installs everything into the same .venv (a make demo after it installs nothing)
 #   make test-fast  for the edit-test loop: ruff and every test but the launcher, llm-foundry and S3 tiers, in this
 #               .venv only (CI runs make test)
@@ -21,6 +22,8 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.installed-demo-stamp
 OLDEST := .venv-composer029
 OLDEST_STAMP := $(OLDEST)/.installed-stamp
+LIGHTNING := .venv-lightning
+LIGHTNING_STAMP := $(LIGHTNING)/.installed-stamp
 TEST_WORKERS ?= 2
 SLOW := launcher or llmfoundry or s3
 # loadgroup: the tests sharing one resource run on one worker (tests/conftest.py's SHARED_RESOURCES)
@@ -42,7 +45,7 @@ GPU_STAMP := $(GPU_VENV)/.installed-stamp
 # Python 3.12, as on the GPU machine: pyenv's when it has one, else python3.12 on the PATH
 PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) python3.12)
 
-.PHONY: setup demo lint test test-oldest test-fast gpu-rehearsal
+.PHONY: setup demo lint test test-oldest test-lightning test-fast gpu-rehearsal
 
 # $(call install,VENV,ARGUMENTS[,PYTHON]): create VENV when missing (with PYTHON, default $(PYTHON)), install uv with
 # its pip, then ARGUMENTS with uv.
@@ -86,6 +89,20 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# The order core and Lightning on the newest torch, without Composer: pytest-lightning 2.6, torch 2.15, the
+# test-core extra. Test modules that need Composer are skipped at collection (conftest.py); _remote.py reaches
+# object stores through Composer.
+LIGHTNING_ENV := -e '.[lightning,test-core]' 'torch==2.15.*'
+LIGHTNING_TESTS := tests/lightning tests/order tests/samplers tests/graph tests/proofs tests/test_core_without_composer.py \
+	composer_sampling --ignore composer_sampling/_remote.py
+
+$(LIGHTNING_STAMP): pyproject.toml
+	$(call install,$(LIGHTNING),$(LIGHTNING_ENV))
+	touch $(LIGHTNING_STAMP)
+
+test-lightning: $(LIGHTNING_STAMP)
+	$(LIGHTNING)/bin/python -m pytest -q $(LIGHTNING_TESTS) -m 'not (s3 or llmfoundry)' $(XDIST)
+
 test-oldest: $(OLDEST_STAMP)
 	$(OLDEST)/bin/python -m pytest -m composer -q $(XDIST)
 
@@ -94,14 +111,15 @@ test-oldest: $(OLDEST_STAMP)
 # long as the two tiers one after the other (648 s against 657 s); ruff and mypy beside the oldest Composer's tests
 # took 184 s, against about 60 s and 115 s one after the other. So each runs alone, with its own summary.
 test:
-	$(MAKE) --no-print-directory -j2 lint $(OLDEST_STAMP)
-	$(PY) -m pytest -m '$(SLOW)' $(XDIST)
-	$(PY) -m pytest -m 'not ($(SLOW))' $(XDIST)
+	$(MAKE) --no-print-directory -j3 lint $(OLDEST_STAMP) $(LIGHTNING_STAMP)
+	$(PY) -m pytest -m '($(SLOW)) and not lightning' $(XDIST)
+	$(PY) -m pytest -m 'not ($(SLOW) or lightning)' $(XDIST)
 	$(MAKE) --no-print-directory test-oldest
+	$(MAKE) --no-print-directory test-lightning
 
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -m 'not ($(SLOW))' $(XDIST)
+	$(PY) -m pytest -q -m 'not ($(SLOW) or lightning)' $(XDIST)
 
 # The GPU check rehearsed on the CPU, on the GPU machine's Python, torch and numpy, through the command that runs it
 # there (the carried wheels installed without dependencies); its table on stdout, its JSON in a new temporary folder.

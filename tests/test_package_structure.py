@@ -29,7 +29,7 @@ FLOORS = {
     'ledger_format': 3, '_graph': 3,
     'samplers': 4,
     '_proofs': 5, '_resume': 5,
-    'audit': 6, 'callbacks': 6,
+    'audit': 6, 'callbacks': 6, 'lightning': 6,
     'recipes': 7,
     'train': 8,
     '': 9,  # composer_sampling/__init__.py: the public names, imported lazily
