@@ -89,7 +89,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# The order core and Lightning on the newest torch, without Composer: pytest-lightning 2.6, torch 2.15, the
+# The order core and Lightning on the newest torch, without Composer: pytorch-lightning 2.6, torch 2.15, the
 # test-core extra. Test modules that need Composer are skipped at collection (conftest.py); _remote.py reaches
 # object stores through Composer.
 LIGHTNING_ENV := -e '.[lightning,test-core]' 'torch==2.15.*'

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 from composer_sampling import ResumableDistributedSampler
 from composer_sampling.lightning import SamplerSync
 
-from support.lightning_parts import KINDS, Model, Named, fit, loader, same_weights
+from support.lightning_parts import KINDS, Model, Named, Rebuilt, fit, loader, same_weights
 
 pytestmark = pytest.mark.lightning
 
@@ -58,6 +58,20 @@ def test_checkpoints_at_an_epochs_end_and_its_last_batch_resume_at_the_next_epoc
         resumed = fit(loader('ours'), tmp_path / f'resumed{step}', max_steps=30,
                       ckpt_path=str(tmp_path / 'stopped' / f'step={step}.ckpt'))
         assert resumed.trained == whole.trained[step:] and same_weights(whole, resumed)
+
+
+def test_a_loader_rebuilt_every_epoch_keeps_the_order_and_resumes(tmp_path: Path) -> None:
+    """reload_dataloaders_every_n_epochs=1: each new loader is seeded and given its epoch as the first one was, and
+    a mid-epoch checkpoint resumes bit for bit."""
+    data = Rebuilt('user batch sampler')
+    whole = fit(data, tmp_path / 'whole', max_steps=30, reload=1)
+    assert data.built == 3
+    assert _epochs(whole) == _epochs(fit(loader('user batch sampler'), tmp_path / 'once', max_steps=30))
+    fit(Rebuilt('user batch sampler'), tmp_path / 'stopped', max_steps=17, save_every=5, reload=1)
+    resumed = fit(Rebuilt('user batch sampler'), tmp_path / 'resumed', max_steps=30, reload=1,
+                  ckpt_path=str(tmp_path / 'stopped' / 'step=15.ckpt'))
+    assert resumed.trained == whole.trained[15:]
+    assert same_weights(whole, resumed)
 
 
 def test_the_state_loads_weights_only_and_a_changed_dataset_is_refused(tmp_path: Path) -> None:

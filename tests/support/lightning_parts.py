@@ -100,6 +100,19 @@ def loader(kind: str, workers: int = 0, size: int = 96, batch: int = 8) -> DataL
     raise ValueError(f'kind must be one of {", ".join(KINDS)}, got {kind!r}')
 
 
+class Rebuilt(pl.LightningDataModule):
+    """A data module whose ``train_dataloader`` builds a new loader of ``kind`` at every call, as a user's does."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.built = 0
+
+    def train_dataloader(self) -> DataLoader:
+        self.built += 1
+        return loader(self.kind)
+
+
 def nested_loader(size: int = 90) -> DataLoader:
     """A batch of batches (3 samples grouped 5 at a time, 15 a batch), made distributed by ``distribute``."""
     data = Named(size)
@@ -109,9 +122,10 @@ def nested_loader(size: int = 90) -> DataLoader:
 
 
 def fit(train_loader: DataLoader, folder: Path, max_steps: int = -1, max_epochs: int = 3, ckpt_path: str | None = None,
-        save_every: int | None = None, seed: int = 17, **callback: Any) -> Model:
+        save_every: int | None = None, seed: int = 17, reload: int = 0, **callback: Any) -> Model:
     """One fit of a real Lightning Trainer with ``SamplerSync`` (a checkpoint every ``save_every`` steps into
-    ``folder``), after ``seed_everything(seed)``, on every rank of this process's launch."""
+    ``folder``), after ``seed_everything(seed)``, on every rank of this process's launch. ``train_loader`` may be a
+    ``LightningDataModule``, rebuilt every ``reload`` epochs when ``reload`` is positive."""
     pl.seed_everything(seed, verbose=False)
     model = Model()
     callbacks: list[Any] = [SamplerSync(**callback)]
@@ -121,7 +135,8 @@ def fit(train_loader: DataLoader, folder: Path, max_steps: int = -1, max_epochs:
     world_size, _ = world()
     trainer = pl.Trainer(max_steps=max_steps, max_epochs=max_epochs, devices=world_size, use_distributed_sampler=False,
                          strategy='ddp' if world_size > 1 else 'auto', callbacks=callbacks,
-                         enable_checkpointing=save_every is not None, **QUIET)
+                         enable_checkpointing=save_every is not None, reload_dataloaders_every_n_epochs=reload,
+                         **QUIET)
     trainer.fit(model, train_loader, ckpt_path=ckpt_path)
     model.optimizer_state = trainer.optimizers[0].state_dict()  # the momentum buffers, for the comparison
     return model
