@@ -21,7 +21,12 @@ the CPU, on the GPU machine's versions). The parts, each a module of ``scripts/g
   MLP, from batch 256 up to a step of 5 ms, against an empty callback, side by side in
   this process; the target is under 0.1% of the step each;
 * ``spin`` (``gpu/spin.py``): a resume at batch 1,000 of an epoch, Composer's spin
-  against SamplerSync: time to the first batch, and samples read.
+  against SamplerSync: time to the first batch, and samples read;
+* ``lightning`` (``gpu/lightning.py``): a Lightning ``Trainer`` with our Lightning
+  SamplerSync, in ``bf16-mixed`` under ``deterministic=True``, whole, stopped after a
+  mid-epoch checkpoint and resumed; the same batches and the final weights and optimizer
+  state bit for bit, for our sampler and for a user's batch sampler with 2 workers. It
+  needs no Composer.
 
 It prints one table and exits 1 when a check fails: a run that fails, other samples,
 a failed audit, weights that differ under deterministic mode, a SamplerSync resume
@@ -52,7 +57,7 @@ from gpu.resume import (
 )
 from gpu.table import FAIL, Row, failed, machine, render, write_result
 
-PARTS = ('resume', 'fsdp2', 'cost', 'spin')
+PARTS = ('resume', 'fsdp2', 'cost', 'spin', 'lightning')
 
 
 def train_rank(argv: list[str]) -> int:
@@ -108,8 +113,14 @@ def spin_part(args: argparse.Namespace) -> list[Row]:
     return spin_rows(measure(args.device, args.repeats), BATCH)
 
 
+def lightning_part(args: argparse.Namespace) -> list[Row]:
+    from gpu.lightning import measure
+
+    return measure(args.device, args.workdir / 'lightning')
+
+
 RUNNERS: dict[str, Callable[[argparse.Namespace], list[Row]]] = {
-    'resume': resume_part, 'fsdp2': fsdp2_part, 'cost': cost_part, 'spin': spin_part}
+    'resume': resume_part, 'fsdp2': fsdp2_part, 'cost': cost_part, 'spin': spin_part, 'lightning': lightning_part}
 
 
 def run_part(part: str, args: argparse.Namespace) -> list[Row]:
@@ -156,7 +167,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.device == 'gpu' and max(args.ranks) > args.visible:
         parser.error(f'--ranks {max(args.ranks)}: {args.visible} GPU(s) visible; one GPU a rank')
     args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix='check-gpu-'))
-    taken = [path for path in (args.workdir / name for name in ('ranks1', 'ranks2', 'fsdp2')) if path.exists()]
+    taken = [path for path in (args.workdir / name for name in ('ranks1', 'ranks2', 'fsdp2', 'lightning'))
+             if path.exists()]
     if taken:
         parser.error(f'--workdir {args.workdir}: {taken[0]} exists; give a new or empty --workdir')
     return args

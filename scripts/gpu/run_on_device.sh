@@ -18,7 +18,13 @@ SITE=$(mktemp -d)/site
     --target "$SITE" "$WHEELS"/*.whl
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-"$PYTHON" -c 'import composer, composer_sampling, torch; print(f"run_on_device: torch {torch.__version__}, CUDA \
-{torch.version.cuda}, GPUs {torch.cuda.device_count()}, Composer {composer.__version__}, composer_sampling from \
-{composer_sampling.__file__}")'
+# The versions; a Composer that cannot be imported is said here, and the parts that need it fail on their own rows
+"$PYTHON" -c 'import composer_sampling, torch
+try:
+    import composer
+    composer_version = composer.__version__
+except Exception as error:
+    composer_version = f"not importable ({type(error).__name__}: {error})"
+print(f"run_on_device: torch {torch.__version__}, CUDA {torch.version.cuda}, GPUs {torch.cuda.device_count()}, \
+Composer {composer_version}, composer_sampling from {composer_sampling.__file__}")'
 "$PYTHON" scripts/check_gpu.py ${OUT:+--out "$OUT"} "$@"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / 'scripts'
 sys.path.insert(0, str(SCRIPTS))  # check_gpu.py's parts import as the package ``gpu``, as when the script runs
 
-from gpu import cost, resume, spin, table  # noqa: E402
+from gpu import cost, lightning, resume, spin, table  # noqa: E402
 from gpu.table import FAIL, OK, OVER_TARGET, REPORTED, Row  # noqa: E402
 
 
@@ -33,10 +33,10 @@ def test_help_names_the_options() -> None:
     assert result.returncode == 0, result.stderr
     for option in ('--device', '--precision', '--parts', '--ranks', '--rounds', '--repeats', '--workdir', '--out'):
         assert option in result.stdout
-    assert 'resume,fsdp2,cost,spin' in result.stdout.replace(' ', '').replace("'", '')
+    assert 'resume,fsdp2,cost,spin,lightning' in result.stdout.replace(' ', '').replace("'", '')
 
 
-@pytest.mark.parametrize('module', [table, resume, cost, spin], ids=lambda module: module.__name__)
+@pytest.mark.parametrize('module', [table, resume, cost, spin, lightning], ids=lambda module: module.__name__)
 def test_the_examples_in_the_docstrings_hold(module: object) -> None:
     failures, tried = doctest.testmod(module)  # type: ignore[arg-type]
     assert tried and not failures
@@ -175,3 +175,22 @@ def test_the_carried_wheels_are_pinned_and_none_is_in_the_image() -> None:
     assert not set(carried) & set(image)
     assert {'mosaicml', 'omegaconf', 'mosaicml-cli', 'coolname', 'torch-optimizer'} <= set(carried)
     assert image['torch'] == 'torch==2.11.0' and image['numpy'].startswith('numpy==2.5')
+
+
+def test_the_lightning_part_resumes_bit_for_bit_and_fails_a_fit_without_the_callback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Lightning part for real at a tiny size (12 batches an epoch, a checkpoint at step 16 of 24): every row ok;
+    with a plain Lightning callback in SamplerSync's place, Lightning starts epoch 1 again and both rows fail."""
+    import pytorch_lightning as pl
+
+    import composer_sampling.lightning
+
+    for name, value in {'SAMPLES': 384, 'BATCH': 32, 'WHOLE': 24, 'STOP': 18, 'SAVE_EVERY': 8}.items():
+        monkeypatch.setattr(lightning, name, value)
+    case = lightning.LightningCase('ours, 0 workers', 'ours', 0)
+    rows = lightning.check(case, 'cpu', tmp_path / 'synced')
+    assert [row.result for row in rows] == [OK, OK], rows
+    monkeypatch.setattr(composer_sampling.lightning, 'SamplerSync', pl.Callback)
+    rows = lightning.check(case, 'cpu', tmp_path / 'plain')
+    assert [row.result for row in rows] == [FAIL, FAIL], rows
+    assert 'not the ones' in rows[0].detail and 'largest difference' in rows[1].detail
