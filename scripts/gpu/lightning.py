@@ -159,8 +159,8 @@ def check(case: LightningCase, device: str, folder: Path) -> list[Row]:
     expected = whole[2 * SAVE_EVERY:]
     same_batches = resumed == expected
     rows = [Row(part, 'samples', verdict(same_batches),
-                f'{len(resumed)} batches after step {2 * SAVE_EVERY}, '
-                f'{"the same" if same_batches else "not the ones"} of the run that never stopped')]
+                f'{len(resumed)} batches after step {2 * SAVE_EVERY}: '
+                f'{"the same batches as" if same_batches else "not the batches of"} the run that never stopped')]
     same_keys = whole_state.keys() == resumed_state.keys()
     equal = same_keys and all(torch.equal(whole_state[key], resumed_state[key]) for key in whole_state)
     if equal:

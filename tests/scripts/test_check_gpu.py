@@ -193,4 +193,4 @@ def test_the_lightning_part_resumes_bit_for_bit_and_fails_a_fit_without_the_call
     monkeypatch.setattr(composer_sampling.lightning, 'SamplerSync', pl.Callback)
     rows = lightning.check(case, 'cpu', tmp_path / 'plain')
     assert [row.result for row in rows] == [FAIL, FAIL], rows
-    assert 'not the ones' in rows[0].detail and 'largest difference' in rows[1].detail
+    assert 'not the batches of' in rows[0].detail and 'largest difference' in rows[1].detail
