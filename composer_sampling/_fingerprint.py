@@ -151,7 +151,7 @@ def _subset(dataset: Subset) -> Fingerprint:
     digest = _Hash('Subset')
     digest.text(inner.digest)
     _feed_integers(digest, dataset.indices)
-    return Fingerprint(digest.digest(), f'Subset of {len(dataset.indices)} indices of {inner.source}',
+    return Fingerprint(digest.digest(), f'Subset of {len(dataset.indices):,} indices of {inner.source}',
                        inner.covers_content)
 
 
@@ -177,7 +177,7 @@ def _streaming(dataset: Any) -> Fingerprint:
         for shard in shards:
             digest.text(json.dumps(_shard_entry(shard), sort_keys=True))
     return Fingerprint(digest.digest(), f'StreamingDataset of {len(streams)} stream{"s" if len(streams) != 1 else ""} '
-                                        f'and {len(dataset.shards)} shards: index files (shard names, sizes, sample '
+                                        f'and {len(dataset.shards):,} shards: index files (shard names, sizes, sample '
                                         'counts, hashes) and proportion, repeat and choose', True)
 
 
@@ -196,7 +196,8 @@ def _hugging_face(dataset: Any) -> Fingerprint:
 
 def _folder(dataset: Any) -> Fingerprint:
     entries = list(dataset.samples) if not isinstance(dataset.samples, list) else dataset.samples
-    root = os.fspath(dataset.root) if getattr(dataset, 'root', None) is not None else None
+    root = getattr(dataset, 'root', None)
+    prefix = os.path.join(os.fspath(root), '') if root is not None else ''
     digest = _Hash('folder')
     positions = _positions(len(entries))
     digest.text(str(len(entries)))
@@ -204,15 +205,16 @@ def _folder(dataset: Any) -> Fingerprint:
         entry = entries[position]
         path = os.fspath(entry[0] if isinstance(entry, (tuple, list)) else entry)
         label = entry[1] if isinstance(entry, (tuple, list)) and len(entry) > 1 else None
-        relative = os.path.relpath(path, root) if root is not None else path
+        relative = path[len(prefix):] if prefix and path.startswith(prefix) else \
+            os.path.relpath(path, prefix) if prefix else path
         try:
             size = os.stat(path).st_size
         except OSError:
             size = -1
-        digest.text(json.dumps([relative, size, label], default=str))
-    sampled = '' if len(positions) == len(entries) else f', {len(positions)} of them at a fixed stride'
-    return Fingerprint(digest.digest(), f'{type(dataset).__name__} over {len(entries)} files: relative paths, sizes '
-                                        f'and labels{sampled}', True)
+        digest.text(f'{relative}\0{size}\0{label!r}')
+    sampled = '' if len(positions) == len(entries) else f', {len(positions):,} of them at a fixed stride'
+    return Fingerprint(digest.digest(), f'{type(dataset).__name__} over {len(entries):,} files: relative paths, '
+                                        f'sizes and labels{sampled}', True)
 
 
 def _class_and_length(dataset: Any) -> Fingerprint:
@@ -223,7 +225,7 @@ def _class_and_length(dataset: Any) -> Fingerprint:
     except TypeError:
         length = None
     digest.text(json.dumps([name, length]))
-    size = 'no length' if length is None else f'{length} samples'
+    size = 'no length' if length is None else f'{length:,} samples'
     return Fingerprint(digest.digest(), f'{type(dataset).__name__} of {size}: class and length only, the content is '
                                         'not covered (give the dataset a fingerprint attribute)', False)
 
