@@ -87,7 +87,7 @@ class Fingerprint:
         return self.digest[:16]
 
     def __str__(self) -> str:
-        return f'{self.short} ({self.source})'
+        return f'{self.short}, from the {self.source}'
 
 
 class _Hash:
@@ -161,7 +161,7 @@ def _concat(dataset: ConcatDataset) -> Fingerprint:
     for part in parts:
         digest.text(part.digest)
     sources = '; '.join(part.source for part in parts[:3]) + ('; ...' if len(parts) > 3 else '')
-    return Fingerprint(digest.digest(), f'ConcatDataset of {len(parts)} parts in order ({sources})',
+    return Fingerprint(digest.digest(), f'ConcatDataset of {len(parts)} parts in order: {sources}',
                        all(part.covers_content for part in parts))
 
 
@@ -226,8 +226,8 @@ def _class_and_length(dataset: Any) -> Fingerprint:
         length = None
     digest.text(json.dumps([name, length]))
     size = 'no length' if length is None else f'{length:,} samples'
-    return Fingerprint(digest.digest(), f'{type(dataset).__name__} of {size}: class and length only, the content is '
-                                        'not covered (give the dataset a fingerprint attribute)', False)
+    return Fingerprint(digest.digest(), f'{type(dataset).__name__} of {size}: class and length only; its content is '
+                                        'not covered, which a fingerprint attribute on the dataset would give', False)
 
 
 def _has_own(dataset: Any) -> bool:

@@ -12,4 +12,5 @@ underscore would be this folder's own):
 * ``ranks``: this process's rank among the others, and their object gather
 * ``rng_state``: this process's random generators as plain values, captured and restored
 * ``fit``: what SamplerSync remembers of a fit
+* ``data_identity``: the train dataset's fingerprint every rank agrees on, checked against the checkpoint's
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from composer_sampling._fingerprint import Fingerprint
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._resume.decide import Layout
 
@@ -20,5 +21,6 @@ class FitRecord:
     graph: GraphSnapshot | None = None  # the train dataloader's graph at the last fit start
     layout: Layout = dataclasses.field(default_factory=lambda: Layout(None, None))
     signatures: list[dict[str, Any]] | None = None
+    fingerprint: Fingerprint | None = None  # the train dataset's, agreed by every rank
     epoch_set: int | None = None  # the epoch fit start set on the graph, until EPOCH_START
     took_over_spin: bool = False  # this callback set dataset_resumption['train'] (a later fit decides afresh)

@@ -6,7 +6,9 @@ import dataclasses
 from typing import Any
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._fingerprint import Fingerprint
 from composer_sampling._graph.signatures import signature_difference
+from composer_sampling._resume.data_identity import fingerprint_entry, read_fingerprint
 from composer_sampling._resume.decide import Layout, ResumeRefusedError
 from composer_sampling._validate import valid_int
 from composer_sampling.permutation import MAX_DATA_SEED
@@ -23,13 +25,15 @@ def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-# 4: 'order_signatures', 'epoch_seeds' and 'rng' are written as tuples ('epoch_seeds' as its (key, value)
-# pairs): torch.distributed.checkpoint stores a tuple as one entry, where it splits a list of mappings, or a
-# mapping, into one entry per item, which a sharded checkpoint's load template (the state before any fit, None
-# there) cannot match. 3: 'global_batch' counts distinct samples a step (device batch x world size /
-# replication); adds 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added
-# 'replication' and 'global_batch'. Versions 1 to 3 load with defaults (version 1 states without 'version').
-SYNC_STATE = VersionPolicy(current=4, missing_version=1, upgrade=_upgrade)
+# 5: adds 'data_fingerprint', the train dataset's fingerprint as a (digest, source, covers content) tuple; a state
+# of an earlier version has none, and its resume says so once. 4: 'order_signatures', 'epoch_seeds' and 'rng' are
+# written as tuples ('epoch_seeds' as its (key, value) pairs): torch.distributed.checkpoint stores a tuple as one
+# entry, where it splits a list of mappings, or a mapping, into one entry per item, which a sharded checkpoint's
+# load template (the state before any fit, None there) cannot match. 3: 'global_batch' counts distinct samples a
+# step (device batch x world size / replication); adds 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and
+# 'epoch_seeds'. 2 added 'replication' and 'global_batch'. Versions 1 to 4 load with defaults (version 1 states
+# without 'version').
+SYNC_STATE = VersionPolicy(current=5, missing_version=1, upgrade=_upgrade)
 
 
 def _entry(value: Any) -> Any:
@@ -45,7 +49,8 @@ def _entry(value: Any) -> Any:
 
 
 def sync_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, replication: int, layout: Layout,
-               epoch_seeds: dict[str, Any] | None, rng: dict[str, Any]) -> dict[str, Any]:
+               epoch_seeds: dict[str, Any] | None, rng: dict[str, Any],
+               fingerprint: Fingerprint | None = None) -> dict[str, Any]:
     """The state SamplerSync saves, in the current version (``rng``: the RNG copy, ``{'rng', 'rng_batch'}``).
 
     Example:
@@ -61,6 +66,7 @@ def sync_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, r
         'epoch_seeds': _entry(epoch_seeds),
         'rng': _entry(rng['rng']),
         'rng_batch': rng['rng_batch'],
+        'data_fingerprint': fingerprint_entry(fingerprint),
     })
 
 
@@ -79,10 +85,11 @@ class LoadedSync:
     replication: int
     layout: Layout  # the global batch and data-parallel ranks it trained with (None: not recorded)
     epoch_seeds: dict[str, Any] | None  # an epoch in flight that kept its samplers' own seeds (adoption)
+    fingerprint: Fingerprint | None = None  # the train dataset's (None: written before version 5)
 
     @classmethod
     def read(cls, state: dict[str, Any], error: type[Exception]) -> LoadedSync:
-        """Read a state of any version SamplerSync wrote (1 to 4); keys an older version lacks get defaults.
+        """Read a state of any version SamplerSync wrote (1 to 5); keys an older version lacks get defaults.
 
         ``error`` is raised for a version this release cannot read; a value of the wrong
         type or range raises ``TypeError`` or ``ValueError`` naming the key.
@@ -113,7 +120,8 @@ class LoadedSync:
         if epoch_seeds is not None and not (isinstance(epoch_seeds, dict) and 'epoch' in epoch_seeds):
             raise TypeError(f'SamplerSync state epoch_seeds must be a dict with an epoch or None, got '
                             f'{epoch_seeds!r:.200}')
-        return cls(seed, signatures, replication, Layout(global_batch, ranks), epoch_seeds)
+        fingerprint = read_fingerprint(state.get('data_fingerprint'), 'SamplerSync state data_fingerprint')
+        return cls(seed, signatures, replication, Layout(global_batch, ranks), epoch_seeds, fingerprint)
 
     def check_graph(self, current: list[dict[str, Any]]) -> None:
         """Refuse a graph whose order signatures differ from the checkpoint's: the one resume check."""

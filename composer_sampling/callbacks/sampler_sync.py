@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from composer_sampling._graph.seeding import is_streaming_dataset
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._graph.walk import is_map_style
+from composer_sampling._resume.data_identity import agreed_fingerprint, check_data
 from composer_sampling._resume.decide import ResumeRefusedError
 from composer_sampling._resume.fit import FitRecord
 from composer_sampling._resume.loaded import LoadedSync, sync_state
@@ -55,10 +56,13 @@ class SamplerSync(Callback):
       that says how to keep it. Every sampler gets ``set_epoch`` for the current
       epoch, once. With ``check_sharding``, a multi-rank run whose graph does not
       shard by rank as ``replication`` says is refused.
-    * Resume: the graph's order signature (dataset length, shuffle) must match the
-      checkpoint's. A fit that starts inside an epoch continues it without loading
-      a trained sample again: samplers of ours start at the sample offset, any other
-      graph skips the trained batches' indices (see
+    * Resume: the train dataset's fingerprint must match the checkpoint's (a dataset
+      of the same length with other content is refused unless ``allow_data_change``;
+      see docs/resume.md, "The data a resume continues on"), and the graph's order
+      signature (dataset length, shuffle) must match the checkpoint's. A fit that
+      starts inside an epoch continues it without loading a trained sample again:
+      samplers of ours start at the sample offset, any other graph skips the
+      trained batches' indices (see
       :func:`~composer_sampling._resume.decide.continuation`), Composer's spin is
       switched off, and the checkpoint's RNG state is restored before the first
       batch, where the spin would have restored it. A resume that cannot continue
@@ -88,6 +92,8 @@ class SamplerSync(Callback):
         print_summary (bool): print the run summary (epoch accounting, data seed,
             sampler graph; :func:`~composer_sampling.summarize`) once on rank 0 at fit
             start. The recipe runner prints its own. Default: ``False``.
+        allow_data_change (bool): resume onto a train dataset whose fingerprint differs
+            from the checkpoint's, with a warning, instead of refusing it. Default: ``False``.
 
     Example:
         >>> from composer import Trainer
@@ -108,13 +114,14 @@ class SamplerSync(Callback):
     """
 
     def __init__(self, data_seed: int | None = None, check_sharding: bool = True, replication: int = 1,
-                 print_summary: bool = False) -> None:
+                 print_summary: bool = False, allow_data_change: bool = False) -> None:
         if data_seed is not None:
             data_seed = valid_int('data_seed', data_seed, 0, MAX_DATA_SEED)
         self.data_seed = data_seed
         self.check_sharding = valid_bool('check_sharding', check_sharding)
         self.replication = valid_int('replication', replication, minimum=1)
         self.print_summary = valid_bool('print_summary', print_summary)
+        self.allow_data_change = valid_bool('allow_data_change', allow_data_change)
         self._loaded: LoadedSync | None = None  # the checkpoint's state, once loaded
         self._fit = FitRecord()
         self._seeds = Seeder()
@@ -122,7 +129,8 @@ class SamplerSync(Callback):
 
     def __repr__(self) -> str:
         return (f'SamplerSync(data_seed={self.data_seed!r}, check_sharding={self.check_sharding!r}, '
-                f'replication={self.replication!r}, print_summary={self.print_summary!r})')
+                f'replication={self.replication!r}, print_summary={self.print_summary!r}, '
+                f'allow_data_change={self.allow_data_change!r})')
 
     @property
     def seed_in_use(self) -> int | None:
@@ -148,11 +156,16 @@ class SamplerSync(Callback):
             return
         graph = fit.graph = fit_graph(state)
         epoch, in_flight = int(state.timestamp.epoch), int(state.timestamp.batch_in_epoch) > 0
+        ranks = composer_ranks()
         try:
             seed = agreed_seed(state.rank_zero_seed, graph, self.data_seed, None if loaded is None else
-                               loaded.data_seed, self.check_sharding, self.replication, composer_ranks())
+                               loaded.data_seed, self.check_sharding, self.replication, ranks)
+            fit.fingerprint = agreed_fingerprint(loader.dataset, ranks)
+            resumed = loaded is not None and fit.count == 1  # a later fit may train other data on purpose
             fit.epoch_set = epoch
             if not graph.map_style:
+                if loaded is not None and resumed:
+                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change)
                 fit.seed = self._seeds.order_iterable(loader.dataset, seed, epoch, adopting, self.data_seed)
                 logger.log_hyperparameters({'data_seed': fit.seed})
                 self._rng.fit_start(state, spin_skipped='train' in state.dataset_resumption)
@@ -165,7 +178,9 @@ class SamplerSync(Callback):
             self._seeds.seed_graph(graph, seed, epoch, in_flight, self.data_seed)
             fit.signatures = graph.signatures()
             if loaded is not None:
-                loaded.check_graph(fit.signatures)
+                loaded.check_graph(fit.signatures)  # names what changed in the order first
+                if resumed:
+                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change)
             fit.layout = current_layout(graph, self.replication, dist.get_world_size())
             graph.set_epoch(epoch)
             undo, fit.took_over_spin = fit.took_over_spin, False
@@ -211,10 +226,10 @@ class SamplerSync(Callback):
     def state_dict(self) -> dict[str, Any]:
         fit = self._fit
         return sync_state(fit.seed if fit.seed is not None else self.data_seed, fit.signatures, self.replication,
-                          fit.layout, self._seeds.epoch_seeds, self._rng.state())
+                          fit.layout, self._seeds.epoch_seeds, self._rng.state(), fit.fingerprint)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Loads a state of any version SamplerSync wrote (1 to 4); keys an older version lacks get defaults."""
+        """Loads a state of any version SamplerSync wrote (1 to 5); keys an older version lacks get defaults."""
         loaded = LoadedSync.read(state, error=DataOrderError)
         self._rng.load(state)
         self._loaded, self._seeds.epoch_seeds = loaded, loaded.epoch_seeds

@@ -361,7 +361,8 @@ CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
                           {'data_seed': Option('int', minimum=0, maximum=2**64 - 1),
                            'check_sharding': Option('bool', default=True),
                            'replication': Option('int', default=1, minimum=1),
-                           'print_summary': Option('bool', default=False)}, data_order=True),
+                           'print_summary': Option('bool', default=False),
+                           'allow_data_change': Option('bool', default=False)}, data_order=True),
     'sample_ledger': Entry('composer_sampling.callbacks.sample_ledger:SampleLedger', 'records which samples every '
                            'rank trained, for composer-sampling audit',
                            {'folder': Option('str'), 'index_key': Option('key')}, ledger_folder=True),

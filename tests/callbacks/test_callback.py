@@ -218,7 +218,9 @@ def test_set_epoch_reaches_every_node_once_per_epoch() -> None:
     ('state', 'error', 'message'),
     [
         (None, TypeError, 'expects a dict, got None'),
-        ({'version': 99}, ValueError, 'version 99; this version of composer-sampling reads versions 1 to 4'),
+        ({'version': 99}, ValueError, 'version 99; this version of composer-sampling reads versions 1 to 5'),
+        ({'version': 5, 'data_fingerprint': ('x', 'y', True)}, TypeError,
+         'data_fingerprint must be None or a .digest, source, covers content. triple'),
         ({'version': 1, 'data_seed': 'x'}, TypeError, 'data_seed must be an int'),
         ({'version': 1, 'data_seed': -3}, ValueError, 'data_seed must be in the interval'),
         ({'version': 1, 'order_signatures': 5}, TypeError, 'order_signatures must be a list of dicts or None'),
@@ -244,5 +246,6 @@ def test_bad_replication(kwargs: dict, error: type, message: str) -> None:
 
 def test_repr_shows_the_arguments() -> None:
     assert repr(SamplerSync(data_seed=4, replication=2)) == (
-        'SamplerSync(data_seed=4, check_sharding=True, replication=2, print_summary=False)'
+        'SamplerSync(data_seed=4, check_sharding=True, replication=2, print_summary=False, '
+        'allow_data_change=False)'
     )

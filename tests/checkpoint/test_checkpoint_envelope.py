@@ -185,7 +185,7 @@ def test_wrapper_states_resume_and_refuse_in_the_one_format(make: Any, kind: str
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# SamplerSync: versions 1 to 4
+# SamplerSync: versions 1 to 5
 
 
 RNG = [{'python': (3, (1, 2), None)}]
@@ -200,6 +200,7 @@ SYNC_FLAT = {
         'replication': 2, 'global_batch': 16, 'data_parallel_ranks': 4,
         'epoch_seeds': (('epoch', 1), ('samplers', [3])), 'rng': tuple(RNG), 'rng_batch': 6},
 }
+SYNC_FLAT[5] = {**SYNC_FLAT[4], 'version': 5, 'data_fingerprint': ('ab' * 16, 'TensorDataset of 1 tensor', True)}
 
 
 def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
@@ -212,13 +213,20 @@ def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
 @pytest.mark.parametrize(
     ('version', 'expected'),
     [(1, (11, 1, None, None, None, None)), (2, (11, 2, 16, None, None, None)),
-     (3, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6)), (4, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6))],
+     (3, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6)), (4, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6)),
+     (5, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6))],
 )
 def test_every_sampler_sync_version_loads(version: int, expected: tuple[Any, ...]) -> None:
     sync = SamplerSync()
     sync.load_state_dict(SYNC_FLAT[version])
     assert _loaded(sync) == expected, 'version 2 counted a replication group R times: 32 // 2 distinct'
-    if version in (1, 4):
+    assert sync._loaded is not None
+    fingerprint = sync._loaded.fingerprint
+    assert (fingerprint is None) == (version < 5), 'only version 5 carries a fingerprint'
+    if fingerprint is not None:
+        assert (fingerprint.digest, fingerprint.source, fingerprint.covers_content) == \
+            SYNC_FLAT[5]['data_fingerprint']
+    if version in (1, 4, 5):
         assert sync._loaded is not None and sync._loaded.signatures == list(SYNC_FLAT[version]['order_signatures'])
     if version >= 3:
         assert sync._rng._loaded == RNG
@@ -233,13 +241,14 @@ def test_sampler_sync_version_4_refuses_what_version_3_refused() -> None:
         SamplerSync().load_state_dict({**SYNC_FLAT[4], 'rng': (3,)})
 
 
-def test_sampler_sync_writes_version_4_and_refuses_newer() -> None:
+def test_sampler_sync_writes_version_5_and_refuses_newer() -> None:
     state = SamplerSync(data_seed=9).state_dict()
     assert list(state) == ['version', 'data_seed', 'order_signatures', 'replication', 'global_batch',
-                           'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch'] and state['version'] == 4
-    with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 5; this version of '
-                                                       'composer-sampling reads versions 1 to 4. Upgrade')):
-        SamplerSync().load_state_dict({'version': 5})
+                           'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch', 'data_fingerprint'] and \
+        state['version'] == 5
+    with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 6; this version of '
+                                                       'composer-sampling reads versions 1 to 5. Upgrade')):
+        SamplerSync().load_state_dict({'version': 6})
 
 
 # ---------------------------------------------------------------------------------------------------------------

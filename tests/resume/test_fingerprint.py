@@ -118,8 +118,8 @@ class Plain(Dataset):
 def test_anything_else_is_its_class_and_length_and_says_so() -> None:
     fingerprint = dataset_fingerprint(Plain())
     assert not fingerprint.covers_content
-    assert 'Plain of 7 samples: class and length only, the content is not covered' in fingerprint.source
-    assert 'give the dataset a fingerprint attribute' in str(fingerprint)
+    assert 'Plain of 7 samples: class and length only; its content is not covered' in fingerprint.source
+    assert 'a fingerprint attribute on the dataset' in str(fingerprint)
     assert fingerprint == dataset_fingerprint(Plain())
     assert not dataset_fingerprint(ConcatDataset([Plain(), TensorDataset(torch.arange(3))])).covers_content
 

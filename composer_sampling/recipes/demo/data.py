@@ -89,6 +89,11 @@ class SyntheticDataset(Dataset):
         self.read_delay_ms = read_delay_ms
         self.centers = np.random.default_rng(seed).normal(0.0, 1.0, size=(NUM_CLASSES, NUM_FEATURES))
 
+    @property
+    def fingerprint(self) -> str:
+        """What identifies the content, for the resume's data check: every sample follows from the seed."""
+        return f'ten Gaussian clusters in {NUM_FEATURES} dimensions, seed {self.seed}, {self.size} samples'
+
     def __len__(self) -> int:
         return self.size
 
