@@ -20,6 +20,8 @@ import dataclasses
 from typing import Any
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
+from composer_sampling._fingerprint import Fingerprint
+from composer_sampling._resume.data_identity import fingerprint_entry, read_fingerprint
 from composer_sampling._resume.decide import Layout
 from composer_sampling._resume.loaded import LoadedSync
 from composer_sampling._validate import valid_bool, valid_int
@@ -27,8 +29,9 @@ from composer_sampling.permutation import MAX_DATA_SEED
 
 __all__ = ['LIGHTNING_STATE', 'LoadedLightning', 'Where', 'lightning_state']
 
+#: 2: adds 'data_fingerprint', the train dataset's fingerprint (a version 1 state has none: its resume says so).
 #: 1: the first version.
-LIGHTNING_STATE = VersionPolicy(current=1)
+LIGHTNING_STATE = VersionPolicy(current=2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Where:
 
 
 def lightning_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, layout: Layout, where: Where,
-                    rng: list[dict[str, Any]] | None) -> dict[str, Any]:
+                    rng: list[dict[str, Any]] | None, fingerprint: Fingerprint | None = None) -> dict[str, Any]:
     """The state the Lightning SamplerSync saves, in the current version (``rng``: every rank's, in rank order)."""
     return write_state(LIGHTNING_STATE.current, {
         'data_seed': data_seed,
@@ -52,6 +55,7 @@ def lightning_state(data_seed: int | None, signatures: list[dict[str, Any]] | No
         'batches': where.batches,
         'epoch_done': where.epoch_done,
         'rng': None if rng is None else tuple(rng),
+        'data_fingerprint': fingerprint_entry(fingerprint),
     })
 
 
@@ -91,4 +95,5 @@ class LoadedLightning:
                 raise TypeError(f'SamplerSync state rng must be a list of dicts (one per rank) or None, got '
                                 f'{rng!r:.100}')
             rng = list(rng)
-        return cls(LoadedSync(seed, signatures, 1, layout, None), where, rng)
+        fingerprint = read_fingerprint(payload.get('data_fingerprint'), 'SamplerSync state data_fingerprint')
+        return cls(LoadedSync(seed, signatures, 1, layout, None, fingerprint), where, rng)

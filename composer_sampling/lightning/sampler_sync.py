@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._resume import rng_state
+from composer_sampling._resume.data_identity import agreed_fingerprint, check_data
 from composer_sampling._resume.decide import Layout, Position, ResumeRefusedError
 from composer_sampling._resume.place import current_layout, place_in_epoch, tap_at_top
 from composer_sampling._resume.ranks import Ranks, torch_ranks
@@ -55,10 +56,15 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
     A ``StatefulDataLoader`` (torchdata) resumes its own position from Lightning's
     checkpoint; it is seeded and given its epoch, not placed.
 
+    A resume onto a train dataset whose fingerprint differs from the checkpoint's (the
+    same length, other content) is refused unless ``allow_data_change``.
+
     Args:
         data_seed (int, optional): seed of the data order, in ``[0, 2**64 - 1]``.
             Default: ``None``, the seed given to ``seed_everything`` (``PL_GLOBAL_SEED``).
         check_sharding (bool): refuse graphs that do not shard by rank. Default: ``True``.
+        allow_data_change (bool): resume onto changed data with a warning instead of refusing it.
+            Default: ``False``.
 
     Example:
         >>> import lightning.pytorch as pl  # doctest: +SKIP
@@ -66,17 +72,20 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         >>> trainer = pl.Trainer(max_epochs=2, callbacks=[SamplerSync()])  # doctest: +SKIP
     """
 
-    def __init__(self, data_seed: int | None = None, check_sharding: bool = True) -> None:
+    def __init__(self, data_seed: int | None = None, check_sharding: bool = True,
+                 allow_data_change: bool = False) -> None:
         super().__init__()
         self.data_seed = None if data_seed is None else valid_int('data_seed', data_seed, 0, MAX_DATA_SEED)
         self.check_sharding = valid_bool('check_sharding', check_sharding)
+        self.allow_data_change = valid_bool('allow_data_change', allow_data_change)
         self._loaded: LoadedLightning | None = None  # the checkpoint's state, until the loader is placed
         self._seeds = Seeder()
         self._fit: dict[str, Any] = {}  # seed, graph, layout, signatures, where, first (batch expected), rng
         self._wrapped: tuple[Any, Any] | None = None  # (strategy, its own process_dataloader) while fitting
 
     def __repr__(self) -> str:
-        return f'SamplerSync(data_seed={self.data_seed!r}, check_sharding={self.check_sharding!r})'
+        return (f'SamplerSync(data_seed={self.data_seed!r}, check_sharding={self.check_sharding!r}, '
+                f'allow_data_change={self.allow_data_change!r})')
 
     @property
     def seed_in_use(self) -> int | None:
@@ -153,7 +162,8 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         fit = self._fit
         rng = torch_ranks().all_gather(rng_state.capture()) if 'seed' in fit else None
         return lightning_state(fit.get('seed', self.data_seed), fit.get('signatures'),
-                               fit.get('layout', Layout(None, None)), fit.get('where', Where(0, 0, False)), rng)
+                               fit.get('layout', Layout(None, None)), fit.get('where', Where(0, 0, False)), rng,
+                               fit.get('fingerprint'))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._loaded = LoadedLightning.read(state_dict)
@@ -175,14 +185,19 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
                                self.check_sharding, 1, ranks)
         except ResumeRefusedError as error:
             raise ResumeRefusedError(f'{error}{_LIGHTNING_SHARDING}') from None
-        fit = self._fit = {'seed': seed, 'graph': graph, 'where': where, 'epoch_set': where.epoch}
+        fingerprint = agreed_fingerprint(loader.dataset, ranks)
+        fit = self._fit = {'seed': seed, 'graph': graph, 'where': where, 'epoch_set': where.epoch,
+                           'fingerprint': fingerprint}
         if not graph.map_style:
+            if loaded is not None:
+                check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change)
             self._seeds.order_iterable(loader.dataset, seed, where.epoch, False, self.data_seed)
             return loader
         self._seeds.seed_graph(graph, seed, where.epoch, where.batches > 0, self.data_seed)
         fit['signatures'] = graph.signatures()
         if loaded is not None:
-            loaded.sync.check_graph(fit['signatures'])
+            loaded.sync.check_graph(fit['signatures'])  # names what changed in the order first
+            check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change)
         fit['layout'] = now = current_layout(graph, 1, ranks.world_size)
         graph.set_epoch(where.epoch)
         placed = self._resume(graph, loader, where, loaded, now, ranks)

@@ -86,6 +86,20 @@ def test_the_state_loads_weights_only_and_a_changed_dataset_is_refused(tmp_path:
         fit(loader('ours', size=80), tmp_path / 'other', max_steps=12, ckpt_path=str(checkpoint))
 
 
+def test_a_resume_onto_changed_data_is_refused_unless_allowed(tmp_path: Path) -> None:
+    """The same length, other content: the fingerprints differ; allow_data_change continues with a warning."""
+    fit(loader('ours'), tmp_path, max_steps=6, save_every=5)
+    checkpoint = str(tmp_path / 'step=5.ckpt')
+    with pytest.raises(Exception, match=r'the train dataset is not the one the checkpoint trained on: its '
+                                        r"fingerprint was [0-9a-f]{16}, from the Named's own fingerprint 'named "
+                                        r"samples, seed 0, 96 samples'.*SamplerSync\(allow_data_change=True\)"):
+        fit(loader('ours', seed=1), tmp_path / 'changed', max_steps=12, ckpt_path=checkpoint)
+    with pytest.warns(UserWarning, match='Continuing, because allow_data_change is true'):
+        resumed = fit(loader('ours', seed=1), tmp_path / 'allowed', max_steps=12, ckpt_path=checkpoint,
+                      allow_data_change=True)
+    assert [batch for _, batch, _ in resumed.trained] == list(range(5, 12))
+
+
 def test_a_fit_without_a_seed_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pytorch_lightning as pl
 

@@ -24,10 +24,12 @@ QUIET = {'logger': False, 'enable_progress_bar': False, 'enable_model_summary': 
 
 
 class Named(Dataset):
-    """``size`` samples ``(features, label, index)``: each batch says which samples it holds."""
+    """``size`` samples ``(features, label, index)``: each batch says which samples it holds; ``seed`` draws them,
+    and the fingerprint names both, as a user's dataset may."""
 
-    def __init__(self, size: int = 96) -> None:
-        generator = torch.Generator().manual_seed(0)
+    def __init__(self, size: int = 96, seed: int = 0) -> None:
+        self.fingerprint = f'named samples, seed {seed}, {size} samples'
+        generator = torch.Generator().manual_seed(seed)
         self.features = torch.randn(size, 8, generator=generator)
         self.labels = torch.randint(0, 3, (size,), generator=generator)
 
@@ -79,9 +81,9 @@ def world() -> tuple[int, int]:
     return int(os.environ.get('WORLD_SIZE', '1')), int(os.environ.get('RANK', '0'))
 
 
-def loader(kind: str, workers: int = 0, size: int = 96, batch: int = 8) -> DataLoader:
-    """This rank's train loader of ``kind`` (:data:`KINDS`) over :class:`Named`."""
-    data = Named(size)
+def loader(kind: str, workers: int = 0, size: int = 96, batch: int = 8, seed: int = 0) -> DataLoader:
+    """This rank's train loader of ``kind`` (:data:`KINDS`) over :class:`Named` drawn with ``seed``."""
+    data = Named(size, seed)
     world_size, rank = world()
     settings: dict[str, Any] = {'num_workers': workers, 'persistent_workers': False}
     if kind == 'torch':
