@@ -18,6 +18,7 @@ from composer.loggers import InMemoryLogger
 from torch.utils.data import DataLoader, IterableDataset
 
 from composer_sampling import SamplerSync
+from composer_sampling.callbacks.sampler_sync import DataOrderError
 
 from support.helpers import IndexLedger, checkpoint, ledger_and_trained, make_trainer, synthetic
 from support.helpers import train_with_ledger as train
@@ -124,6 +125,19 @@ def test_mid_epoch_resume_trains_exactly_the_rest(mds: Path, tmp_path: Path, sto
     resumed = train(loader, '2ep', load=checkpoint(tmp_path, stop), seed=1)
     assert resumed.batches == whole.batches[stop:]
     assert loader.dataset.shuffle_seed == 1
+
+
+def test_a_resume_onto_rewritten_shards_is_refused(tmp_path: Path) -> None:
+    """Shards written again with other samples of the same size: the index's hashes differ, so the fingerprint does;
+    shards rewritten without hashes in their index look the same, as docs/resume.md says."""
+    first = write_mds(tmp_path / 'first', seed=0, hashes=('sha1',))
+    train(streaming_loader(first), '5ba', folder=tmp_path / 'run', seed=1)
+    rewritten = write_mds(tmp_path / 'rewritten', seed=1, hashes=('sha1',))
+    with pytest.raises(DataOrderError, match=r'the train dataset is not the one the checkpoint trained on: its '
+                                             r'fingerprint was [0-9a-f]{16}, from the StreamingDataset of 1 stream'):
+        train(streaming_loader(rewritten), '2ep', load=checkpoint(tmp_path / 'run', 5), seed=1)
+    copy = write_mds(tmp_path / 'copy', seed=0, hashes=('sha1',))  # the same shards in another folder
+    assert len(train(streaming_loader(copy), '1ep', load=checkpoint(tmp_path / 'run', 5), seed=1).batches) == 7
 
 
 # With workers, streaming restores the checkpointed shuffle_seed only in the worker copies of the dataset, for

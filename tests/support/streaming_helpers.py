@@ -31,10 +31,11 @@ COLUMNS = {'input': f'ndarray:float32:{NUM_FEATURES}', 'target': 'int', 'index':
 SHARD_BYTES = 1 << 11  # about 7 samples a shard: 14 shards for 96 samples, so the shuffle crosses shards
 
 
-def write_mds(folder: Path, size: int = SIZE) -> Path:
-    """Write ``size`` samples of the demo synthetic data as MDS shards into ``folder`` (which must not exist)."""
-    source = SyntheticDataset(size, seed=0)
-    with MDSWriter(out=str(folder), columns=COLUMNS, size_limit=SHARD_BYTES) as writer:
+def write_mds(folder: Path, size: int = SIZE, seed: int = 0, hashes: tuple[str, ...] = ()) -> Path:
+    """Write ``size`` samples of the demo synthetic data drawn with ``seed`` as MDS shards into ``folder`` (which
+    must not exist), their index recording the ``hashes`` of every shard."""
+    source = SyntheticDataset(size, seed=seed)
+    with MDSWriter(out=str(folder), columns=COLUMNS, size_limit=SHARD_BYTES, hashes=list(hashes)) as writer:
         for index in range(size):
             sample = source[index]
             writer.write({'input': sample['input'].numpy(), 'target': int(sample['target']), 'index': index})
