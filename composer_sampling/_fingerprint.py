@@ -15,6 +15,11 @@ digest, from what the dataset already holds in memory or in its index files:
   proportion, repeat and choose settings; its folders are not part of it, so a copy
   of the same shards elsewhere has the same fingerprint;
 * a Hugging Face ``datasets.Dataset``: its own fingerprint, when it has one;
+* a wrapper of one dataset, kept in its ``dataset`` attribute at the same length (an
+  augmentation wrapper, :class:`~composer_sampling.PerSampleRNG`, a reader that logs):
+  the wrapped dataset's fingerprint, so that adding or removing such a wrapper is not a
+  change of data; a wrapper that changes the samples' content should say so in its own
+  ``fingerprint``;
 * a dataset over a folder that lists its files (``samples`` of ``(path, label)`` pairs
   or of paths, as torchvision's ``DatasetFolder`` does): each file's path relative to
   ``root`` and its size (above :data:`WHOLE_ENTRIES` files, those at a fixed stride);
@@ -134,7 +139,7 @@ def _own(dataset: Any) -> Fingerprint:
                         f'{type(value).__name__}: {value!r}')
     digest = _Hash('own')
     digest.text(value)
-    return Fingerprint(digest.digest(), f"{type(dataset).__name__}'s own fingerprint {value[:40]!r}", True)
+    return Fingerprint(digest.digest(), f"{type(dataset).__name__}'s own fingerprint {value[:200]!r}", True)
 
 
 def _tensors(dataset: TensorDataset) -> Fingerprint:
@@ -186,6 +191,11 @@ def _shard_entry(shard: Any) -> dict[str, Any]:
     files = [info for info in (getattr(shard, 'raw_data', None), getattr(shard, 'zip_data', None)) if info is not None]
     return {'samples': int(shard.samples),
             'files': [[info.basename, int(info.bytes), dict(sorted((info.hashes or {}).items()))] for info in files]}
+
+
+def _wrapped(dataset: Any) -> Fingerprint:
+    inner = dataset_fingerprint(dataset.dataset)
+    return Fingerprint(inner.digest, f'{inner.source}, read through {type(dataset).__name__}', inner.covers_content)
 
 
 def _hugging_face(dataset: Any) -> Fingerprint:
@@ -244,6 +254,16 @@ def _is_hugging_face(dataset: Any) -> bool:
         isinstance(getattr(dataset, '_fingerprint', None), str)
 
 
+def _is_wrapper(dataset: Any) -> bool:
+    inner = getattr(dataset, 'dataset', None)
+    if inner is None or inner is dataset or not hasattr(inner, '__getitem__'):
+        return False
+    try:
+        return len(inner) == len(dataset)
+    except TypeError:
+        return False
+
+
 def _is_folder(dataset: Any) -> bool:
     samples = getattr(dataset, 'samples', None)
     if not isinstance(samples, Sequence) or isinstance(samples, (str, bytes)) or not samples:
@@ -260,6 +280,7 @@ _KINDS: tuple[tuple[Callable[[Any], bool], Callable[[Any], Fingerprint]], ...] =
     (lambda dataset: isinstance(dataset, ConcatDataset), _concat),
     (_is_streaming, _streaming),
     (_is_hugging_face, _hugging_face),
+    (_is_wrapper, _wrapped),
     (_is_folder, _folder),
 )
 

@@ -40,6 +40,7 @@ from composer_sampling._proofs.coverage import (
     tally_coverage,
     verdict,
 )
+from composer_sampling._proofs.summary import fingerprint_text
 from composer_sampling._validate import replication_problem, valid_int
 from composer_sampling.batching import BatchSizes
 from composer_sampling.permutation import MAX_DATA_SEED
@@ -76,6 +77,8 @@ class PlanReport:
     tree: str
     sources: list[dict[str, int]]
     sub_epochs: int
+    #: The fingerprint of rank 0's train dataset, as the run summary prints it.
+    fingerprint: str = ''
     epochs: list[EpochCoverage] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     #: Which proof gave ``epochs`` and why: ``by construction (...)`` or ``counted (...)``; empty if none ran.
@@ -183,7 +186,8 @@ def plan_loaders(batch_sizes: BatchSizes, data_seed: int, rank_loaders: list[Dat
     sub_epochs = graph.sub_epochs()
     accounting = graph.accounting(batch_sizes.data_parallel)
     tree = render_tree(first, graph.active)
-    report = PlanReport(batch_sizes, accounting, data_seed, tree, graph.sources(), sub_epochs)
+    report = PlanReport(batch_sizes, accounting, data_seed, tree, graph.sources(), sub_epochs,
+                        fingerprint_text(first.dataset))
 
     problems = [(rank, text) for rank, rank_graph in enumerate(rank_graphs)
                 if (text := sharding_problem(rank_graph.root, world_size, rank, batch_sizes.replication,

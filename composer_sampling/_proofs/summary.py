@@ -1,4 +1,4 @@
-"""The run summary rank 0 prints before training: batch math, epoch accounting, seed, sampler graph.
+"""The run summary rank 0 prints before training: batch math, epoch accounting, seed, data fingerprint, sampler graph.
 
 The numbers come from :mod:`composer_sampling._proofs.coverage` and from one snapshot of the
 graph (:mod:`composer_sampling._graph.snapshot`); this module lays them out.
@@ -10,12 +10,13 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
+from composer_sampling._fingerprint import dataset_fingerprint
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._graph.walk import render_tree
 from composer_sampling._proofs.coverage import EpochAccounting
 from composer_sampling.batching import BatchSizes
 
-__all__ = ['render_rows', 'summarize', 'summary_rows']
+__all__ = ['fingerprint_text', 'render_rows', 'summarize', 'summary_rows']
 
 
 def summarize(dataloader: DataLoader, batch_sizes: BatchSizes | None = None, data_seed: int | None = None,
@@ -52,7 +53,8 @@ def summarize(dataloader: DataLoader, batch_sizes: BatchSizes | None = None, dat
     else:
         seed_text = f'{data_seed}' + (f' ({seed_source})' if seed_source else '')
     accounting = graph.accounting(ranks)
-    rows = summary_rows(batch_sizes, accounting, seed_text, graph.sub_epochs(), graph.sources()) + (run_rows or [])
+    rows = summary_rows(batch_sizes, accounting, seed_text, graph.sub_epochs(), graph.sources(),
+                        fingerprint_text(dataloader.dataset)) + (run_rows or [])
     lines = ['composer-sampling run summary', *render_rows(rows), '  sampler graph (rank 0):']
     lines += ['    ' + line for line in render_tree(dataloader, graph.active).splitlines()]
     return '\n'.join(lines)
@@ -71,13 +73,28 @@ def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source
         ('dataset', f'{type(dataset).__name__}, an iterable dataset that orders itself'),
         ('device batch', dataloader.batch_size),
         ('data seed', seed_text),
+        ('data fingerprint', fingerprint_text(dataset)),
         *run_rows,
     ]
     return '\n'.join(['composer-sampling run summary', *render_rows(rows)])
 
 
+def fingerprint_text(dataset: Any) -> str:
+    """The dataset's fingerprint as the summary prints it, or why there is none (its own one is not a string).
+
+    Example:
+        >>> fingerprint_text(range(3)).endswith('class and length only; its content is not covered, which a '
+        ...                                       'fingerprint attribute on the dataset would give')
+        True
+    """
+    try:
+        return str(dataset_fingerprint(dataset))
+    except TypeError as error:
+        return f'none: {error}'
+
+
 def summary_rows(batch_sizes: BatchSizes | None, epoch: EpochAccounting, data_seed: str, sub_epochs: int = 1,
-                 sources: list[dict[str, int]] | None = None) -> list[tuple[str, Any]]:
+                 sources: list[dict[str, int]] | None = None, fingerprint: str | None = None) -> list[tuple[str, Any]]:
     """The summary's rows, the same for a training run (:func:`summarize`) and ``composer-sampling plan``.
 
     Example:
@@ -104,6 +121,8 @@ def summary_rows(batch_sizes: BatchSizes | None, epoch: EpochAccounting, data_se
                               'dropped)'),
         ('data seed', data_seed),
     ]
+    if fingerprint is not None:
+        rows.append(('data fingerprint', fingerprint))
     if sub_epochs > 1:
         rows.append(('sub-epochs', f'{sub_epochs} trainer epochs make one pass over the data (samples per epoch '
                                    'above are per pass)'))

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -243,15 +244,17 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
                                                          seed))
     graph = take_snapshot(loaders.train)
     check_sharding(spec, graph, world_size, rank, batch_sizes.replication)
-    check_resumed_order(checked, graph)
+    check_resumed_order(checked, graph, spec.sync.allow_data_change)
     return Run(spec, batch_sizes, loaders.data.train, loaders.data.held_out, loaders.train, loaders.held_out, checked,
                device, later if later is not None and later.interrupted else None, graph, prepared.complete)
 
 
-def check_resumed_order(checked: Checked, graph: GraphSnapshot) -> None:
-    """The train loader's order signatures against those of the checkpoint at ``load_path``, compared as
-    ``SamplerSync`` compares them at fit start: its refusal (another dataset length, shuffle setting or sampler),
-    made before training, in its words."""
+def check_resumed_order(checked: Checked, graph: GraphSnapshot, allow_data_change: bool = False) -> None:
+    """The train loader's order signatures and its dataset's fingerprint against those of the checkpoint at
+    ``load_path``, compared as ``SamplerSync`` compares them at fit start: its refusal (another dataset length,
+    shuffle setting or sampler, or other content), made before training, in its words."""
+    from composer_sampling._fingerprint import dataset_fingerprint
+    from composer_sampling._resume.data_identity import check_data
     from composer_sampling._resume.decide import ResumeRefusedError
     from composer_sampling._resume.loaded import LoadedSync
 
@@ -259,7 +262,12 @@ def check_resumed_order(checked: Checked, graph: GraphSnapshot) -> None:
     if resumed is None or resumed.sync_state is None:
         return
     try:
-        LoadedSync.read(resumed.sync_state, error=ValueError).check_graph(graph.signatures())
+        loaded = LoadedSync.read(resumed.sync_state, error=ValueError)
+        loaded.check_graph(graph.signatures())
+        if loaded.fingerprint is not None:  # an older checkpoint's note is SamplerSync's, at fit start
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')  # SamplerSync says allow_data_change's warning at fit start
+                check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), allow_data_change)
     except ResumeRefusedError as error:
         raise RecipeError(str(error)) from None
 

@@ -110,7 +110,7 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
     from composer_sampling._proofs.summary import render_rows, summary_rows
 
     print('\n'.join(render_rows(summary_rows(report.batch_sizes, report.accounting, str(report.data_seed),
-                                             report.sub_epochs))))
+                                             report.sub_epochs, fingerprint=report.fingerprint or None))))
     batch_sizes = report.batch_sizes
     if report.sources:
         print('\n' + tabulate(report.sources, headers='keys', tablefmt='github'))

@@ -67,6 +67,7 @@ class SyncSpec:
     data_seed: int
     seed_source: str
     replication: int
+    allow_data_change: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,8 @@ def _sync(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> SyncSpec:
         return SyncSpec(False, recipe.seed, 'the trainer seed', 1)
     seed = governing.arguments.get('data_seed')
     source = f'{governing.field}.data_seed' if seed is not None else 'the trainer seed'
-    return SyncSpec(True, recipe.seed if seed is None else seed, source, governing.arguments.get('replication', 1))
+    return SyncSpec(True, recipe.seed if seed is None else seed, source, governing.arguments.get('replication', 1),
+                    bool(governing.arguments.get('allow_data_change', False)))
 
 
 def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,9 @@ def test_the_seed_limit_follows_the_world_size(capsys) -> None:
     assert capsys.readouterr().err == ('error: seed=4294967293 is too large for 4 ranks: Composer seeds rank r with '
                                        'seed + r, which must stay below 2**32; use a seed in [0, 4294967292]\n')
     assert cli_main(['plan', digits, '--world-size', '4', 'seed=4294967292', '--epochs', '1']) == 0
+    fingerprint = [line for line in capsys.readouterr().out.splitlines() if 'data fingerprint' in line]
+    assert len(fingerprint) == 1 and re.search(r'data fingerprint +[0-9a-f]{16}, from the ', fingerprint[0]), \
+        fingerprint  # the recipe's dataset, as the run summary prints it
     checked_spec(resolve(load_recipe(digits, ['seed=4294967295'])), world_size=1)
 
 

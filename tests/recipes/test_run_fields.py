@@ -222,3 +222,23 @@ def test_autoresume_picks_the_latest_checkpoint_and_falls_back_to_load_path(tmp_
     assert autoresume_checkpoint(load_recipe(None, [*fresh, 'run_name=b', 'load_path=x.pt'])) is None
     assert autoresume_checkpoint(load_recipe(None, fresh[1:])) is None  # autoresume off
 
+
+
+def test_a_resume_onto_other_data_is_refused_by_plan_and_train_unless_allowed(tmp_path: Path, capsys) -> None:
+    """The same length, other content: both commands name the two fingerprints before training;
+    callbacks.sampler_sync.allow_data_change lets the run continue on the new data."""
+    def dataset(seed: int) -> str:
+        return ('train_loader.dataset={target: "composer_sampling.recipes.demo.data:SyntheticDataset", '
+                f'kwargs: {{size: 400, seed: {seed}}}}}')
+
+    assert train_main([DIGITS, dataset(0), 'max_duration=4ba', 'save_interval=2ba', f'save_folder={tmp_path}/run']) == 0
+    resumed = [dataset(1), 'max_duration=6ba', f'load_path={tmp_path}/run/ep0-ba4-rank0.pt',
+               f'save_folder={tmp_path}/again']
+    capsys.readouterr()
+    assert main(['plan', DIGITS, *resumed]) == 2
+    assert 'the train dataset is not the one the checkpoint trained on' in capsys.readouterr().err
+    assert train_main([DIGITS, *resumed]) == 2
+    refusal = capsys.readouterr().err
+    assert "SyntheticDataset's own fingerprint 'ten Gaussian clusters in 64 dimensions, seed 0" in refusal
+    assert "seed 1, 400 samples'" in refusal and 'callbacks.sampler_sync.allow_data_change: true' in refusal
+    assert train_main([DIGITS, *resumed, 'callbacks.sampler_sync.allow_data_change=true']) == 0

@@ -124,6 +124,30 @@ def test_anything_else_is_its_class_and_length_and_says_so() -> None:
     assert not dataset_fingerprint(ConcatDataset([Plain(), TensorDataset(torch.arange(3))])).covers_content
 
 
+class Wrapper(Dataset):
+    """A user's wrapper (an augmentation, a reader that logs) that keeps the dataset it reads."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> object:
+        return self.dataset[index]
+
+
+def test_a_wrapper_is_seen_through() -> None:
+    from composer_sampling import PerSampleRNG
+
+    base = TensorDataset(torch.arange(12))
+    assert _digest(Wrapper(base)) == _digest(base) == _digest(Wrapper(Wrapper(base)))
+    assert _digest(PerSampleRNG(base)) == _digest(base)
+    assert _digest(Wrapper(TensorDataset(torch.arange(1, 13)))) != _digest(base)
+    assert dataset_fingerprint(Wrapper(base)).source.endswith(', read through Wrapper')
+    assert not dataset_fingerprint(Wrapper(Plain())).covers_content
+
+
 def _folder(root: Path, sizes: dict[str, int]) -> object:
     from torchvision.datasets import DatasetFolder
 

@@ -29,6 +29,16 @@ class ArrayDataset(Dataset):
         self.targets = torch.as_tensor(targets, dtype=torch.int64)
         self.read_delay_ms = read_delay_ms
 
+    @property
+    def fingerprint(self) -> str:
+        """What identifies the content, for the resume's data check: the features and labels, as a TensorDataset of
+        them would be fingerprinted."""
+        from torch.utils.data import TensorDataset
+
+        from composer_sampling._fingerprint import dataset_fingerprint
+
+        return f'features and labels {dataset_fingerprint(TensorDataset(self.features, self.targets)).short}'
+
     def __len__(self) -> int:
         return len(self.targets)
 
