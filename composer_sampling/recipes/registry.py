@@ -4,12 +4,11 @@ A recipe names a part by ``name`` (looked up here) or by import ``target``
 (``'package.module:callable'``). Each :class:`Registry` holds our built-ins as
 import targets, so nothing is imported until a part is used, and reads the entry
 points of its group for a name it does not hold. An :class:`Entry` says what the
-runner must know about a part, so that no runner code compares names: its inline
-options with their types and ranges (:class:`Option`, one rule an option, whether
-the recipe writes it inline or in ``kwargs``), whether a sampler receives the
-sources of a mixture, whether a callback's ``folder`` defaults to the ledger folder,
-whether a callback's ``data_seed`` and ``replication`` govern the data order,
-which argument of a callback names a checkpoint it unpickles (checked as ``load_path`` is).
+runner must know about a part, so that no runner code compares names: its options
+with their types and ranges, one :class:`Option` per option whether the recipe writes
+it inline or in ``kwargs``; whether a sampler receives the sources of a mixture;
+whether a callback's ``folder`` defaults to the ledger folder, whether its ``data_seed``
+and ``replication`` govern the data order, and which of its arguments names a checkpoint.
 
 A package registers parts on install in its ``pyproject.toml``::
 
