@@ -186,11 +186,12 @@ def test_a_custom_batch_samplers_chosen_seed_warns() -> None:
     assert len(found) == 1 and 'BatchShuffleSampler(seed=5' in found[0]
 
 
-def test_two_sampler_syncs_are_refused_at_fit_start() -> None:
+def test_two_sampler_syncs_are_refused_when_the_trainer_is_built() -> None:
+    """As a second SampleLedger is: a ValueError (not DataOrderError) at Event.INIT, before anything trains."""
     ledger = IndexLedger()
-    trainer = make_trainer(_resumable_loader(), callbacks=[SamplerSync(), SamplerSync(data_seed=3), ledger])
-    with pytest.raises(ValueError, match=r'2 SamplerSync callbacks .*Keep exactly one'):
-        trainer.fit()
+    with pytest.raises(ValueError, match=r'2 SamplerSync callbacks .*Keep exactly one') as refused:
+        make_trainer(_resumable_loader(), callbacks=[SamplerSync(), SamplerSync(data_seed=3), ledger])
+    assert type(refused.value) is ValueError
     assert not ledger.batches
 
 
