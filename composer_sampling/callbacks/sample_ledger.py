@@ -71,7 +71,8 @@ class SampleLedger(Callback):
     it continues (carried by the checkpoint in this callback's state). ``composer-sampling
     audit`` follows these links from the attempt that trained furthest back to the start.
     A fit on another dataloader than the fit before it starts a new lineage; a Trainer
-    takes one SampleLedger (a second is refused when the Trainer is built).
+    takes one SampleLedger: a second one is a ``ValueError`` when the Trainer is built, as a
+    second ``SamplerSync`` is.
 
     Records are held in memory and written in one system call before every checkpoint
     (Composer's save takes this callback's state on every rank before it writes a byte of
