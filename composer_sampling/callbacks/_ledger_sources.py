@@ -75,10 +75,13 @@ class IndexSource:
         """The tap's listener: the index list ``indices`` was handed to the DataLoader in its pass ``number``."""
         self._told.append((number, indices))
 
-    def before_dataloader(self, epoch: int) -> None:
-        """Compute the stream's partition of ``epoch`` when its iteration has just started."""
-        if self.kind == 'stream' and self._stream_epoch != epoch:
-            self._next_stream_epoch(epoch)
+    def before_dataloader(self, state: State) -> None:
+        """Compute the stream's partition of the current epoch when its iteration has just started.
+
+        Other sources do nothing here, and read no timestamp: this runs before every batch.
+        """
+        if self.kind == 'stream' and self._stream_epoch != int(state.timestamp.epoch):
+            self._next_stream_epoch(int(state.timestamp.epoch))
 
     def trained(self, state: State) -> np.ndarray | list[int]:
         """The sample indices of the batch that has just trained."""
