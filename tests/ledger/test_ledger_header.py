@@ -117,3 +117,18 @@ def test_reading_a_header_names_the_field_and_its_valid_range(change: dict[str, 
     header = {key: value for key, value in header.items() if value is not None}
     with pytest.raises(LedgerError, match=re.escape(f'a-rank1.bin {message}')):
         LedgerHeader.read(Path('a-rank1.bin'), header)
+
+
+@pytest.mark.parametrize(('location', 'object_store', 'download'), [
+    ('s3://bucket/run/ledger', 's3', 's3'),
+    ('s3:/bucket/run/ledger', 's3', 's3'),  # what Path makes of a URI: still a bucket, never a local folder
+    ('C:/runs/ledger', None, 'c'),  # a Windows drive is a local folder, though urlparse gives it a scheme
+    ('runs/s3/ledger', None, None),
+])
+def test_the_two_scheme_functions_answer_two_questions(location: str, object_store: str | None,
+                                                        download: str | None) -> None:
+    """Where a ledger goes (object_store_scheme) and what Composer downloads (download_scheme): one answer each."""
+    from composer_sampling._checkpoint.safe_load import download_scheme
+    from composer_sampling.ledger_format import object_store_scheme
+
+    assert (object_store_scheme(location), download_scheme(location)) == (object_store, download)
