@@ -6,14 +6,19 @@ from collections.abc import Callable
 
 from composer.core import Callback, State
 
-__all__ = ['refuse_a_second']
+__all__ = ['SecondCallbackError', 'refuse_a_second']
+
+
+class SecondCallbackError(ValueError):
+    """A Trainer holds a second instance of a callback that it may hold only once; the message names both."""
 
 
 def refuse_a_second(kind: type[Callback], state: State, message: Callable[[int, list[str]], str]) -> None:
-    """Raise :class:`ValueError` when the Trainer holds more than one ``kind`` callback.
+    """Raise :class:`SecondCallbackError` when the Trainer holds more than one ``kind`` callback.
 
     Both of our Composer callbacks refuse a second instance of themselves with this
-    error when the Trainer is built (``Event.INIT``), before anything is trained.
+    error, a ``ValueError``, when the Trainer is built (``Event.INIT``), before anything
+    is trained.
 
     Args:
         kind: the callback class.
@@ -22,4 +27,4 @@ def refuse_a_second(kind: type[Callback], state: State, message: Callable[[int, 
     """
     found = [callback for callback in state.callbacks if isinstance(callback, kind)]
     if len(found) > 1:
-        raise ValueError(message(len(found), [repr(callback) for callback in found]))
+        raise SecondCallbackError(message(len(found), [repr(callback) for callback in found]))

@@ -158,7 +158,8 @@ class SampleLedger(Callback):
         self._attempt, self._batch = attempt, header.start_batch
 
     def before_dataloader(self, state: State, logger: Logger) -> None:
-        self._indices.before_dataloader(state)
+        if self._indices.kind == 'stream':  # nothing to do before the batches of other sources
+            self._indices.before_dataloader(state)
 
     def batch_end(self, state: State, logger: Logger) -> None:
         """Hold the batch's record: the first of a fit is checked, and creates the file, now; others when written."""

@@ -12,6 +12,7 @@ from composer.loggers import InMemoryLogger, Logger
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
+from composer_sampling.callbacks._one_per_trainer import SecondCallbackError
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
 from support.helpers import IndexLedger, make_trainer, synthetic
@@ -187,11 +188,11 @@ def test_a_custom_batch_samplers_chosen_seed_warns() -> None:
 
 
 def test_two_sampler_syncs_are_refused_when_the_trainer_is_built() -> None:
-    """As a second SampleLedger is: a ValueError (not DataOrderError) at Event.INIT, before anything trains."""
+    """As a second SampleLedger is: a SecondCallbackError at Event.INIT, before anything trains."""
     ledger = IndexLedger()
     with pytest.raises(ValueError, match=r'2 SamplerSync callbacks .*Keep exactly one') as refused:
         make_trainer(_resumable_loader(), callbacks=[SamplerSync(), SamplerSync(data_seed=3), ledger])
-    assert type(refused.value) is ValueError
+    assert type(refused.value) is SecondCallbackError
     assert not ledger.batches
 
 

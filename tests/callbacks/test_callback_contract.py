@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
+from composer_sampling.callbacks._one_per_trainer import SecondCallbackError
 
 from support.helpers import IndexLedger, make_trainer, synthetic
 
@@ -135,16 +136,16 @@ def test_the_state_dict_before_any_fit_loads_into_a_fresh_callback(case: Case, t
     assert fresh.state_dict() == callback.state_dict()
 
 
-def test_a_second_instance_on_one_trainer_is_a_value_error_when_the_trainer_is_built(case: Case,
+def test_a_second_instance_on_one_trainer_is_one_error_when_the_trainer_is_built(case: Case,
                                                                                        tmp_path: Path) -> None:
-    """The same mistake gets the same error from both callbacks, before anything trains."""
+    """The same mistake gets the same error, a ValueError, from both callbacks, before anything trains."""
     recorded = IndexLedger()
     first, second = case.make(tmp_path / 'a'), case.make(tmp_path / 'b')
     dataset = synthetic(SAMPLES)
     loader = DataLoader(dataset, batch_size=BATCH, sampler=ResumableDistributedSampler(dataset, 1, 0))
     with pytest.raises(ValueError, match=f'2 {case.name} callbacks') as refused:
         make_trainer(loader, callbacks=[first, recorded, second])
-    assert type(refused.value) is ValueError
+    assert type(refused.value) is SecondCallbackError
     assert repr(first) in str(refused.value) and repr(second) in str(refused.value)
     assert not recorded.batches and not list(tmp_path.iterdir())
 
