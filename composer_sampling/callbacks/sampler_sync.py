@@ -21,13 +21,13 @@ from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.callbacks._composer_resume import composer_ranks, resume_in_epoch
 from composer_sampling.callbacks._composer_rng import CheckpointRNG
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
-from composer_sampling.callbacks._one_per_trainer import refuse_a_second
+from composer_sampling.callbacks._one_per_trainer import SecondCallbackError, refuse_a_second
 from composer_sampling.callbacks._remote_saves import shared_start_problem
 from composer_sampling.callbacks._top_tap import end_top_tap
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import is_epoch_aware
 
-__all__ = ['DataOrderError', 'SamplerSync']
+__all__ = ['DataOrderError', 'SamplerSync', 'SecondCallbackError']
 
 
 class DataOrderError(ValueError):

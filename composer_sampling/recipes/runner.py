@@ -68,8 +68,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     """
     from composer.utils import dist
 
-    from composer_sampling.callbacks._one_per_trainer import SecondCallbackError
-    from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
+    from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync, SecondCallbackError
     from composer_sampling.recipes.build_composer_parts import build_trainer_parts
     from composer_sampling.recipes.build_training import build_run, build_trainer
     from composer_sampling.recipes.models import held_out_metrics

@@ -12,7 +12,7 @@ from composer.loggers import InMemoryLogger, Logger
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
-from composer_sampling.callbacks._one_per_trainer import SecondCallbackError
+from composer_sampling.callbacks.sampler_sync import SecondCallbackError
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
 from support.helpers import IndexLedger, make_trainer, synthetic

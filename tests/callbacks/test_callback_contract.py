@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
-from composer_sampling.callbacks._one_per_trainer import SecondCallbackError
+from composer_sampling.callbacks.sampler_sync import SecondCallbackError
 
 from support.helpers import IndexLedger, make_trainer, synthetic
 
