@@ -38,25 +38,22 @@ import numpy as np
 
 from composer_sampling._proofs.counting import SaturatingCounts
 from composer_sampling._proofs.coverage import exactly_once_problem, saturated_coverage
-from composer_sampling._validate import is_integer, is_real
 from composer_sampling.ledger_format import (
     MAGIC,
     LedgerError,
+    LedgerHeader,
     LedgerScan,
     not_a_file,
+    object_store_scheme,
     open_ledger,
     read_records,
     scan_ledger,
-    uri_scheme,
     verify_ledger,
 )
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
 _SAME_FOR_A_RUN = ('lineage', 'dataset_len', 'sub_epochs_per_epoch')
-_INTS = {'rank': 0, 'world_size': 1, 'start_batch': 0, 'dataset_len': 0, 'sub_epochs_per_epoch': 1}
-#: Header fields older files may lack, with the value they mean there.
-_OPTIONAL_INTS = {'replication': 1, 'padded': 0, 'dropped': 0, 'lineage_start': 0}
 
 
 @dataclass(frozen=True)
@@ -154,33 +151,6 @@ def _is_ledger(path: Path) -> bool:
         return file.read(len(MAGIC)) == MAGIC
 
 
-def _check_header(path: Path, header: dict[str, Any]) -> None:
-    missing = [key for key in ('attempt', 'started', *_INTS, *_SAME_FOR_A_RUN) if key not in header]
-    if missing:
-        raise LedgerError(f'{path} has no {sorted(set(missing))} in its header')
-    for key, least in _INTS.items():
-        value = header[key]
-        if not is_integer(value) or value < least:
-            raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
-    if not is_real(header['started']):
-        raise LedgerError(f'{path} has started={header["started"]!r} in its header; it must be a time in seconds')
-    if header['rank'] >= header['world_size']:
-        raise LedgerError(f'{path} has rank={header["rank"]} in its header, outside [0, {header["world_size"]}) '
-                          'for its world_size')
-    for key, least in _OPTIONAL_INTS.items():
-        value = header.get(key, least)
-        if not is_integer(value) or value < least:
-            raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
-    for key in ('attempt', 'lineage'):
-        if not isinstance(header[key], str):
-            raise LedgerError(f'{path} has {key}={header[key]!r} in its header; it must be a str (an id)')
-    origin = header.get('resumed_from')
-    if origin is not None and not (isinstance(origin, dict) and isinstance(origin.get('attempt'), str)
-                                   and isinstance(origin.get('batch'), int)):
-        raise LedgerError(f'{path} has resumed_from={origin!r} in its header; it must be None or '
-                          "{'attempt': str, 'batch': int}")
-
-
 def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
           skipped: list[str]) -> dict[str, dict[str, Attempt]]:
     """Every attempt in the folder, per lineage, from the ledgers' headers and record headers (``scans`` gets each
@@ -191,7 +161,7 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
         scan = scan_ledger(path)
         scans.append(scan)
         header = scan.header
-        _check_header(path, header)
+        typed = LedgerHeader.read(path, header)
         if scan.torn:
             torn.append(scan.torn)
         first, first_path = reference.setdefault(header['lineage'], (header, path))
@@ -202,10 +172,10 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
                     f'{path.name} has {key}={header[key]!r}, both of lineage {header["lineage"]}; audit one run '
                     'folder at a time')
         attempts = lineages.setdefault(header['lineage'], {})
-        origin = header.get('resumed_from') or {}
-        attempt = attempts.setdefault(header['attempt'], Attempt(
-            header['attempt'], origin.get('attempt'), origin.get('batch'), header['start_batch'],
-            header['world_size'], header.get('replication', 1), 0.0, header['started'], header, {}))
+        origin = typed.resumed_from or {}
+        attempt = attempts.setdefault(typed.attempt, Attempt(
+            typed.attempt, origin.get('attempt'), origin.get('batch'), typed.start_batch,
+            typed.world_size, typed.replication, 0.0, typed.started, header, {}))
         if header['rank'] in attempt.ranks:
             raise LedgerError(f'attempt {attempt.attempt} has two ledgers for rank {header["rank"]}; {path.name} '
                               'is the second')
@@ -365,7 +335,7 @@ def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> 
     of each file refuses it: on any error, the files are checked in order first.
     """
     text = os.fspath(folder)
-    scheme = uri_scheme(text)
+    scheme = object_store_scheme(text)
     if scheme is not None and f'{scheme}://' in text:
         return _audit_uri(text, lineage)
     if scheme is not None:

@@ -27,6 +27,10 @@ Version 1 files (no header checksum) are refused, not read: without the checksum
 an edited header (a changed ``dataset_len``, ``start_batch`` or ``rank``) would
 change the verdict unnoticed. Newer versions are refused too.
 
+The header's fields are those of :class:`LedgerHeader`: the callback writes one with
+:meth:`LedgerHeader.to_dict`, and ``audit`` checks each file's header with
+:meth:`LedgerHeader.read`.
+
 Example:
     >>> import tempfile, pathlib, numpy as np
     >>> path = pathlib.Path(tempfile.mkdtemp()) / 'rank0.bin'
@@ -48,18 +52,18 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from composer_sampling._checkpoint.envelope import valid_version
-from composer_sampling._validate import first_outside, is_integer
+from composer_sampling._validate import first_outside, is_integer, is_real
 
-__all__ = ['LEDGER_VERSION', 'MAGIC', 'SCHEDULE_BATCH', 'Ledger', 'LedgerError', 'LedgerRecord', 'LedgerScan',
-           'LedgerWriter', 'OutsideDatasetError', 'index_bytes', 'not_a_file', 'open_ledger', 'read_ledger',
-           'read_records', 'scan_ledger', 'uri_scheme', 'verify_ledger']
+__all__ = ['LEDGER_VERSION', 'MAGIC', 'SCHEDULE_BATCH', 'Ledger', 'LedgerError', 'LedgerHeader', 'LedgerRecord',
+           'LedgerScan', 'LedgerWriter', 'OutsideDatasetError', 'index_bytes', 'not_a_file', 'object_store_scheme',
+           'open_ledger', 'read_ledger', 'read_records', 'scan_ledger', 'verify_ledger']
 
 MAGIC = b'CSLEDGER'
 LEDGER_VERSION = 3  # 3: narrow indices, schedule records; 2 added the header checksum (still read); 1 is refused
@@ -82,19 +86,130 @@ class LedgerError(ValueError):
 _URI = re.compile(r'([A-Za-z][A-Za-z0-9+.-]+):(//?)')
 
 
-def uri_scheme(location: str) -> str | None:
-    """The scheme of ``location`` if it is a URI (``scheme://...``, or ``scheme:/...`` as a Path collapses one).
+def object_store_scheme(location: str) -> str | None:
+    """The scheme of ``location`` if it names a folder in an object store, or ``None`` if it names a local folder.
 
-    A location with a scheme is a URI, for an object store, never read as the local
-    folder ``scheme:/...``. One-letter schemes
-    are Windows drive letters, not URIs.
+    A location that starts with ``scheme://``, or with ``scheme:/`` as a Path collapses
+    the two slashes, is a URI of an object store and is never read as the local folder
+    ``scheme:/...``. One-letter schemes are Windows drive letters, not URIs. This answers
+    where a ledger is written or read; whether Composer would download a checkpoint path
+    is another question, answered by
+    :func:`composer_sampling._checkpoint.safe_load.download_scheme`.
 
     Example:
-        >>> uri_scheme('s3://bucket/run'), uri_scheme(str(Path('gs://bucket/run'))), uri_scheme('runs/s3/run')
-        ('s3', 'gs', None)
+        >>> object_store_scheme('s3://bucket/run'), object_store_scheme(str(Path('gs://bucket/run')))
+        ('s3', 'gs')
+        >>> object_store_scheme('runs/s3/run'), object_store_scheme('C:/runs')
+        (None, None)
     """
     match = _URI.match(location)
     return match.group(1) if match else None
+
+
+#: Header fields that audit needs; ``lineage`` and ``attempt`` are ids, the others numbers.
+_REQUIRED = ('lineage', 'attempt', 'started', 'rank', 'world_size', 'start_batch', 'dataset_len',
+             'sub_epochs_per_epoch')
+#: Integer fields every header has, with the least value each may take.
+_INTS = {'rank': 0, 'world_size': 1, 'start_batch': 0, 'dataset_len': 0, 'sub_epochs_per_epoch': 1}
+#: Integer fields that older files may lack, with the value that they mean there, which is also their least value.
+_OPTIONAL_INTS = {'replication': 1, 'padded': 0, 'dropped': 0, 'lineage_start': 0}
+#: Fields that are left out of the file when they are ``None``; the others are always written.
+_LEFT_OUT_WHEN_NONE = ('dataset_len', 'padded', 'dropped', 'lineage_start')
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerHeader:
+    """The header of one rank's ledger file for one attempt: the run, the rank, where the attempt starts, the dataset.
+
+    :class:`~composer_sampling.SampleLedger` writes it and ``audit`` reads it, both through
+    this class, so that the fields, the defaults of older files and the valid ranges are
+    stated in one place. :class:`LedgerWriter` adds ``version`` and ``index_bytes``.
+
+    Attributes:
+        lineage: one id for every attempt of a run; checkpoints carry it.
+        attempt: the id of this fit, which is also the prefix of the file name.
+        resumed_from: ``{'attempt': str, 'batch': int}``, the attempt and batch that this fit
+            continues from, or ``None`` for a fresh start.
+        started: the time when the fit started, in seconds since the epoch.
+        run_name: the Trainer's run name.
+        rank: the global rank that wrote the file, in ``[0, world_size)``.
+        world_size: the number of ranks of the attempt.
+        start_batch: the trainer's batch count when this fit started.
+        start_epoch: the trainer's epoch count when this fit started.
+        source: where the indices came from: ``sampler``, ``stream`` or ``batch``.
+        sub_epochs_per_epoch: how many passes over the sampler make one pass over the data.
+        replication: how many ranks in a row read the same samples.
+        dataset_len: every recorded index lies in ``[0, dataset_len)``; ``None`` when it is unknown.
+        padded: the samples that the sampler repeats in each pass to fill the last batches.
+        dropped: the samples that the sampler leaves out of each pass.
+        lineage_start: the batch at which a new lineage began, for a fit on another dataloader.
+
+    Example:
+        >>> header = LedgerHeader(lineage='l', attempt='a', resumed_from=None, started=0.0, run_name='r', rank=0,
+        ...                       world_size=1, start_batch=0, start_epoch=0, source='sampler', dataset_len=6)
+        >>> sorted(header.to_dict())[:4]
+        ['attempt', 'dataset_len', 'lineage', 'rank']
+        >>> LedgerHeader.read(Path('a-rank0.bin'), header.to_dict()) == header
+        True
+    """
+
+    lineage: str
+    attempt: str
+    resumed_from: dict[str, Any] | None = None
+    started: float
+    run_name: str | None = None
+    rank: int
+    world_size: int
+    start_batch: int
+    start_epoch: int = 0
+    source: str | None = None
+    sub_epochs_per_epoch: int = 1
+    replication: int = 1
+    dataset_len: int | None = None
+    padded: int | None = None
+    dropped: int | None = None
+    lineage_start: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as the file's JSON holds them: ``dataset_len``, ``padded``, ``dropped`` and
+        ``lineage_start`` are left out when they are ``None``."""
+        return {key: value for key, value in asdict(self).items()
+                if value is not None or key not in _LEFT_OUT_WHEN_NONE}
+
+    @classmethod
+    def read(cls, path: Path, header: dict[str, Any]) -> LedgerHeader:
+        """The header of the file ``path``, checked: :class:`LedgerError` names the first field that is wrong.
+
+        A header that ``audit`` can count names ``dataset_len``. A field that older files
+        lack gets its default here; ``audit`` counts a missing ``padded``, ``dropped`` or
+        ``lineage_start`` as 0.
+        """
+        missing = [key for key in _REQUIRED if key not in header]
+        if missing:
+            raise LedgerError(f'{path} has no {sorted(set(missing))} in its header')
+        for key, least in _INTS.items():
+            value = header[key]
+            if not is_integer(value) or value < least:
+                raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
+        if not is_real(header['started']):
+            raise LedgerError(f'{path} has started={header["started"]!r} in its header; it must be a time in seconds')
+        if header['rank'] >= header['world_size']:
+            raise LedgerError(f'{path} has rank={header["rank"]} in its header, outside [0, {header["world_size"]}) '
+                              'for its world_size')
+        for key, least in _OPTIONAL_INTS.items():
+            value = header.get(key, least)
+            if not is_integer(value) or value < least:
+                raise LedgerError(f'{path} has {key}={value!r} in its header; it must be an int >= {least}')
+        for key in ('attempt', 'lineage'):
+            if not isinstance(header[key], str):
+                raise LedgerError(f'{path} has {key}={header[key]!r} in its header; it must be a str (an id)')
+        origin = header.get('resumed_from')
+        if origin is not None and not (isinstance(origin, dict) and isinstance(origin.get('attempt'), str)
+                                       and isinstance(origin.get('batch'), int)):
+            raise LedgerError(f'{path} has resumed_from={origin!r} in its header; it must be None or '
+                              "{'attempt': str, 'batch': int}")
+        names = cls.__dataclass_fields__
+        return cls(**{key: value for key, value in header.items() if key in names})
 
 
 @dataclass(frozen=True)

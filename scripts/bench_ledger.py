@@ -22,7 +22,7 @@ clock callback, first in the Trainer's list, stamps every ``batch_start``:
 In two more fits a round, the ledger's and SamplerSync's own time is taken where it
 is spent: ``run_event`` of the instance (every event Composer hands it, Composer's
 dispatch into the callback included) and the listener the index tap tells every
-batch (the ledger's ``_tell``), wrapped on the instance. The tap's walk of each
+batch (the ``tell`` of the ledger's index source), wrapped on the instance. The tap's walk of each
 batch's indices on their way to the DataLoader (the ``IndexTap`` path that runs
 only when someone listens) is timed apart, over whole passes of the recipe's train
 batch sampler with and without a listener.
@@ -97,7 +97,7 @@ def timed(calls: list[float], handler: Callable[..., Any]) -> Callable[..., Any]
 
 
 def instrument(callback: Any) -> dict[str, list[float]]:
-    """Time each event Composer hands ``callback`` (through ``run_event``) and a ledger's tap listener ``_tell``."""
+    """Time each event Composer hands ``callback`` (through ``run_event``) and a ledger's tap listener ``tell``."""
     calls: dict[str, list[float]] = {}
     run_event = callback.run_event
 
@@ -105,8 +105,9 @@ def instrument(callback: Any) -> dict[str, list[float]]:
         timed(calls.setdefault(str(event.value), []), run_event)(event, state, logger)
 
     callback.run_event = timed_event
-    if hasattr(callback, '_tell'):
-        callback._tell = timed(calls.setdefault('_tell', []), callback._tell)
+    source = getattr(callback, '_indices', None)  # a SampleLedger's IndexSource, whose tell the tap calls
+    if source is not None:
+        source.tell = timed(calls.setdefault('_tell', []), source.tell)
     return calls
 
 

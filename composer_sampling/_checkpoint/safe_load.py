@@ -383,10 +383,10 @@ def composer_reading(path: str) -> str:
 def download_scheme(path: str) -> str | None:
     """The scheme of ``path`` if it is a URI Composer would download (``s3``, ``https``...), else ``None``.
 
-    Composer's own test (``urlparse``), which decides where Composer reads a
-    checkpoint; :func:`composer_sampling.ledger_format.uri_scheme` answers another
-    question, whether a ledger location is an object store (a Path-collapsed
-    ``s3:/`` is, a Windows drive is not).
+    This is Composer's own test (``urlparse``), which decides where Composer reads a
+    checkpoint. :func:`composer_sampling.ledger_format.object_store_scheme` answers another
+    question: whether a ledger location names an object store. A Path-collapsed ``s3:/``
+    does, and a Windows drive does not.
 
     Example:
         >>> download_scheme('s3://bucket/ep1.pt'), download_scheme('checkpoints/ep1.pt')

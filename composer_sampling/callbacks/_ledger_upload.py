@@ -23,13 +23,20 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ['RECORD_BYTES', 'RemoteLedger', 'UploadSchedule', 'ledger_bytes', 'staging_folder']
+if TYPE_CHECKING:
+    from composer.core import Event, State
+
+    from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
+
+__all__ = ['RECORD_BYTES', 'LedgerUploader', 'RemoteLedger', 'UploadSchedule', 'ledger_bytes', 'saved_batch',
+           'staging_folder']
 
 #: The bytes of a record besides its indices: epoch (u32), batch (i64), count (u32) and the record's CRC32.
 RECORD_BYTES = 20
@@ -158,3 +165,63 @@ class RemoteLedger:
 
             target = f'{self.uri.rstrip("/")}/{path.name}'
             raise RuntimeError(f'SampleLedger could not upload its ledger {path}: {describe(target, error)}') from error
+
+
+def saved_batch(saver: Any) -> int | None:
+    """The batch of the last checkpoint that ``saver`` saved in this process, or ``None``."""
+    saved = None if saver is None else saver.last_checkpoint_batch
+    return None if saved is None else int(saved)
+
+
+class LedgerUploader:
+    """Uploads the ledger file of one fit to its remote folder when :class:`UploadSchedule` says, and at fit end.
+
+    Args:
+        remote: the remote folder.
+        saver: the Trainer's ``CheckpointSaver``, or ``None`` if it has none.
+    """
+
+    def __init__(self, remote: RemoteLedger, saver: Any) -> None:
+        self.remote = remote
+        self.saver = saver
+        self.schedule = UploadSchedule(covered=saved_batch(saver))
+        self._sent: int | None = None  # the size of the file that the bucket has (the file only grows)
+
+    def at_checkpoint(self, state: State, event: Event, ledger: Any, recorder: LedgerRecorder) -> None:
+        """Upload before a checkpoint that the saver is about to save in this event, or after one that it saved.
+
+        The saver's turn comes after the ledger's when it follows the ledger among the
+        callbacks (the Trainer appends the saver that it builds from ``save_folder`` after
+        the user's): then this asks the saver's ``save_interval``, as the saver is about to,
+        whether it saves now. Composer's own intervals give the same answer to the same
+        question twice.
+        """
+        saver = self.saver
+        saving = False
+        if saver is not None and state.callbacks.index(saver) > state.callbacks.index(ledger):
+            batch = state.timestamp.batch
+            saving = saver.last_checkpoint_batch != batch and bool(saver.save_interval(state, event))
+        self.if_due(int(state.timestamp.batch), saving, recorder)
+
+    def if_due(self, batch: int, saving: bool, recorder: LedgerRecorder) -> None:
+        """Upload if a checkpoint saved, or about to be saved at ``batch``, is not covered yet."""
+        covered = self.schedule.due(saved_batch(self.saver), batch, saving)
+        if covered is not None:
+            self.upload(recorder)
+            self.schedule.covered = covered
+
+    def upload(self, recorder: LedgerRecorder) -> None:
+        """Upload the file unless the bucket has it as it is (it only grows: the same size is the same file)."""
+        size = recorder.size()  # None before the first trained batch
+        if size is not None and size != self._sent:
+            self.remote.upload(recorder.path)
+            self._sent = size
+
+    def finish(self, recorder: LedgerRecorder) -> None:
+        """At fit end: upload the file a last time, then remove it and, if it is empty, its staging folder."""
+        path = recorder.path
+        if path.exists():
+            self.upload(recorder)  # before the saver's FIT_END waits for its uploads and uploads its last symlink
+            path.unlink()
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()  # the last rank of the node to finish removes the staging folder

@@ -2,42 +2,38 @@
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import time
 import uuid
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from composer.core import Callback, Event, State
 from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
-from composer_sampling._graph.index_tap import IndexTap
-from composer_sampling._graph.snapshot import GraphSnapshot
-from composer_sampling._graph.walk import active_root, describe, is_map_style
-from composer_sampling._validate import first_outside
+from composer_sampling.callbacks._batch_indices import IndexKey, key_name, read_indices
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
-from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
-from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
-from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, OutsideDatasetError, uri_scheme
+from composer_sampling.callbacks._ledger_folder import ledger_folder, saver_of
+from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
+from composer_sampling.callbacks._ledger_sources import IndexSource, dataset_fields
+from composer_sampling.callbacks._ledger_upload import LedgerUploader, RemoteLedger, staging_folder
+from composer_sampling.callbacks._one_per_trainer import refuse_a_second
+from composer_sampling.callbacks._top_tap import end_top_tap
+from composer_sampling.ledger_format import LedgerHeader, object_store_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
-IndexKey = str | int | Callable[[Any], Any]
 #: 1: ``{'version', 'lineage', 'attempt', 'batch'}``; the oldest states had only ``lineage`` and no ``version``.
 _STATE = VersionPolicy(current=1, missing_version=1)
-#: Indices held in memory before they are written whatever comes (some 9 MB of Python ints); checkpoints write sooner.
-_HOLD = 1 << 18
-#: The events SampleLedger has a handler for (``Event.value``); Composer hands it every event of every batch.
-_HANDLED = frozenset(event.value for event in (
+#: The name of the handler of each event that SampleLedger handles, keyed by the ``id`` of the Event member.
+#: Enum members are singletons, and ``id`` is a C call, where hashing an Event or reading ``Event.value`` calls
+#: Python code; Composer hands every callback each of the 13 events of every batch.
+_HANDLERS = {id(event): event.value for event in (
     Event.INIT, Event.FIT_START, Event.BEFORE_DATALOADER, Event.BATCH_START, Event.BATCH_END, Event.BATCH_CHECKPOINT,
-    Event.EPOCH_END, Event.EPOCH_CHECKPOINT, Event.ITERATION_CHECKPOINT, Event.FIT_END))
+    Event.EPOCH_END, Event.EPOCH_CHECKPOINT, Event.ITERATION_CHECKPOINT, Event.FIT_END)}
 
 
 class SampleLedger(Callback):
@@ -75,7 +71,8 @@ class SampleLedger(Callback):
     it continues (carried by the checkpoint in this callback's state). ``composer-sampling
     audit`` follows these links from the attempt that trained furthest back to the start.
     A fit on another dataloader than the fit before it starts a new lineage; a Trainer
-    takes one SampleLedger (a second is refused when the Trainer is built).
+    takes one SampleLedger: a second one is a ``ValueError`` when the Trainer is built, as a
+    second ``SamplerSync`` is.
 
     Records are held in memory and written in one system call before every checkpoint
     (Composer's save takes this callback's state on every rank before it writes a byte of
@@ -99,23 +96,7 @@ class SampleLedger(Callback):
         ...     callbacks=[SamplerSync(), SampleLedger()],  # ledger in checkpoints/ledger
         ... )
 
-    +---------------------+------------------------------------------------------------------+
-    | header key          | what                                                             |
-    +=====================+==================================================================+
-    | ``lineage``         | one id for every attempt of a run (carried by checkpoints)       |
-    +---------------------+------------------------------------------------------------------+
-    | ``attempt``         | this fit's id, also the file name's prefix                       |
-    +---------------------+------------------------------------------------------------------+
-    | ``resumed_from``    | ``{'attempt', 'batch'}`` this fit continues from, or ``None``    |
-    +---------------------+------------------------------------------------------------------+
-    | ``lineage_start``   | the batch a new lineage began at (a fit on another dataloader)   |
-    +---------------------+------------------------------------------------------------------+
-    | ``start_batch``     | the trainer's batch count when this fit started                  |
-    +---------------------+------------------------------------------------------------------+
-    | ``dataset_len``     | every recorded index lies in ``[0, dataset_len)``                |
-    +---------------------+------------------------------------------------------------------+
-    | ``source``          | ``sampler``, ``stream`` or ``batch``: where the indices came from|
-    +---------------------+------------------------------------------------------------------+
+    The fields of each file's header are those of :class:`~composer_sampling.ledger_format.LedgerHeader`.
     """
 
     def __init__(self, folder: str | None = None, index_key: IndexKey | None = None) -> None:
@@ -129,50 +110,30 @@ class SampleLedger(Callback):
         self.index_key: IndexKey | None = int(index_key) if isinstance(index_key, np.integer) else index_key
         self.lineage: str | None = None
         self._attempt: str | None = None  # the attempt that wrote the state this callback holds
-        self._batch: int | None = None  # the last batch it recorded (or its start batch)
-        self._dataset_len: int | None = None
-        self._writer: LedgerWriter | None = None
-        self._pending: list[tuple[int, int, Any]] = []  # (epoch, batch, indices) recorded, not yet written
-        self._held = 0  # the indices in _pending
-        self._path: Path | None = None
-        self._header: dict[str, Any] = {}
-        self._source = 'batch'
-        self._tap: IndexTap | None = None
-        self._told: collections.deque[tuple[int, list[int]]] = collections.deque()
-        self._check_first = False
-        self._spun = 0
-        self._stream: list[np.ndarray] = []
-        self._stream_epoch = -1
-        self._schedules: dict[int, np.ndarray] = {}
-        self._loader: Any = None
-        self._graph: GraphSnapshot | None = None  # the train dataloader's graph at fit start
-        self._remote: RemoteLedger | None = None  # where the file goes when the folder is a URI
-        self._saver: Any = None  # the Trainer's CheckpointSaver, if it has one
-        self._schedule = UploadSchedule(covered=None)
-        self._sent: int | None = None  # the size of the file the bucket has (it only grows)
+        self._batch: int | None = None  # the last batch it recorded, or its start batch
+        self._loader: Any = None  # the train dataloader of the last fit
+        self._indices = IndexSource(self.index_key, f'SampleLedger(index_key={key_name(self.index_key)})')
+        self._recorder: LedgerRecorder | None = None  # the file of the current fit
+        self._uploader: LedgerUploader | None = None  # its uploads, when the folder is a URI
 
     def __repr__(self) -> str:
         return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'
 
-    # events -------------------------------------------------------------------------------------------
-
     def run_event(self, event: Event, state: State, logger: Logger) -> None:
         """Composer's dispatch, without the call of a handler that does nothing (9 of a batch's 13 events)."""
-        name = event._value_  # the enum's plain attribute: Event.value is a property, hashing an Event a Python call
-        if name in _HANDLED:
+        name = _HANDLERS.get(id(event))
+        if name is not None:
             getattr(self, name)(state, logger)
 
     def init(self, state: State, logger: Logger) -> None:
-        others = [callback for callback in state.callbacks if isinstance(callback, SampleLedger)]
-        if len(others) > 1:
-            raise ValueError(f'a Trainer records one ledger, and it has {len(others)} SampleLedger callbacks: '
-                             f'{" and ".join(map(repr, others))}; keep one (its folder holds every rank\'s files)')
+        refuse_a_second(SampleLedger, state, lambda count, ledgers: (
+            f'a Trainer records one ledger, and it has {count} SampleLedger callbacks: {" and ".join(ledgers)}; '
+            'keep one (its folder holds every rank\'s files)'))
 
     def fit_start(self, state: State, logger: Logger) -> None:
-        self._saver = _saver_of(state)
-        covered = _saved_batch(self._saver)
-        folder = self._ledger_folder(state)
-        remote = RemoteLedger(folder) if uri_scheme(folder) is not None else None
+        saver = saver_of(state)
+        folder = ledger_folder(self.folder, state, saver)
+        remote = RemoteLedger(folder) if object_store_scheme(folder) is not None else None
         if remote is not None:
             remote.check()
         lineage_start = self._new_lineage(state)
@@ -180,75 +141,39 @@ class SampleLedger(Callback):
         shared: list[Any] = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
         dist.broadcast_object_list(shared, src=0)
         self.lineage, attempt, started, resumed_from = shared
-        loader = state.train_dataloader
-        self._loader = loader
-        rank = dist.get_global_rank()
-        header: dict[str, Any] = {
-            'lineage': self.lineage,
-            'attempt': attempt,
-            'resumed_from': resumed_from,
-            'started': started,
-            'run_name': state.run_name,
-            'rank': rank,
-            'world_size': dist.get_world_size(),
-            'start_batch': int(state.timestamp.batch),
-            'start_epoch': int(state.timestamp.epoch),
-            'sub_epochs_per_epoch': 1,
-            'replication': 1,
-            **({} if lineage_start is None else {'lineage_start': lineage_start}),
-        }
+        loader = self._loader = state.train_dataloader
+        rank, world_size = dist.get_global_rank(), dist.get_world_size()
         self.close()
-        self._dataset_len, self._told = None, collections.deque()
-        self._graph = graph = fit_graph(state) if isinstance(loader, DataLoader) else None
+        graph = fit_graph(state) if isinstance(loader, DataLoader) else None
         stream = None if graph is None or graph.map_style else graph.stream
-        self._source = self._choose_source(state, loader, stream)
-        header['source'] = self._source
-        if graph is not None and graph.map_style:  # the pass over the data, from the one snapshot
-            data = graph.epoch_data(dist.get_world_size(), rank)
-            header.update(dataset_len=data.accounting.dataset_len, padded=data.accounting.padded,
-                          dropped=data.accounting.dropped, sub_epochs_per_epoch=data.sub_epochs,
-                          replication=data.replication)
-        elif stream is not None:
-            header.update(dataset_len=int(stream.size), replication=int(stream.replication or 1))
-        self._dataset_len = header.get('dataset_len')
-        self._header = header
-        self._remote = remote
-        self._schedule = UploadSchedule(covered=covered)
-        self._sent = None
+        source = self._indices.start(state, loader, graph, stream)
+        header = LedgerHeader(lineage=self.lineage, attempt=attempt, resumed_from=resumed_from, started=started,
+                              run_name=state.run_name, rank=rank, world_size=world_size,
+                              start_batch=int(state.timestamp.batch), start_epoch=int(state.timestamp.epoch),
+                              source=source, lineage_start=lineage_start,
+                              **dataset_fields(graph, stream, world_size, rank))
         local = staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
-        self._path = local / f'{attempt}-rank{rank}.bin'
-        self._attempt, self._batch = attempt, header['start_batch']
-        self._spun = int(state.timestamp.batch_in_epoch)  # trained before this fit: spun past if Composer spins
-        self._stream, self._stream_epoch = [], -1  # the stream's partition is computed when its iteration starts
+        self._recorder = LedgerRecorder(local / f'{attempt}-rank{rank}.bin', header, self._indices.where)
+        self._uploader = None if remote is None else LedgerUploader(remote, saver)
+        self._attempt, self._batch = attempt, header.start_batch
 
     def before_dataloader(self, state: State, logger: Logger) -> None:
-        if self._source == 'stream' and self._stream_epoch != int(state.timestamp.epoch):
-            self._next_stream_epoch(int(state.timestamp.epoch))
+        if self._indices.kind == 'stream':  # nothing to do before the batches of other sources
+            self._indices.before_dataloader(state)
 
     def batch_end(self, state: State, logger: Logger) -> None:
-        """Hold the batch's record: the first of a fit is checked (and creates the file) now, others when written."""
-        batch = int(state.timestamp.batch)
-        indices = self._trained(state)
-        if self._writer is None:  # the first trained batch: only now does the run leave a file behind
-            self._check_range(batch, indices)
-            assert self._path is not None, 'fit_start names the file'
-            self._writer = LedgerWriter(self._path, self._header)
-        epoch = int(state.timestamp.epoch)
-        if self._schedules:
-            schedule = self._schedules.pop(epoch, None)
-            if schedule is not None:
-                self._pending.append((epoch, SCHEDULE_BATCH, schedule))
-        if not isinstance(indices, list):
-            indices = np.array(indices)  # a copy: the batch's tensor may be reused before the write
-        self._pending.append((epoch, batch, indices))
+        """Hold the batch's record: the first of a fit is checked, and creates the file, now; others when written."""
+        assert self._recorder is not None, 'fit_start names the file'
+        batch, epoch = int(state.timestamp.batch), int(state.timestamp.epoch)
+        indices = self._indices.trained(state)
+        schedules = self._indices.schedules
+        self._recorder.record(epoch, batch, indices, schedules.pop(epoch, None) if schedules else None)
         self._batch = batch
-        self._held += len(indices)
-        if self._held > _HOLD:
-            self._flush()
 
     def batch_start(self, state: State, logger: Logger) -> None:
-        if self._remote is not None:
-            self._upload_if_due(state, saving=False)  # a checkpoint saved after this callback's turn at its event
+        if self._uploader is not None:  # a checkpoint saved after this callback's turn at its event
+            assert self._recorder is not None
+            self._uploader.if_due(int(state.timestamp.batch), False, self._recorder)
 
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
         self._at_checkpoint(state, Event.BATCH_CHECKPOINT)
@@ -264,21 +189,16 @@ class SampleLedger(Callback):
 
     def fit_end(self, state: State, logger: Logger) -> None:
         self.close()
-        if self._remote is not None and self._path is not None and self._path.exists():
-            self._upload()  # before the saver's FIT_END waits for its uploads and uploads its last symlink
-            self._path.unlink()
-            with contextlib.suppress(OSError):
-                self._path.parent.rmdir()  # the last rank of the node to finish removes the staging folder
-        if self._tap is not None:
-            self._tap.forget(self._tell)
+        if self._uploader is not None and self._recorder is not None:
+            self._uploader.finish(self._recorder)
+        self._indices.end()
         end_top_tap(state)
         forget_fit_graph(state)
 
     def close(self, state: State | None = None, logger: Logger | None = None) -> None:
-        if self._writer is not None:
-            self._flush()
-            self._writer.close()
-            self._writer = None
+        """Write what is held and close the file; closing again, or before any fit, does nothing."""
+        if self._recorder is not None:
+            self._recorder.close()
 
     def state_dict(self) -> dict[str, Any]:
         """The state a checkpoint carries; every batch up to the one it names is written first.
@@ -301,67 +221,13 @@ class SampleLedger(Callback):
         self._attempt = state.get('attempt')
         self._batch = state.get('batch')
 
-    # uploads, when the folder is a URI -------------------------------------------------------------
-
     def _at_checkpoint(self, state: State, event: Event) -> None:
-        """Upload before a checkpoint the saver is about to save in this event, or after one it saved.
-
-        The saver's turn comes after this callback's when it follows it among the callbacks
-        (the Trainer appends the saver it builds from ``save_folder`` after the user's): then
-        this asks the saver's ``save_interval``, as the saver is about to, whether it saves
-        now. Composer's own intervals give the same answer to the same question twice.
-        """
-        if self._remote is None:
-            return
-        saver = self._saver
-        saving = False
-        if saver is not None and state.callbacks.index(saver) > state.callbacks.index(self):
-            batch = state.timestamp.batch
-            saving = saver.last_checkpoint_batch != batch and bool(saver.save_interval(state, event))
-        self._upload_if_due(state, saving)
-
-    def _upload_if_due(self, state: State, saving: bool) -> None:
-        if self._remote is None:
-            return
-        covered = self._schedule.due(_saved_batch(self._saver), int(state.timestamp.batch), saving)
-        if covered is not None:
-            self._upload()
-            self._schedule.covered = covered
-
-    def _upload(self) -> None:
-        """Upload the file unless the bucket has it as it is (it only grows: the same size is the same file)."""
-        assert self._remote is not None and self._path is not None
-        self._flush()
-        size = self._path.stat().st_size if self._path.exists() else None  # none before the first trained batch
-        if size is not None and size != self._sent:
-            self._remote.upload(self._path)
-            self._sent = size
+        if self._uploader is not None and self._recorder is not None:
+            self._uploader.at_checkpoint(state, event, self, self._recorder)
 
     def _flush(self) -> None:
-        """Check and write the records held in memory, in one system call (kept for a retry if it fails).
-
-        A record whose indices fall outside the dataset stops the run before any checkpoint
-        holds its batch: the records before it are written, it and those after it dropped.
-        """
-        if self._pending:
-            assert self._writer is not None, 'the first record creates the file'
-            try:
-                self._writer.extend(self._pending, within=self._dataset_len)
-            except OutsideDatasetError as error:
-                pending, self._pending, self._held = self._pending, [], 0
-                self._writer.extend(pending[:[batch for _, batch, _ in pending].index(error.batch)])
-                raise self._outside(error.batch, error.index) from None
-            self._pending, self._held = [], 0
-
-    def _check_range(self, batch: int, indices: np.ndarray | list[int]) -> None:
-        where = None if self._dataset_len is None else first_outside(indices, self._dataset_len)
-        if where is not None:
-            raise self._outside(batch, int(indices[where]))
-
-    def _outside(self, batch: int, index: int) -> ValueError:
-        return ValueError(f'{self._where()} read sample index {index} in batch {batch}, outside [0, '
-                          f'{self._dataset_len}) for a dataset of {self._dataset_len} samples: index_key must '
-                          'select the dataset indices')
+        if self._recorder is not None:
+            self._recorder.flush()
 
     def _new_lineage(self, state: State) -> int | None:
         """The batch a new lineage starts at when this fit trains another dataloader than the last fit did, else None.
@@ -372,219 +238,3 @@ class SampleLedger(Callback):
             return None
         self.lineage, self._attempt, self._batch = None, None, None
         return int(state.timestamp.batch)
-
-    # where the indices come from ----------------------------------------------------------------------
-
-    def _choose_source(self, state: State, loader: Any, stream: Any) -> str:
-        """Where the indices come from: ``'sampler'`` (the tap), ``'batch'`` (``index_key``) or ``'stream'``.
-
-        ``stream`` is the loader's ``StreamingDataset``, if it has one.
-        """
-        if not isinstance(loader, DataLoader):
-            if self.index_key is None:
-                raise ValueError(f'SampleLedger cannot see the samples of a {type(loader).__name__}; pass '
-                                 'SampleLedger(index_key=...) naming where each batch holds its sample indices')
-            return 'batch'
-        if is_map_style(loader):
-            if getattr(loader, 'in_order', True) is False:
-                raise ValueError('SampleLedger needs the DataLoader to return batches in the order of its index '
-                                 'lists; build it with in_order=True (the default)')
-            assert self._graph is not None  # taken in fit_start, as the loader is a DataLoader
-            tap = top_tap(state, self._graph, self._tell)
-            if tap is None and self.index_key is None:
-                raise ValueError(
-                    f'SampleLedger cannot see the index lists of {describe(active_root(loader))} at the top of a '
-                    f'{type(loader).__name__}; pass SampleLedger(index_key=...) naming where each batch holds its '
-                    'sample indices, or use a plain torch DataLoader')
-            self._tap = tap
-            self._check_first = self.index_key is not None and tap is not None
-            return 'sampler' if self.index_key is None else 'batch'
-        if self.index_key is not None:
-            return 'batch'
-        if stream is not None:
-            from composer_sampling.callbacks._stream_partition import SUPPORTED, supported_version
-
-            if supported_version() is None:
-                raise ValueError(f'SampleLedger computes a StreamingDataset\'s samples as mosaicml-streaming '
-                                 f'{" or ".join(v + "x" for v in SUPPORTED)} does; this is another version: pass '
-                                 'SampleLedger(index_key=...) if the batches carry their sample ids')
-            return 'stream'
-        raise ValueError(f'SampleLedger cannot see the samples of the iterable dataset {type(loader.dataset).__name__}'
-                         ' (it orders itself); pass SampleLedger(index_key=...) naming where each batch holds its '
-                         'sample indices')
-
-    def _tell(self, number: int, indices: list[int]) -> None:
-        self._told.append((number, indices))
-
-    def _trained(self, state: State) -> np.ndarray | list[int]:
-        if self._source == 'stream':
-            if not self._stream:
-                raise RuntimeError('SampleLedger: the stream trained more batches than its partition holds; the '
-                                   'installed mosaicml-streaming partitions differently')
-            return self._stream.pop(0)
-        told = self._next_told(state) if self._tap is not None else None
-        if self._source == 'sampler':
-            assert told is not None
-            return told  # the ints as the graph yielded them: checked and written without a numpy round trip
-        assert self.index_key is not None
-        indices = read_indices(state.batch, self.index_key)
-        if self._check_first:
-            self._check_first = False
-            assert self._tap is not None
-            self._tap.forget(self._tell)
-            self._tap = None
-            if told is not None and sorted(indices.tolist()) != sorted(told):
-                raise ValueError(
-                    f'{self._where()} read {indices.tolist()[:8]} from the first batch, but the sampler graph handed '
-                    f'the DataLoader {told[:8]}: index_key must select the dataset index of each sample (not the '
-                    'labels); leave index_key None to record what the sampler hands the DataLoader')
-        elif self._tap is None and self._draws_without_replacement():
-            values, counts = np.unique(indices, return_counts=True)
-            if (counts > 1).any():
-                raise ValueError(f'{self._where()} read sample {int(values[counts > 1][0])} twice in batch '
-                                 f'{int(state.timestamp.batch)} from a sampler graph that draws without replacement: '
-                                 'index_key must select the dataset index of each sample')
-        return indices
-
-    def _next_told(self, state: State) -> list[int]:
-        """The index list of the batch that just trained: the oldest told of the current pass."""
-        assert self._tap is not None
-        current = self._tap.passes
-        while self._told and self._told[0][0] < current:
-            self._told.popleft()  # fetched ahead by workers, or left behind by Composer's cut of an epoch
-        if self._spun:
-            if 'train' not in state.dataset_resumption:  # Composer spun past the batches trained before this fit
-                for _ in range(min(self._spun, len(self._told))):
-                    self._told.popleft()
-            self._spun = 0
-        if not self._told:
-            raise RuntimeError('SampleLedger: a batch trained that the sampler graph did not hand the DataLoader; '
-                               'a DataLoader that does not read through its batch sampler cannot be recorded')
-        return self._told.popleft()[1]
-
-    def _draws_without_replacement(self) -> bool:
-        graph = self._graph
-        if graph is None or not graph.map_style:
-            return False
-        for node in graph.active:
-            if getattr(node, 'replacement', False) or type(node).__name__ == 'WeightedRandomSampler':
-                return False
-        return True
-
-    def _next_stream_epoch(self, epoch: int) -> None:
-        """The stream's partition of ``epoch`` from where it resumes, as its iteration that has just started reads it.
-
-        Called at the epoch's first ``BEFORE_DATALOADER``, which Composer fires after ``iter(dataloader)``: every
-        callback's ``FIT_START`` and ``EPOCH_START`` have run (``SamplerSync`` has set ``shuffle_seed``, in whatever
-        order the callbacks come) and DataLoader workers have copied the dataset with that seed.
-        """
-        from composer_sampling.callbacks._stream_partition import epoch_schedule, rank_batches
-
-        loader = self._loader
-        dataset = loader.dataset
-        start, self._stream = rank_batches(dataset, epoch, loader.num_workers, loader.drop_last)
-        self._stream_epoch = epoch
-        if dist.get_global_rank() == 0 and start == 0:
-            self._schedules[epoch] = epoch_schedule(dataset, epoch, loader.num_workers)
-
-    # header -------------------------------------------------------------------------------------------
-
-    def _ledger_folder(self, state: State) -> str:
-        """The folder, placeholders filled for rank 0: a local path, or a URI (the saver's remote folder's ledger/)."""
-        if self.folder is not None:
-            folder = self.folder
-        else:
-            saver = self._saver
-            if saver is None:
-                raise ValueError('SampleLedger has no folder: give the Trainer a save_folder (the ledger goes to '
-                                 '{save_folder}/ledger) or pass SampleLedger(folder=...)')
-            uploader = getattr(saver, 'remote_uploader', None)  # a remote save folder: saver.folder is its staging
-            base = str(saver.folder) if uploader is None else str(uploader.remote_folder)
-            folder = f'{base.rstrip("/")}/ledger'
-        from composer.utils import partial_format
-
-        return partial_format(folder, run_name=state.run_name, rank=0, local_rank=0, node_rank=0,
-                              world_size=dist.get_world_size(), local_world_size=dist.get_local_world_size())
-
-    def _where(self) -> str:
-        return f'SampleLedger(index_key={_name(self.index_key)})'
-
-
-def _saver_of(state: State) -> Any:
-    """The Trainer's CheckpointSaver (the first, as the Trainer takes it), or ``None``."""
-    from composer.callbacks import CheckpointSaver
-
-    return next((callback for callback in state.callbacks if isinstance(callback, CheckpointSaver)), None)
-
-
-def _saved_batch(saver: Any) -> int | None:
-    """The batch of the saver's last checkpoint in this process, or ``None``."""
-    saved = None if saver is None else saver.last_checkpoint_batch
-    return None if saved is None else int(saved)
-
-
-def read_indices(batch: Any, index_key: IndexKey) -> np.ndarray:
-    """The sample indices of a collated ``batch`` as int64, found by ``index_key``.
-
-    Raises :class:`ValueError` naming ``index_key`` and what the batch holds when
-    the indices are not there or are not integers.
-
-    Example:
-        >>> x, y, i = torch.zeros(2, 3), torch.tensor([1, 0]), torch.tensor([7, 4])
-        >>> read_indices({'input': x, 'index': i}, 'index').tolist(), read_indices((x, y, i), 2).tolist()
-        ([7, 4], [7, 4])
-        >>> read_indices((x, y), 'index')  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: SampleLedger(index_key='index') found no sample indices: the batch is a tuple of 2 (Tensor[2, 3] ...
-    """
-    where = f'SampleLedger(index_key={_name(index_key)})'
-    if callable(index_key):
-        found = index_key(batch)
-    elif isinstance(index_key, str):
-        if not isinstance(batch, Mapping) or index_key not in batch:
-            raise ValueError(f'{where} found no sample indices: the batch is {_batch_shape(batch)}. {_fix(batch)}')
-        found = batch[index_key]
-    else:
-        if not isinstance(batch, (tuple, list)):
-            raise ValueError(f'{where} found no sample indices: an int index_key is a position in a tuple or list '
-                             f'batch, and the batch is {_batch_shape(batch)}. {_fix(batch)}')
-        if not -len(batch) <= index_key < len(batch):
-            raise ValueError(f'{where} found no sample indices: the position {index_key} is outside [0, '
-                             f'{len(batch)}) for a batch that is {_batch_shape(batch)}')
-        found = batch[index_key]
-    values = found.detach().cpu().numpy() if isinstance(found, torch.Tensor) else np.asarray(found)
-    if not np.issubdtype(values.dtype, np.integer):
-        raise ValueError(f'{where} read {_batch_shape(found)} from a batch that is {_batch_shape(batch)}: sample '
-                         f'indices must be integers (the dataset index of each sample). {_fix(batch)}')
-    return values.astype(np.int64, copy=False).reshape(-1)
-
-
-def _name(index_key: IndexKey | None) -> str:
-    if index_key is None or isinstance(index_key, (str, int)):
-        return repr(index_key)
-    return getattr(index_key, '__qualname__', repr(index_key))
-
-
-def _batch_shape(value: Any, depth: int = 0) -> str:
-    """A short description of a batch or part of one: its type, keys, shapes and dtypes."""
-    if isinstance(value, torch.Tensor):
-        return f'Tensor{list(value.shape)} {str(value.dtype).removeprefix("torch.")}'
-    if isinstance(value, np.ndarray):
-        return f'ndarray{list(value.shape)} {value.dtype}'
-    if isinstance(value, Mapping):
-        return f'a {type(value).__name__} with keys {sorted(map(str, value))}'
-    if isinstance(value, (tuple, list)) and depth == 0:
-        parts = ', '.join(_batch_shape(item, 1) for item in value[:6]) + (', ...' if len(value) > 6 else '')
-        return f'a {type(value).__name__} of {len(value)} ({parts})'
-    return f'a {type(value).__name__}'
-
-
-def _fix(batch: Any) -> str:
-    if isinstance(batch, Mapping):
-        return ('Return the dataset index of each sample from the dataset and pass index_key=<its key>, or leave '
-                'index_key None to record what the sampler hands the DataLoader')
-    if isinstance(batch, (tuple, list)) and batch:
-        return (f'For a tuple or list batch pass index_key=<the position of the indices> (0 to {len(batch) - 1}), '
-                'or leave index_key None to record what the sampler hands the DataLoader')
-    return 'Leave index_key None to record what the sampler hands the DataLoader, or pass a callable batch -> indices'

@@ -22,12 +22,13 @@ from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.callbacks._composer_resume import composer_ranks, resume_in_epoch
 from composer_sampling.callbacks._composer_rng import CheckpointRNG
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
+from composer_sampling.callbacks._one_per_trainer import SecondCallbackError, refuse_a_second
 from composer_sampling.callbacks._remote_saves import shared_start_problem
 from composer_sampling.callbacks._top_tap import end_top_tap
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import is_epoch_aware
 
-__all__ = ['DataOrderError', 'SamplerSync']
+__all__ = ['DataOrderError', 'SamplerSync', 'SecondCallbackError']
 
 
 class DataOrderError(ValueError):
@@ -140,10 +141,12 @@ class SamplerSync(Callback):
     # events -------------------------------------------------------------------------------------------
 
     def init(self, state: State, logger: Logger) -> None:
+        refuse_a_second(SamplerSync, state, lambda count, syncs: (
+            f'the Trainer has {count} SamplerSync callbacks ({", ".join(syncs)}); they would overwrite each '
+            'other\'s seed in silence. Keep exactly one'))
         self._rng.watch(None)
 
     def fit_start(self, state: State, logger: Logger) -> None:
-        _refuse_another_sync(self, state)
         problem = shared_start_problem(state)
         if problem is not None:
             raise DataOrderError(f'SamplerSync: {problem}')
@@ -253,11 +256,3 @@ class SamplerSync(Callback):
                   + (f' with shuffle_seed {dataset.shuffle_seed}' if is_streaming_dataset(dataset) else ''),
                   flush=True)
 
-
-def _refuse_another_sync(callback: SamplerSync, state: State) -> None:
-    syncs = [cb for cb in state.callbacks if isinstance(cb, SamplerSync)]
-    if len(syncs) > 1:
-        raise DataOrderError(
-            f'the Trainer has {len(syncs)} SamplerSync callbacks ({", ".join(map(repr, syncs))}); they would '
-            'overwrite each other\'s seed in silence. Keep exactly one',
-        )

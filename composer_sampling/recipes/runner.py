@@ -62,12 +62,13 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     """Train ``recipe`` in this process (one rank of the launcher, or alone).
 
     ``run`` replaces what :func:`build_run` would build (tests swap in instrumented
-    parts); ``trainer_overrides`` go to ``Trainer``. A refusal ``SamplerSync`` can
-    only make at fit start (a checkpoint of another order) is a :class:`RecipeError`.
+    parts); ``trainer_overrides`` go to ``Trainer``. A refusal that ``SamplerSync`` can
+    only make at fit start (a checkpoint of another order), or a second ``SamplerSync``
+    refused when the Trainer is built, is a :class:`RecipeError`.
     """
     from composer.utils import dist
 
-    from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync
+    from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync, SecondCallbackError
     from composer_sampling.recipes.build_composer_parts import build_trainer_parts
     from composer_sampling.recipes.build_training import build_run, build_trainer
     from composer_sampling.recipes.models import held_out_metrics
@@ -90,7 +91,7 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     try:
         trainer = build_trainer(run, parts, **trainer_overrides)  # loads the checkpoint: SamplerSync reads its state
         trainer.fit()
-    except DataOrderError as error:
+    except (DataOrderError, SecondCallbackError) as error:
         raise RecipeError(str(error)) from error
     metrics = held_out_metrics(trainer)
     if rank_zero:

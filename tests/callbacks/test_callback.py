@@ -12,6 +12,7 @@ from composer.loggers import InMemoryLogger, Logger
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from composer_sampling import ResumableDistributedSampler, SamplerSync
+from composer_sampling.callbacks.sampler_sync import SecondCallbackError
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 
 from support.helpers import IndexLedger, make_trainer, synthetic
@@ -186,11 +187,12 @@ def test_a_custom_batch_samplers_chosen_seed_warns() -> None:
     assert len(found) == 1 and 'BatchShuffleSampler(seed=5' in found[0]
 
 
-def test_two_sampler_syncs_are_refused_at_fit_start() -> None:
+def test_two_sampler_syncs_are_refused_when_the_trainer_is_built() -> None:
+    """As a second SampleLedger is: a SecondCallbackError at Event.INIT, before anything trains."""
     ledger = IndexLedger()
-    trainer = make_trainer(_resumable_loader(), callbacks=[SamplerSync(), SamplerSync(data_seed=3), ledger])
-    with pytest.raises(ValueError, match=r'2 SamplerSync callbacks .*Keep exactly one'):
-        trainer.fit()
+    with pytest.raises(ValueError, match=r'2 SamplerSync callbacks .*Keep exactly one') as refused:
+        make_trainer(_resumable_loader(), callbacks=[SamplerSync(), SamplerSync(data_seed=3), ledger])
+    assert type(refused.value) is SecondCallbackError
     assert not ledger.batches
 
 

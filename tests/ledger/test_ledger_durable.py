@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
 from composer_sampling.audit import audit_folder
-from composer_sampling.callbacks import sample_ledger
+from composer_sampling.callbacks import _ledger_recorder
 from composer_sampling.ledger_format import LedgerWriter, read_ledger
 from composer_sampling.train import main as train_main
 
@@ -120,7 +120,7 @@ class HeldBack(Callback):
 
 def test_records_are_written_once_the_memory_holds_enough_of_them(tmp_path: Path, monkeypatch) -> None:
     """No checkpoint: records are written when more than the hold (here 20 indices) are held, and at epoch end."""
-    monkeypatch.setattr(sample_ledger, '_HOLD', 20)
+    monkeypatch.setattr(_ledger_recorder, 'HOLD', 20)
     ledger = tmp_path / 'ledger'
     held = HeldBack(ledger)
     make_trainer(_loader(), max_duration='1ep', callbacks=[SamplerSync(), SampleLedger(str(ledger)), held]).fit()

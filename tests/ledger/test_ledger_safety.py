@@ -21,6 +21,7 @@ from composer_sampling import ResumableDistributedSampler, SampleLedger, Sampler
 from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import read_ledger
 from composer_sampling.recipes.cli import main
+from composer_sampling.recipes.schema import RecipeError, load_recipe
 
 from support.helpers import make_trainer, synthetic
 
@@ -222,3 +223,13 @@ def test_two_sample_ledgers_on_one_trainer_are_refused_at_construction(tmp_path:
                                            'a run records one (SampleLedger refuses a second on one Trainer): keep '
                                            'one\n')
     assert list(tmp_path.iterdir()) == []
+def test_a_recipe_with_two_sampler_syncs_is_refused_with_the_callbacks_message(tmp_path: Path) -> None:
+    """SamplerSync refuses a second instance of itself when the Trainer is built; the runner turns it into a
+    RecipeError, which the CLI prints without a traceback."""
+    from composer_sampling.recipes.runner import train
+
+    recipe = str(Path(__file__).resolve().parents[2] / 'yamls' / 'digits.yaml')
+    with pytest.raises(RecipeError, match=re.escape('the Trainer has 2 SamplerSync callbacks (SamplerSync(')):
+        train(load_recipe(recipe, [f'save_folder={tmp_path}', 'callbacks.again={name: sampler_sync}']))
+
+
