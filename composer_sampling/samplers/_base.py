@@ -15,11 +15,7 @@ from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.positions import IndexArray, PassCursor, iter_rank_indices
 from composer_sampling.samplers._state import sampler_payload, sampler_state
 
-__all__ = ['SHUFFLE_OPTIONS', 'OrderedSampler', 'PassIterator']
-
-#: The inline options ``shuffle`` and ``drop_last`` as a sampler's ``RECIPE`` declares them (an ``Option``'s fields).
-SHUFFLE_OPTIONS: dict[str, dict[str, Any]] = {'shuffle': {'kind': 'bool', 'default': True},
-                                              'drop_last': {'kind': 'bool', 'default': False}}
+__all__ = ['OrderedSampler', 'PassIterator']
 
 
 class OrderedSampler(DistributedSampler[int]):

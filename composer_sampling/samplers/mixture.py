@@ -208,22 +208,3 @@ class MixtureDistributedSampler(OrderedSampler):
             'global_batch': self.global_batch,
         }
 
-
-def mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
-            shuffle: bool = True, source_fractions: list[float] | None = None) -> MixtureDistributedSampler:
-    """The builder a recipe's ``mixture`` calls, over the sources of ``dataset`` (a ``ConcatDataset`` of them).
-
-    Its ``RECIPE`` says it ``takes_sources``: the runner passes the sources a dataset
-    builder returned, or the one dataset cut by ``source_fractions`` before this runs.
-    """
-    sizes = [len(source) for source in dataset.datasets]
-    return MixtureDistributedSampler(sizes, batch_size=device_batch_size, num_replicas=num_replicas, rank=rank,
-                                     shuffle=shuffle, seed=seed)
-
-
-#: How a recipe names this sampler: ``composer_sampling.recipes`` registers it from here (docs/samplers.md).
-RECIPE: dict[str, Any] = {'name': 'mixture', 'build': mixture, 'takes_sources': True,
-                          'description': 'MixtureDistributedSampler over the sources (a dataset builder returning a '
-                                         'list, or the train split cut by source_fractions)',
-                          'options': {'shuffle': {'kind': 'bool', 'default': True},
-                                      'source_fractions': {'kind': 'fractions'}}}

@@ -7,8 +7,6 @@ from typing import Any
 
 import numpy as np
 from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
     DistributedSampler,
     RandomSampler,
     Sampler,
@@ -20,7 +18,6 @@ from torch.utils.data import (
 from composer_sampling._graph.grouping import GroupsUnder
 from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_epoch_aware, is_order_preserving
-from composer_sampling.samplers._base import SHUFFLE_OPTIONS
 from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
 
 __all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler', 'yields_indices']
@@ -126,26 +123,3 @@ class NestedBatchSampler(Sampler[list[int]]):
 class StatefulNestedBatchSampler(NestedBatchSampler, DelegatedState):
     """A :class:`NestedBatchSampler` whose order-deciding samplers below all have a state; it delegates to them."""
 
-
-def nested_batch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, num_batches: int,
-                 shuffle: bool = True, drop_last: bool = False) -> Any:
-    """The builder a recipe's ``nested_batch`` calls: the Lightning-style batch of batches, written for one process,
-    then made distributed by ``distribute``."""
-    from composer_sampling.samplers.distribute import distribute  # which imports this module
-
-    if device_batch_size % num_batches:
-        raise ValueError(f'num_batches={num_batches} does not divide the device batch {device_batch_size} '
-                         f'(global_train_batch_size / world size); use a divisor of {device_batch_size}')
-    base = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
-    inner = BatchSampler(base, device_batch_size // num_batches, drop_last=False)
-    nested = NestedBatchSampler(inner, num_batches, drop_last=drop_last)
-    loader = distribute(DataLoader(dataset, batch_sampler=nested), num_replicas=num_replicas, rank=rank, seed=seed)
-    return loader.batch_sampler
-
-
-#: How a recipe names this sampler: ``composer_sampling.recipes`` registers it from here (docs/samplers.md).
-RECIPE: dict[str, Any] = {'name': 'nested_batch', 'build': nested_batch,
-                          'description': 'NestedBatchSampler of num_batches inner batches, made distributed by '
-                                         'distribute()',
-                          'options': {**SHUFFLE_OPTIONS,
-                                      'num_batches': {'kind': 'int', 'minimum': 1, 'required': True}}}

@@ -12,7 +12,7 @@ from composer_sampling.positions import (
     rank_positions,
     samples_per_rank,
 )
-from composer_sampling.samplers._base import SHUFFLE_OPTIONS, OrderedSampler
+from composer_sampling.samplers._base import OrderedSampler
 
 __all__ = ['ResumableDistributedSampler']
 
@@ -109,14 +109,3 @@ class ResumableDistributedSampler(OrderedSampler):
     def order_signature(self) -> dict[str, Any]:
         return {'sampler': type(self).__name__, 'dataset_len': self.dataset_len, 'shuffle': self.shuffle}
 
-
-def resumable(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, shuffle: bool = True,
-              drop_last: bool = False) -> ResumableDistributedSampler:
-    """The builder a recipe's ``resumable`` calls: the runner's keywords, then the inline options."""
-    return ResumableDistributedSampler(dataset, num_replicas, rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
-
-
-#: How a recipe names this sampler: ``composer_sampling.recipes`` registers it from here (docs/samplers.md).
-RECIPE: dict[str, Any] = {'name': 'resumable', 'build': resumable,
-                          'description': 'ResumableDistributedSampler: O(1) memory, exact mid-epoch resume',
-                          'options': SHUFFLE_OPTIONS}
