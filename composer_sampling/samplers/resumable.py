@@ -8,7 +8,6 @@ from typing import Any
 from composer_sampling._validate import MAX_REPLICAS, dataset_length
 from composer_sampling.positions import (
     IndexArray,
-    global_indices,
     rank_positions,
     samples_per_rank,
 )
@@ -98,9 +97,9 @@ class ResumableDistributedSampler(OrderedSampler):
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, offset)
         return rank_positions(offset, self.rank, self.num_replicas, count)
 
-    def indices_at(self, positions: IndexArray) -> IndexArray:
-        """Sample indices at global ``positions`` of the current epoch's order (positions past N wrap: padding)."""
-        return global_indices(positions, self.dataset_len, self.shuffle, self.seed, self.epoch)
+    def pass_window(self, epoch: int) -> tuple[int, int]:
+        """Every epoch reads positions from 0, and each rank reads torch's ``num_samples`` of them."""
+        return 0, samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last)
 
     def pass_indices(self) -> IndexArray:
         """The next pass's indices in one vectorised call from this sampler's own rank, replicas, seed and epoch."""

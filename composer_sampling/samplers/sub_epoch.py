@@ -82,6 +82,13 @@ class SubEpochDistributedSampler(OrderedSampler):
     def _window(self) -> tuple[int, int]:
         return split_window(self.rank_share, self.sub_epochs_per_epoch, self.sub_epoch)
 
+    def pass_window(self, epoch: int) -> tuple[int, int]:
+        """Sub-epoch ``epoch % S`` reads the ``epoch % S``-th of ``S`` runs of each rank's share of the data epoch;
+        the runs' sizes differ by at most one, and a run that starts at ``start`` in the share starts at global
+        position ``start * num_replicas``."""
+        start, stop = split_window(self.rank_share, self.sub_epochs_per_epoch, epoch % self.sub_epochs_per_epoch)
+        return start * self.num_replicas, stop - start
+
     def _rank_samples(self) -> int:
         """Indices per rank in the current sub-epoch."""
         start, stop = self._window()
