@@ -1,8 +1,8 @@
 """One rank's sampler graph, read as the proof by construction needs it: our sampler and the layers above it.
 
 A graph qualifies when its active nodes form one chain from the loader's root
-down to one of our samplers (:func:`states_its_window`: an ``OrderedSampler`` whose
-own class defines ``pass_window``), and every
+down to a sampler whose own class states its window (:func:`states_its_window`: it
+defines ``pass_window``, as each sampler of ours does), and every
 node above it only groups or passes on, in order, what is below it: a grouping
 (:func:`~composer_sampling._graph.grouping.grouping`: torch's ``BatchSampler``,
 :class:`~composer_sampling.samplers.NestedBatchSampler`,
@@ -36,16 +36,22 @@ from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import labelled_children
 from composer_sampling._proofs._construction import kept_by_batching
-from composer_sampling.samplers._base import OrderedSampler
 
-__all__ = ['RankShape', 'read_shape', 'states_its_window']
+__all__ = ['WINDOW_CONTRACT', 'RankShape', 'read_shape', 'states_its_window']
+
+
+#: What the construction reads of a sampler besides ``pass_window`` (``OrderedSampler`` has all of it).
+WINDOW_CONTRACT = ('dataset_len', 'num_replicas', 'rank', 'seed', 'shuffle', 'drop_last', 'epoch', 'data_epoch',
+                   'sample_in_epoch', 'order_signature', 'epoch_usage', 'indices_at', 'positions_of')
 
 
 def states_its_window(node: Any) -> bool:
-    """Whether ``node`` is a sampler of ours whose own class states which positions each rank reads.
+    """Whether ``node`` is a sampler whose own class states which positions each rank reads.
 
-    The class must define ``pass_window`` itself and keep ``OrderedSampler``'s ``__iter__``:
-    a subclass that only inherits ``pass_window`` may have changed the order.
+    Its class must define ``pass_window`` itself and not ``__iter__``, and the node must have
+    everything in :data:`WINDOW_CONTRACT`: a subclass that only inherits ``pass_window`` may
+    have changed the order. The guard (:mod:`~composer_sampling._proofs._construction_guard`)
+    checks the first indices every such sampler yields against its window.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
@@ -53,8 +59,8 @@ def states_its_window(node: Any) -> bool:
         >>> states_its_window(ResumableDistributedSampler(4, 1, 0)), states_its_window(Mine(4, 1, 0))
         (True, False)
     """
-    cls = type(node)
-    return isinstance(node, OrderedSampler) and 'pass_window' in vars(cls) and cls.__iter__ is OrderedSampler.__iter__
+    own = vars(type(node))
+    return 'pass_window' in own and '__iter__' not in own and all(hasattr(node, name) for name in WINDOW_CONTRACT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +74,7 @@ class RankShape:
         names: the class names of the chain, the sampler first.
     """
 
-    sampler: OrderedSampler
+    sampler: Any
     layers: tuple[tuple[int, bool], ...]
     names: tuple[str, ...]
 

@@ -11,7 +11,7 @@ from composer_sampling._graph.grouping import GroupsUnder
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.walk import iter_samplers
 from composer_sampling._validate import resolve_replicas
-from composer_sampling.protocols import is_epoch_aware, is_seeded, is_sharded
+from composer_sampling.protocols import EpochAware, Seeded, Sharded, supports
 from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
 
 __all__ = ['DistributedBatchAdapter', 'StatefulDistributedBatchAdapter']
@@ -63,7 +63,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
         self._forwarded_from: Any = None
         self._forwarded: list[Any] = []
         self.batch_sampler = batch_sampler
-        below = [node for node in self._below() if is_sharded(node)]
+        below = [node for node in self._below() if supports(node, Sharded)]
         if not below:
             raise ValueError(
                 f'DistributedBatchAdapter needs a sampler that shards by rank below it, but the graph of '
@@ -92,20 +92,20 @@ class DistributedBatchAdapter(DistributedSampler[int]):
     @property
     def seed(self) -> int:
         """The seed of the first seeded sampler below (torch's default 0 if none has one); setting it sets all."""
-        seeds = (node.seed for node in self._below() if is_seeded(node))
+        seeds = (node.seed for node in self._below() if supports(node, Seeded))
         return next((seed for seed in seeds if seed is not None), 0)
 
     @seed.setter
     def seed(self, value: int) -> None:
         for node in self._below():
-            if is_seeded(node):
+            if supports(node, Seeded):
                 node.seed = value
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to every node below that has ``set_epoch``."""
         self.epoch = epoch
         for node in self._below():
-            if is_epoch_aware(node):
+            if supports(node, EpochAware):
                 node.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:

@@ -17,7 +17,7 @@ from torch.utils.data import (
 
 from composer_sampling._graph.grouping import GroupsUnder
 from composer_sampling._validate import valid_bool, valid_int
-from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_epoch_aware, is_order_preserving
+from composer_sampling.protocols import EpochAware, OrderPreserving, PassIndices, PassPositions, supports
 from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
 
 __all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler', 'yields_indices']
@@ -35,9 +35,9 @@ def yields_indices(node: Any) -> bool:
         >>> yields_indices(inner), yields_indices(BatchSampler(inner, 2, False))
         (True, False)
     """
-    if isinstance(node, _TORCH_INDEX_SAMPLERS) or has_pass_indices(node) or has_pass_positions(node):
+    if isinstance(node, _TORCH_INDEX_SAMPLERS) or supports(node, PassIndices) or supports(node, PassPositions):
         return True
-    return isinstance(node, DistributedSampler) and not is_order_preserving(node)  # an adapter yields batches
+    return isinstance(node, DistributedSampler) and not supports(node, OrderPreserving)  # an adapter yields batches
 
 
 class NestedBatchSampler(Sampler[list[int]]):
@@ -91,7 +91,7 @@ class NestedBatchSampler(Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         """Forward to the inner batch sampler (harmless when SamplerSync reaches it too)."""
-        if is_epoch_aware(self.batch_sampler):
+        if supports(self.batch_sampler, EpochAware):
             self.batch_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[int]]:
