@@ -18,7 +18,7 @@ from torch.utils.data import (
 from composer_sampling._graph.grouping import GroupsUnder
 from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.protocols import EpochAware, OrderPreserving, PassIndices, PassPositions, supports
-from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
+from composer_sampling.samplers._delegation import DelegatedState
 
 __all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler', 'yields_indices']
 
@@ -40,7 +40,7 @@ def yields_indices(node: Any) -> bool:
     return isinstance(node, DistributedSampler) and not supports(node, OrderPreserving)  # an adapter yields batches
 
 
-class NestedBatchSampler(Sampler[list[int]]):
+class NestedBatchSampler(DelegatedState, Sampler[list[int]]):
     """Joins every ``num_batches`` consecutive batches of ``batch_sampler`` into one.
 
     An inner batch sampler of batch 3 with ``num_batches=5`` yields batches of 15.
@@ -50,11 +50,10 @@ class NestedBatchSampler(Sampler[list[int]]):
     :func:`~composer_sampling.samplers.distribute` can put a distributed sampler at its
     bottom however deep it is.
 
-    It has ``state_dict``/``load_state_dict`` (it is then built as a
-    :class:`StatefulNestedBatchSampler`) exactly when every sampler below it that
-    decides the order has them; it delegates to those. Otherwise it has none, and
-    torchdata's ``StatefulDataLoader`` fast-forwards it instead. The class is
-    chosen when it is constructed.
+    The instance has ``state_dict``/``load_state_dict`` exactly when every sampler
+    below it that decides the order has them; it delegates to those. Otherwise it has
+    neither, and torchdata's ``StatefulDataLoader`` fast-forwards it instead. This is
+    decided when it is constructed (:mod:`composer_sampling.samplers._delegation`).
 
     Args:
         batch_sampler: any batch sampler (an iterable of index lists with ``len``).
@@ -71,9 +70,6 @@ class NestedBatchSampler(Sampler[list[int]]):
     keeps_child_order = True
     groups_under = GroupsUnder('batch_sampler', 'num_batches')  # what grouping() reads, for this __iter__
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> NestedBatchSampler:
-        return super().__new__(wrapper_class(cls, NestedBatchSampler, StatefulNestedBatchSampler, args, kwargs))
-
     def __init__(self, batch_sampler: Any, num_batches: int, drop_last: bool = False) -> None:
         if not hasattr(batch_sampler, '__iter__') or not hasattr(batch_sampler, '__len__'):
             raise TypeError(
@@ -88,6 +84,7 @@ class NestedBatchSampler(Sampler[list[int]]):
         self.batch_sampler = batch_sampler
         self.num_batches = valid_int('num_batches', num_batches, minimum=1)
         self.drop_last = valid_bool('drop_last', drop_last)
+        self._offer_state()
 
     def set_epoch(self, epoch: int) -> None:
         """Forward to the inner batch sampler (harmless when SamplerSync reaches it too)."""
@@ -120,6 +117,8 @@ class NestedBatchSampler(Sampler[list[int]]):
                 f'drop_last={self.drop_last})')
 
 
-class StatefulNestedBatchSampler(NestedBatchSampler, DelegatedState):
-    """A :class:`NestedBatchSampler` whose order-deciding samplers below all have a state; it delegates to them."""
+class StatefulNestedBatchSampler(NestedBatchSampler):
+    """A :class:`NestedBatchSampler` that refuses a graph below it that cannot restore a state."""
+
+    requires_state = True
 
