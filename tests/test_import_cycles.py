@@ -91,3 +91,24 @@ def test_find_cycle_finds_a_cycle_through_a_function_level_import() -> None:
 def test_the_package_has_no_import_cycle() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, f'import cycle: {" -> ".join(cycle or [])}'
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split('.')[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split('.')[0])
+    return found
+
+
+def test_only_the_recipe_runner_imports_omegaconf_and_tabulate() -> None:
+    """The runner is a layer over the library: the core, the callbacks and the proofs need neither."""
+    outside = sorted(f'{module} imports {name}' for module, path in _module_names().items()
+                     if not module.startswith(f'{ROOT}.recipes') for name in _third_party_imports(path)
+                     if name in ('omegaconf', 'tabulate'))
+    assert not outside, outside
+    inside = set().union(*(_third_party_imports(path) for module, path in _module_names().items()
+                          if module.startswith(f'{ROOT}.recipes')))
+    assert {'omegaconf', 'tabulate'} <= inside  # the check reads real imports
