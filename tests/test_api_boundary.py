@@ -106,7 +106,8 @@ def test_every_sampler_module_is_listed_by_the_samplers_package() -> None:
 
 def test_a_sampler_listed_by_the_samplers_package_is_public_with_no_other_edit() -> None:
     """The wiring docs/samplers.md promises: one line in ``samplers.SAMPLERS`` exports a new sampler everywhere, and
-    the ``RECIPE`` its module carries gives it a recipe name, its description and its checked options."""
+    the sampler gets a recipe name only from an entry of the runner's registry, which holds its builder, its
+    description and its checked options."""
     probe = '''
 import sys, types
 module = types.ModuleType('composer_sampling.samplers.probe')
@@ -116,9 +117,6 @@ def probe_build(dataset, num_replicas, rank, seed, device_batch_size, width, shu
     return ProbeSampler()
 ProbeSampler.__module__ = probe_build.__module__ = module.__name__
 module.ProbeSampler, module.probe_build = ProbeSampler, probe_build
-module.RECIPE = {'name': 'probe', 'build': probe_build, 'description': 'the probe',
-                 'options': {'shuffle': {'kind': 'bool', 'default': True},
-                             'width': {'kind': 'int', 'minimum': 1, 'required': True}}}
 sys.modules[module.__name__] = module
 import composer_sampling.samplers as samplers
 samplers.SAMPLERS['ProbeSampler'] = 'probe'
@@ -126,7 +124,14 @@ del sys.modules['composer_sampling']
 import composer_sampling
 print('ProbeSampler' in composer_sampling.__all__, composer_sampling.ProbeSampler is ProbeSampler,
       samplers.ProbeSampler is ProbeSampler)
-from composer_sampling.recipes.registry import SAMPLERS, OptionError
+from composer_sampling.recipes.registry import SAMPLERS, Entry, Option, OptionError, RegistryError
+try:
+    SAMPLERS.entry('probe')
+except RegistryError:
+    print(True)
+SAMPLERS._entries['probe'] = Entry('composer_sampling.samplers.probe:probe_build', 'the probe',
+                                   {'shuffle': Option('bool', default=True),
+                                    'width': Option('int', minimum=1, required=True)})
 entry = SAMPLERS.entry('probe')
 print(SAMPLERS.names()[-1] == 'probe', SAMPLERS.get('probe') is probe_build, entry.description == 'the probe',
       entry.required == ('width',))
@@ -136,7 +141,15 @@ except OptionError as error:
     print(str(error) == 'train_loader.sampler.width must be an int in [1, inf), got 0')
 '''
     out = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ['True'] * 8
+    assert out == ['True'] * 9
+
+
+def test_no_sampler_module_carries_runner_data() -> None:
+    """Sampler modules hold samplers: the recipe names, options and builders live in the recipe runner."""
+    for name in composer_sampling.samplers.SAMPLERS.values():
+        module = importlib.import_module(f'composer_sampling.samplers.{name}')
+        assert not hasattr(module, 'RECIPE'), module.__name__
+    assert not hasattr(importlib.import_module('composer_sampling.samplers._base'), 'SHUFFLE_OPTIONS')
 
 
 @pytest.mark.parametrize(('module', 'name', 'top'), DOCUMENTED_PATHS, ids=lambda value: str(value))

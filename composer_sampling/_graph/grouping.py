@@ -32,7 +32,7 @@ from typing import Any
 
 from torch.utils.data import BatchSampler
 
-from composer_sampling.protocols import is_order_preserving
+from composer_sampling.protocols import OrderPreserving, supports
 
 __all__ = ['Grouping', 'GroupsUnder', 'batches_as_torch', 'grouping', 'keeps_child_order']
 
@@ -120,4 +120,4 @@ def keeps_child_order(node: Any) -> bool:
     cannot say so itself); any class may say so with a class attribute
     ``keeps_child_order = True`` (:class:`~composer_sampling.protocols.OrderPreserving`).
     """
-    return grouping(node) is not None or is_order_preserving(node)
+    return grouping(node) is not None or supports(node, OrderPreserving)

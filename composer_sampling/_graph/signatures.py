@@ -17,7 +17,7 @@ from typing import Any
 
 from torch.utils.data import DistributedSampler
 
-from composer_sampling.protocols import has_order_signature, is_torch_own
+from composer_sampling.protocols import HasOrderSignature, is_torch_own, supports
 
 __all__ = ['order_signature', 'signature_difference']
 
@@ -30,7 +30,7 @@ def order_signature(node: Any) -> dict[str, Any] | None:
         >>> order_signature(DistributedSampler(range(4), num_replicas=1, rank=0))
         {'sampler': 'DistributedSampler', 'dataset_len': 4, 'shuffle': True}
     """
-    if has_order_signature(node):
+    if supports(node, HasOrderSignature):
         return node.order_signature()
     if is_torch_own(node, DistributedSampler):
         return {'sampler': 'DistributedSampler', 'dataset_len': len(node.dataset), 'shuffle': node.shuffle}

@@ -4,7 +4,7 @@
 from the DataLoader, so a DataLoader's unused ``sampler`` is seen too) and the
 dataset's wrappers once (:func:`~composer_sampling.per_sample_rng.iter_datasets`),
 and records every node with its path, its capabilities
-(:func:`~composer_sampling.protocols.capabilities`) and whether the active root
+(each Protocol of :mod:`composer_sampling.protocols` that it supports) and whether the active root
 (:func:`~composer_sampling._graph.walk.active_root`) draws through it. A fit start takes
 one snapshot and every question is answered from it: which nodes to seed, to give
 the epoch, to compare order signatures of, to place at an offset, to count.
@@ -39,6 +39,7 @@ from composer_sampling._graph.signatures import order_signature
 from composer_sampling._graph.walk import Visit, active_root, device_batch, replication_layout
 from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.protocols import (
+    CAPABILITIES,
     EpochAware,
     EpochUsage,
     ReportsSources,
@@ -46,7 +47,7 @@ from composer_sampling.protocols import (
     SeedForwarding,
     Sharded,
     SubEpochs,
-    capabilities,
+    supports,
 )
 
 __all__ = ['EpochAccounting', 'EpochData', 'GraphSnapshot', 'take_snapshot']
@@ -244,6 +245,6 @@ def take_snapshot(obj: Any) -> GraphSnapshot:
     unused = tuple(visit.node for visit in visits if id(visit.node) not in active_ids)
     dataset = getattr(obj, 'dataset', None) if isinstance(obj, DataLoader) else None
     datasets = tuple(iter_datasets(dataset)) if dataset is not None else ()
-    found = {id(visit.node): capabilities(visit.node) for visit in visits}
+    found = {id(visit.node): frozenset(p for p in CAPABILITIES if supports(visit.node, p)) for visit in visits}
     stream = datasets[0] if datasets and is_streaming_dataset(datasets[0]) else None
     return GraphSnapshot(obj, root, visits, active, unused, datasets, stream, found)

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 from composer_sampling._graph.grouping import grouping, keeps_child_order
 from composer_sampling._validate import is_integer, replication_problem
-from composer_sampling.protocols import is_sharded
+from composer_sampling.protocols import Sharded, supports
 
 __all__ = [
     'Visit',
@@ -221,7 +221,7 @@ def sharding_nodes(root: Any) -> list[Any]:
         >>> len(sharding_nodes(DistributedSampler(range(4), num_replicas=2, rank=0)))
         1
     """
-    return [node for node in iter_samplers(root) if is_sharded(node)]
+    return [node for node in iter_samplers(root) if supports(node, Sharded)]
 
 
 def replication_layout(num_replicas: int, node_rank: int, world_size: int, rank: int) -> int | None:
@@ -263,7 +263,7 @@ def sharding_problem(root: Any, world_size: int, rank: int, replication: int = 1
         return problem
     want_replicas, want_rank = world_size // replication, rank // replication
     nodes = list(iter_samplers(root)) if nodes is None else nodes
-    sharding = [node for node in nodes if is_sharded(node)]
+    sharding = [node for node in nodes if supports(node, Sharded)]
     for node in sharding:
         if (node.num_replicas, node.rank) == (want_replicas, want_rank):
             continue

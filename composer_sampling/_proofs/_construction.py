@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from composer_sampling._proofs.coverage import EpochAccounting, EpochCoverage, judged_coverage, saturated_coverage
 from composer_sampling.positions import samples_per_rank, split_window
 
-__all__ = ['constructed_coverage', 'folded_counts', 'kept_by_batching', 'mixture_window', 'rank_window']
+__all__ = ['constructed_coverage', 'folded_counts', 'kept_by_batching', 'rank_window']
 
 
 def rank_window(dataset_len: int, num_replicas: int, drop_last: bool, sub_epochs: int = 1,
@@ -47,17 +47,6 @@ def rank_window(dataset_len: int, num_replicas: int, drop_last: bool, sub_epochs
     """
     start, stop = split_window(samples_per_rank(dataset_len, num_replicas, drop_last), sub_epochs, sub_epoch)
     return start * num_replicas, stop - start
-
-
-def mixture_window(source_sizes: Sequence[int], batch_size: int, num_replicas: int) -> tuple[int, int]:
-    """First global position and per-rank count of a mixture's pass: every source trimmed to whole global steps.
-
-    Example: global steps of 4 samples; sources of 10, 6, 5 give 2 + 1 + 1 steps.
-        >>> mixture_window([10, 6, 5], batch_size=2, num_replicas=2)
-        (0, 8)
-    """
-    global_batch = batch_size * num_replicas
-    return 0, sum(size // global_batch for size in source_sizes) * batch_size
 
 
 def kept_by_batching(count: int, layers: Sequence[tuple[int, bool]]) -> int:

@@ -29,10 +29,7 @@ import numpy as np
 
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._proofs._rank_shape import RankShape
-from composer_sampling.permutation import Permutation, derive_seed
-from composer_sampling.positions import IndexArray, global_indices, rank_positions, samples_per_rank
-from composer_sampling.samplers.mixture import MixtureDistributedSampler
-from composer_sampling.samplers.resumable import ResumableDistributedSampler
+from composer_sampling.positions import rank_positions
 
 __all__ = ['FIRST_INDICES', 'GUARD_POSITIONS', 'GuardError', 'guard_first_indices', 'guard_positions']
 
@@ -55,7 +52,10 @@ def _expect(agrees: Any, what: str) -> None:
 def guard_positions(shape: RankShape, data_epoch: int, samples: int = GUARD_POSITIONS, seed: int = 0) -> int:
     """Evaluate the order of ``data_epoch`` and its inverse at ``samples`` seeded random positions; how many.
 
-    The sampler's epoch must be a trainer epoch of ``data_epoch`` (its order is read from it).
+    The positions are drawn from those that one data epoch trains across all ranks
+    (``epoch_usage``); the sampler's ``indices_at`` maps them to samples and its
+    ``positions_of`` must give each position back, below the dataset length. The
+    sampler's epoch must be a trainer epoch of ``data_epoch`` (its order is read from it).
 
     Example:
         >>> from composer_sampling import SubEpochDistributedSampler
@@ -65,57 +65,15 @@ def guard_positions(shape: RankShape, data_epoch: int, samples: int = GUARD_POSI
         100
     """
     sampler = shape.sampler
-    rng = np.random.default_rng([seed, data_epoch])
-    if isinstance(sampler, MixtureDistributedSampler):
-        return _guard_mixture(sampler, rng, samples)
-    n = sampler.dataset_len
-    end = samples_per_rank(n, sampler.num_replicas, sampler.drop_last) * sampler.num_replicas
+    n, end = sampler.epoch_usage()
     if not end:
         return 0
-    positions = rng.integers(0, end, size=samples, dtype=np.int64)
-    if isinstance(sampler, ResumableDistributedSampler):
-        got = sampler.indices_at(positions)  # the call the plan's counted proof and pass_indices make
-    else:
-        got = global_indices(positions, n, sampler.shuffle, sampler.seed, data_epoch)
+    positions = np.random.default_rng([seed, data_epoch]).integers(0, end, size=samples, dtype=np.int64)
+    got = sampler.indices_at(positions)  # the call the plan's counted proof and pass_indices make
     _expect((got >= 0) & (got < n), f'an index outside [0, {n}) in data epoch {data_epoch}')
-    wrapped = positions % n
-    if sampler.shuffle:
-        order = Permutation.cached(n, sampler.seed, data_epoch)
-        _expect(order.at(int(wrapped[0])) == got[0], f'Permutation.at and the vectorised call differ at {wrapped[0]}')
-        got = order.inverse(got)
-    _expect(got == wrapped, f'the inverse of data epoch {data_epoch}\'s order does not give back the positions')
+    _expect(sampler.positions_of(got) == positions % n,
+            f'the inverse of data epoch {data_epoch}\'s order does not give back the positions')
     return samples
-
-
-def _guard_mixture(sampler: MixtureDistributedSampler, rng: np.random.Generator, samples: int) -> int:
-    """Each position's source is the step's, and the source's inverse permutation gives back its place in it."""
-    sources, within = sampler.schedule()
-    global_batch = sampler.global_batch
-    steps = [size // global_batch for size in sampler.source_sizes]
-    _expect(np.bincount(sources, minlength=len(steps)).tolist() == steps, 'the schedule does not hold every '
-            f'source\'s whole global steps {steps}')
-    positions = rng.integers(0, len(sources) * global_batch, size=samples, dtype=np.int64)
-    got = sampler.indices_at(positions)
-    step, column = np.divmod(positions, global_batch)
-    starts = np.cumsum([0, *sampler.source_sizes])
-    source = np.searchsorted(starts, got, side='right') - 1
-    _expect(source == sources[step], 'a position maps into another source than its global step\'s')
-    for k in np.unique(source).tolist():
-        mask = source == k
-        place = got[mask] - starts[k]
-        if sampler.shuffle:
-            place = Permutation.cached(sampler.source_sizes[k], derive_seed(sampler.seed, k), sampler.epoch).inverse(
-                place)
-        _expect(place == within[step[mask]] * global_batch + column[mask],
-                f'the inverse of source {k}\'s order does not give back the positions')
-    return samples
-
-
-def _indices_at(shape: RankShape, positions: IndexArray, data_epoch: int) -> IndexArray:
-    sampler = shape.sampler
-    if isinstance(sampler, MixtureDistributedSampler):
-        return sampler.indices_at(positions)
-    return global_indices(positions, sampler.dataset_len, sampler.shuffle, sampler.seed, data_epoch)
 
 
 def guard_first_indices(graph: GraphSnapshot, shape: RankShape, trainer_epoch: int,
@@ -130,7 +88,7 @@ def guard_first_indices(graph: GraphSnapshot, shape: RankShape, trainer_epoch: i
         return 0
     sampler = shape.sampler
     positions = rank_positions(first, sampler.rank, sampler.num_replicas, count)
-    expected = _indices_at(shape, positions, shape.data_epoch(trainer_epoch))
+    expected = sampler.indices_at(positions)
     items = iter(graph.root)
     if getattr(graph.loader, 'batch_sampler', None) is not None:
         items = chain.from_iterable(items)

@@ -25,7 +25,7 @@ import numpy as np
 from torch.utils.data import BatchSampler, DataLoader
 
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
-from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_torch_own
+from composer_sampling.protocols import PassIndices, PassPositions, is_torch_own, supports
 
 __all__ = ['CHUNK', 'epoch_indices', 'rank_chunks']
 
@@ -58,12 +58,12 @@ def epoch_indices(loaders: list[DataLoader], epoch: int,
     for k, (loader, graph) in enumerate(zip(loaders, graphs, strict=True)):
         graph.set_epoch(epoch)
         root = graph.root
-        sampler = getattr(root, 'sampler', None)
-        if is_torch_own(root, BatchSampler) and has_pass_positions(sampler):
+        sampler: Any = getattr(root, 'sampler', None)
+        if is_torch_own(root, BatchSampler) and supports(sampler, PassPositions):
             key = (type(sampler), tuple(sorted(sampler.order_signature().items())), sampler.seed, sampler.epoch)
             groups.setdefault(key, []).append((k, sampler, np.asarray(sampler.pass_positions(), dtype=np.int64)))
             continue
-        if is_torch_own(root, BatchSampler) and has_pass_indices(sampler):
+        if is_torch_own(root, BatchSampler) and supports(sampler, PassIndices):
             results[k] = _batched(np.asarray(sampler.pass_indices(), dtype=np.int64), root)
             continue
         results[k] = np.fromiter(_root_items(loader, graph), dtype=np.int64)
@@ -84,7 +84,7 @@ def _root_items(loader: DataLoader, graph: GraphSnapshot) -> Iterator[int]:
 def _vectorised(graph: GraphSnapshot) -> bool:
     """Whether :func:`epoch_indices` reads the loader's pass in one call instead of iterating it."""
     sampler = getattr(graph.root, 'sampler', None)
-    return is_torch_own(graph.root, BatchSampler) and (has_pass_indices(sampler) or has_pass_positions(sampler))
+    return is_torch_own(graph.root, BatchSampler) and any(supports(sampler, p) for p in (PassIndices, PassPositions))
 
 
 def rank_chunks(loaders: list[DataLoader], epochs: Sequence[int], graphs: list[GraphSnapshot] | None = None,

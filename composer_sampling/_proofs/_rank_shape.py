@@ -1,14 +1,16 @@
 """One rank's sampler graph, read as the proof by construction needs it: our sampler and the layers above it.
 
 A graph qualifies when its active nodes form one chain from the loader's root
-down to one of our samplers (:data:`OUR_SAMPLERS`, exactly those classes), and every
+down to a sampler whose own class states its window (:func:`states_its_window`: it
+defines ``pass_window``, as each sampler of ours does), and every
 node above it only groups or passes on, in order, what is below it: a grouping
 (:func:`~composer_sampling._graph.grouping.grouping`: torch's ``BatchSampler``,
 :class:`~composer_sampling.samplers.NestedBatchSampler`,
 :class:`~composer_sampling.samplers.DistributedBatchAdapter`, or a subclass that
 keeps their ``__iter__``) and an :class:`~composer_sampling._graph.index_tap.IndexTap`
 without a pending window. Anything else (a custom batch sampler, torch's
-``RandomSampler`` or ``DistributedSampler``, a subclass of our samplers, a subclass
+``RandomSampler`` or ``DistributedSampler``, a subclass of our samplers that does not
+define ``pass_window`` itself, a subclass
 of a grouping with an ``__iter__`` of its own) may reorder, drop or repeat, and
 :func:`read_shape` names it instead; ``plan`` then counts that graph.
 
@@ -33,17 +35,32 @@ from composer_sampling._graph.grouping import grouping
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import labelled_children
-from composer_sampling._proofs._construction import kept_by_batching, mixture_window, rank_window
-from composer_sampling.samplers.mixture import MixtureDistributedSampler
-from composer_sampling.samplers.resumable import ResumableDistributedSampler
-from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
+from composer_sampling._proofs._construction import kept_by_batching
 
-__all__ = ['OUR_SAMPLERS', 'RankShape', 'read_shape']
+__all__ = ['WINDOW_CONTRACT', 'RankShape', 'read_shape', 'states_its_window']
 
-#: The index samplers whose order the construction knows (exactly these classes, not subclasses).
-OurSampler = ResumableDistributedSampler | SubEpochDistributedSampler | MixtureDistributedSampler
-OUR_SAMPLERS: tuple[type[OurSampler], ...] = (
-    ResumableDistributedSampler, SubEpochDistributedSampler, MixtureDistributedSampler)
+
+#: What the construction reads of a sampler besides ``pass_window`` (``OrderedSampler`` has all of it).
+WINDOW_CONTRACT = ('dataset_len', 'num_replicas', 'rank', 'seed', 'shuffle', 'drop_last', 'epoch', 'data_epoch',
+                   'sample_in_epoch', 'order_signature', 'epoch_usage', 'indices_at', 'positions_of')
+
+
+def states_its_window(node: Any) -> bool:
+    """Whether ``node`` is a sampler whose own class states which positions each rank reads.
+
+    Its class must define ``pass_window`` itself and not ``__iter__``, and the node must have
+    everything in :data:`WINDOW_CONTRACT`: a subclass that only inherits ``pass_window`` may
+    have changed the order. The guard (:mod:`~composer_sampling._proofs._construction_guard`)
+    checks the first indices every such sampler yields against its window.
+
+    Example:
+        >>> from composer_sampling import ResumableDistributedSampler
+        >>> Mine = type('Mine', (ResumableDistributedSampler,), {})
+        >>> states_its_window(ResumableDistributedSampler(4, 1, 0)), states_its_window(Mine(4, 1, 0))
+        (True, False)
+    """
+    own = vars(type(node))
+    return 'pass_window' in own and '__iter__' not in own and all(hasattr(node, name) for name in WINDOW_CONTRACT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,13 +68,13 @@ class RankShape:
     """A rank's graph that the construction covers.
 
     Attributes:
-        sampler: the index sampler at the bottom, one of :data:`OUR_SAMPLERS`.
+        sampler: the index sampler at the bottom, one that :func:`states_its_window`.
         layers: ``(group, drop_last)`` of each batching layer above it, innermost
             first (:func:`~composer_sampling._proofs._construction.kept_by_batching`).
         names: the class names of the chain, the sampler first.
     """
 
-    sampler: OurSampler
+    sampler: Any
     layers: tuple[tuple[int, bool], ...]
     names: tuple[str, ...]
 
@@ -66,40 +83,24 @@ class RankShape:
         return ' under '.join(self.names)
 
     def parameters(self) -> dict[str, Any]:
-        """Everything that fixes this rank's order but its rank: equal on every rank for the construction to hold."""
+        """Everything that fixes this rank's order but its rank: equal on every rank for the construction to hold.
+
+        The order signature holds what else a sampler's order depends on (sub-epochs, a mixture's sources).
+        """
         sampler = self.sampler
-        values: dict[str, Any] = {
+        return {
             'graph': self.describe(), 'batching layers': self.layers, 'order signature': sampler.order_signature(),
             'dataset_len': sampler.dataset_len, 'num_replicas': sampler.num_replicas, 'seed': sampler.seed,
             'shuffle': sampler.shuffle, 'drop_last': sampler.drop_last,
         }
-        if isinstance(sampler, SubEpochDistributedSampler):
-            values['sub_epochs_per_epoch'] = sampler.sub_epochs_per_epoch
-        if isinstance(sampler, MixtureDistributedSampler):
-            values.update(source_sizes=sampler.source_sizes, batch_size=sampler.batch_size)
-        return values
-
-    def data_epoch(self, trainer_epoch: int) -> int:
-        """The pass over the data that ``trainer_epoch`` belongs to."""
-        sampler = self.sampler
-        if isinstance(sampler, SubEpochDistributedSampler):
-            return trainer_epoch // sampler.sub_epochs_per_epoch
-        return trainer_epoch
 
     def interval(self, trainer_epoch: int) -> tuple[int, int, int]:
         """``(first, kept, end)``: the rank's first global position of the epoch's pass, the indices it keeps, and
-        ``first + kept * num_replicas``, the end of the positions every rank together trains (from the parameters)."""
-        sampler = self.sampler
-        replicas = sampler.num_replicas
-        if isinstance(sampler, MixtureDistributedSampler):
-            first, count = mixture_window(sampler.source_sizes, sampler.batch_size, replicas)
-        elif isinstance(sampler, SubEpochDistributedSampler):
-            parts = sampler.sub_epochs_per_epoch
-            first, count = rank_window(sampler.dataset_len, replicas, sampler.drop_last, parts, trainer_epoch % parts)
-        else:
-            first, count = rank_window(sampler.dataset_len, replicas, sampler.drop_last)
+        ``first + kept * num_replicas``, the end of the positions every rank together trains (from the sampler's
+        :meth:`~composer_sampling.samplers._base.OrderedSampler.pass_window`)."""
+        first, count = self.sampler.pass_window(trainer_epoch)
         kept = kept_by_batching(count, self.layers)
-        return first, kept, first + kept * replicas
+        return first, kept, first + kept * self.sampler.num_replicas
 
 
 def read_shape(graph: GraphSnapshot) -> RankShape | str:
@@ -116,7 +117,7 @@ def read_shape(graph: GraphSnapshot) -> RankShape | str:
     batches = isinstance(graph.loader, DataLoader) and graph.loader.batch_sampler is not None
     chain: list[Any] = []
     layers: list[tuple[int, bool]] = []
-    while type(node) not in OUR_SAMPLERS:
+    while not states_its_window(node):
         chain.append(node)
         step = _step(node, batches)
         if isinstance(step, str):

@@ -293,7 +293,7 @@ def _constructed(data_epoch: int, trainer_epochs: range, rank_graphs: list[Graph
         for rank, (graph, shape) in enumerate(zip(rank_graphs, shapes, strict=True)):
             graph.set_epoch(epoch)
             sampler = shape.sampler
-            if sampler.epoch != epoch or sampler.sample_in_epoch or shape.data_epoch(epoch) != data_epoch:
+            if sampler.epoch != epoch or sampler.sample_in_epoch or sampler.data_epoch != data_epoch:
                 raise GuardError(f'rank {rank}\'s {shape.names[0]} is at epoch {sampler.epoch}, sample '
                                  f'{sampler.sample_in_epoch} after set_epoch({epoch}); the construction needs epoch '
                                  f'{epoch} from its start')

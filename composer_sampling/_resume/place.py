@@ -33,7 +33,7 @@ from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import describe
 from composer_sampling._resume.decide import Continuation, Layout, Position, ResumeRefusedError, continuation
-from composer_sampling.protocols import is_offsettable
+from composer_sampling.protocols import Offsettable, supports
 from composer_sampling.samplers.distribute import rebuild_loader
 
 __all__ = ['Position', 'current_layout', 'place_in_epoch', 'saved_layout', 'tap_at_top']
@@ -70,7 +70,7 @@ def place_in_epoch(graph: GraphSnapshot, position: Position, saved: Layout | Non
     """
     loader, root = graph.loader, graph.root
     for node in graph.active:  # no offset or window of an earlier fit (reset_time, ...) survives
-        if is_offsettable(node):
+        if supports(node, Offsettable):
             node.set_sample_in_epoch(0)
         elif isinstance(node, IndexTap):
             node.set_window(0)
@@ -89,7 +89,7 @@ def place_in_epoch(graph: GraphSnapshot, position: Position, saved: Layout | Non
         install_tap(parent, attribute).set_window(chosen.skip, chosen.limit)
     if chosen.kind == 'offset':
         for node in graph.active:
-            if is_offsettable(node):
+            if supports(node, Offsettable):
                 node.set_sample_in_epoch(chosen.offset)
     return chosen
 

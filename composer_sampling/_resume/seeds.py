@@ -18,7 +18,7 @@ from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import describe, sharding_problem
 from composer_sampling._resume.decide import ResumeRefusedError
 from composer_sampling._resume.ranks import Ranks
-from composer_sampling.protocols import is_epoch_aware
+from composer_sampling.protocols import EpochAware, supports
 
 __all__ = ['Seeder', 'agreed_seed']
 
@@ -158,7 +158,7 @@ class Seeder:
                 return int(dataset.shuffle_seed)
             self._reseed(dataset, 'shuffle_seed', seed, asked)
             log.info('SamplerSync: %s shuffles with seed %d', type(dataset).__name__, seed)
-        elif is_epoch_aware(dataset):
+        elif supports(dataset, EpochAware):
             dataset.set_epoch(epoch)
         else:
             warnings.warn(

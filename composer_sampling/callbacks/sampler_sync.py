@@ -26,7 +26,7 @@ from composer_sampling.callbacks._one_per_trainer import SecondCallbackError, re
 from composer_sampling.callbacks._remote_saves import shared_start_problem
 from composer_sampling.callbacks._top_tap import end_top_tap
 from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.protocols import is_epoch_aware
+from composer_sampling.protocols import EpochAware, supports
 
 __all__ = ['DataOrderError', 'SamplerSync', 'SecondCallbackError']
 
@@ -202,9 +202,9 @@ class SamplerSync(Callback):
         if not isinstance(loader, DataLoader):
             return
         if not is_map_style(loader):
-            if set_at_fit_start != epoch and is_epoch_aware(loader.dataset) and \
-                    not is_streaming_dataset(loader.dataset):
-                loader.dataset.set_epoch(epoch)
+            dataset: Any = loader.dataset
+            if set_at_fit_start != epoch and supports(dataset, EpochAware) and not is_streaming_dataset(dataset):
+                dataset.set_epoch(epoch)
             return
         seed = fit.seed if fit.seed is not None else 0
         graph = fit.graph if fit.graph is not None and fit.graph.loader is loader else take_snapshot(loader)

@@ -15,9 +15,9 @@ floors above it:
 * ``build_training.py``: the run for this process, then its ``Trainer``;
 * ``dry_run.py`` (``composer-sampling plan``), ``runner.py`` (``train``), ``cli.py`` (the command).
 
-``builtin_parts.py`` holds the builders of the sampler names that are torch's or the
-demo's (each sampler of ours names itself with its module's ``RECIPE``),
-``demo/`` the bundled data and model, ``yamls/`` the example recipes.
+``builtin_parts.py`` holds the builders of the registered sampler names (ours, torch's
+and the demo's), ``registry.py`` their names and options, ``demo/`` the bundled data
+and model, and ``yamls/`` the example recipes.
 """
 
 from composer_sampling._requires import require

@@ -1,5 +1,5 @@
-"""The builders behind the registered sampler names that are torch's or the demo's, and the SGD the optimizer
-table names (each sampler of ours carries its own builder, in its ``RECIPE``).
+"""The builders behind the registered sampler names (ours, torch's and the demo's) and the SGD that the
+optimizer table names.
 
 Every sampler builder takes the keywords the recipe runner passes to any sampler
 builder, ``dataset``, ``num_replicas``, ``rank``, ``seed`` and ``device_batch_size``,
@@ -17,11 +17,55 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils.data import BatchSampler, RandomSampler, Sampler
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
 
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
+from composer_sampling.samplers.distribute import distribute
+from composer_sampling.samplers.mixture import MixtureDistributedSampler
+from composer_sampling.samplers.nested import NestedBatchSampler
+from composer_sampling.samplers.resumable import ResumableDistributedSampler
+from composer_sampling.samplers.sub_epoch import SubEpochDistributedSampler
 
-__all__ = ['custom_batch', 'distributed', 'random', 'sgd']
+__all__ = ['custom_batch', 'distributed', 'mixture', 'nested_batch', 'random', 'resumable', 'sgd', 'sub_epoch']
+
+
+def resumable(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, shuffle: bool = True,
+              drop_last: bool = False) -> ResumableDistributedSampler:
+    """The builder that a recipe's ``resumable`` calls: the runner's keywords, then the inline options."""
+    return ResumableDistributedSampler(dataset, num_replicas, rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+
+
+def sub_epoch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
+              sub_epochs_per_epoch: int, shuffle: bool = True, drop_last: bool = False) -> SubEpochDistributedSampler:
+    """The builder that a recipe's ``sub_epoch`` calls: the runner's keywords, then the inline options."""
+    return SubEpochDistributedSampler(dataset, sub_epochs_per_epoch, num_replicas, rank, shuffle=shuffle, seed=seed,
+                                      drop_last=drop_last)
+
+
+def mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
+            shuffle: bool = True, source_fractions: list[float] | None = None) -> MixtureDistributedSampler:
+    """The builder that a recipe's ``mixture`` calls, over the sources of ``dataset`` (a ``ConcatDataset`` of them).
+
+    Its registry entry says that it ``takes_sources``: the runner passes the sources that
+    a dataset builder returned, or the one dataset cut by ``source_fractions`` before this runs.
+    """
+    sizes = [len(source) for source in dataset.datasets]
+    return MixtureDistributedSampler(sizes, batch_size=device_batch_size, num_replicas=num_replicas, rank=rank,
+                                     shuffle=shuffle, seed=seed)
+
+
+def nested_batch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, num_batches: int,
+                 shuffle: bool = True, drop_last: bool = False) -> Any:
+    """The builder that a recipe's ``nested_batch`` calls: the Lightning-style batch of batches, written for one
+    process, then made distributed by ``distribute``."""
+    if device_batch_size % num_batches:
+        raise ValueError(f'num_batches={num_batches} does not divide the device batch {device_batch_size} '
+                         f'(global_train_batch_size / world size); use a divisor of {device_batch_size}')
+    base = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+    inner = BatchSampler(base, device_batch_size // num_batches, drop_last=False)
+    nested = NestedBatchSampler(inner, num_batches, drop_last=drop_last)
+    loader = distribute(DataLoader(dataset, batch_sampler=nested), num_replicas=num_replicas, rank=rank, seed=seed)
+    return loader.batch_sampler
 
 
 def distributed(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, shuffle: bool = True,

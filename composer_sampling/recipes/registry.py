@@ -43,7 +43,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from composer_sampling import samplers
 from composer_sampling._checkpoint.import_names import (
     MissingAttributeError,
     OutsideAllowedError,
@@ -51,6 +50,7 @@ from composer_sampling._checkpoint.import_names import (
     in_packages,
     split_import_name,
 )
+from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.recipes import composer_names
 from composer_sampling.recipes.composer_names import CHECKPOINT_ARGUMENTS, REFUSED_ALGORITHMS, TIMES_FROM_ZERO
 from composer_sampling.recipes.options import Option, OptionError
@@ -58,7 +58,7 @@ from composer_sampling.recipes.options import Option, OptionError
 __all__ = ['ALGORITHMS', 'ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'LOGGERS', 'MODELS',
            'OPTIMIZERS', 'PART_KINDS', 'REGISTRIES', 'SAMPLERS', 'SCHEDULERS', 'Entry', 'ImportTargetError',
            'NotAllowedError', 'Option', 'OptionError', 'Registry', 'RegistryError', 'allowed_modules', 'check_allowed',
-           'check_arguments', 'import_target', 'our_samplers', 'walk_refused']
+           'check_arguments', 'import_target', 'walk_refused']
 
 #: Set it to a comma-separated list of packages to refuse every ``target:`` and safe global outside them.
 ALLOWED_MODULES_VARIABLE = 'COMPOSER_SAMPLING_ALLOWED_MODULES'
@@ -225,31 +225,6 @@ def _declared(target: str, where: str) -> dict[str, Any]:
     return _entry_fields(declaration, f'{target}.composer_sampling_entry')
 
 
-def our_samplers() -> dict[str, Entry]:
-    """The recipe names the samplers of ours declare, in the order of ``samplers.SAMPLERS``, importing their modules.
-
-    A sampler's module names it for recipes with a module-level ``RECIPE``: plain data,
-    ``name``, ``build`` (its builder), ``description``, ``options`` (each the fields of
-    an :class:`Option`) and any other field of an :class:`Entry`.
-
-    Example:
-        >>> our_samplers()['sub_epoch'].target
-        'composer_sampling.samplers.sub_epoch:sub_epoch'
-    """
-    entries: dict[str, Entry] = {}
-    for module_name in dict.fromkeys(samplers.SAMPLERS.values()):
-        module = importlib.import_module(f'{samplers.__name__}.{module_name}')
-        recipe, where = getattr(module, 'RECIPE', None), f'{module.__name__}.RECIPE'
-        if recipe is None:
-            continue
-        name, build = recipe['name'], recipe['build']
-        if name in entries or name in _OTHER_SAMPLERS:
-            raise RegistryError(f'{where} names the sampler {name!r}, which another sampler of recipes has')
-        fields = _entry_fields({key: value for key, value in recipe.items() if key not in ('name', 'build')}, where)
-        entries[name] = Entry(f'{build.__module__}:{build.__qualname__}', **fields)
-    return entries
-
-
 class Registry:
     """Parts of one kind by name: built-ins given as import targets, then the entry points of ``group``.
 
@@ -326,27 +301,24 @@ MODELS = Registry('models', 'composer_sampling.models', {
     'mlp': Entry(f'{_DEMO}.model:MLPClassifier', 'a two-layer perceptron for the demo datasets',
                  {'hidden_size': Option('int', default=64, minimum=1)}),
 })
-#: The samplers that are torch's or the demo's; each of ours declares its own name (:func:`our_samplers`).
-_OTHER_SAMPLERS = {
+SAMPLERS = Registry('samplers', 'composer_sampling.samplers', {
+    'resumable': Entry(f'{_BUILTIN}:resumable', 'ResumableDistributedSampler: O(1) memory, exact mid-epoch resume',
+                       _SHUFFLE),
     'distributed': Entry(f'{_BUILTIN}:distributed', "torch's DistributedSampler, as composer.utils.dist.get_sampler "
                          'builds it', _SHUFFLE),
     'random': Entry(f'{_BUILTIN}:random', "torch's RandomSampler: one process only, refused on several ranks (it "
                     'does not shard)'),
     'custom_batch': Entry(f'{_BUILTIN}:custom_batch', 'a batch-shuffling custom batch sampler over '
                           'BatchSampler(DistributedSampler)', _SHUFFLE),
-}
-#: The order the messages and recipes.md have always listed the samplers in; a new name comes after these.
-_SAMPLER_ORDER = ('resumable', 'distributed', 'random', 'custom_batch', 'sub_epoch', 'mixture', 'nested_batch')
-
-
-def _samplers() -> dict[str, Entry]:
-    """Every built-in sampler name: ours and the others, in :data:`_SAMPLER_ORDER`, then new ones as declared."""
-    table = {**our_samplers(), **_OTHER_SAMPLERS}
-    order = {name: k for k, name in enumerate(_SAMPLER_ORDER)}
-    return {name: table[name] for name in sorted(table, key=lambda name: order.get(name, len(order)))}
-
-
-SAMPLERS = Registry('samplers', 'composer_sampling.samplers', _samplers)
+    'sub_epoch': Entry(f'{_BUILTIN}:sub_epoch', 'SubEpochDistributedSampler: a trainer epoch is 1/sub_epochs_per_epoch '
+                       'of the data', {**_SHUFFLE, 'sub_epochs_per_epoch': Option('int', minimum=1, required=True)}),
+    'mixture': Entry(f'{_BUILTIN}:mixture', 'MixtureDistributedSampler over the sources (a dataset builder returning a '
+                     'list, or the train split cut by source_fractions)',
+                     {'shuffle': _SHUFFLE['shuffle'], 'source_fractions': Option('fractions')}, takes_sources=True),
+    'nested_batch': Entry(f'{_BUILTIN}:nested_batch', 'NestedBatchSampler of num_batches inner batches, made '
+                          'distributed by distribute()',
+                          {**_SHUFFLE, 'num_batches': Option('int', minimum=1, required=True)}),
+})
 COLLATE_FNS = Registry('collate_fns', 'composer_sampling.collate_fns', {
     'default': Entry('torch.utils.data:default_collate', "torch's default_collate"),
 })
@@ -357,11 +329,10 @@ OPTIMIZERS = Registry('optimizers', 'composer_sampling.optimizers', {
 CALLBACKS = Registry('callbacks', 'composer_sampling.callbacks', {
     'sampler_sync': Entry('composer_sampling.callbacks.sampler_sync:SamplerSync', 'seeds, epochs and the resume '
                           'position of every sampler',
-                          {'data_seed': Option('int', minimum=0, maximum=2**64 - 1),
-                           'check_sharding': Option('bool', default=True),
-                           'replication': Option('int', default=1, minimum=1),
-                           'print_summary': Option('bool', default=False),
-                           'allow_data_change': Option('bool', default=False)}, data_order=True),
+                          # The kinds and ranges checked before training; the defaults are SamplerSync's own.
+                          {'data_seed': Option('int', minimum=0, maximum=MAX_DATA_SEED),
+                           'check_sharding': Option('bool'), 'replication': Option('int', minimum=1),
+                           'print_summary': Option('bool'), 'allow_data_change': Option('bool')}, data_order=True),
     'sample_ledger': Entry('composer_sampling.callbacks.sample_ledger:SampleLedger', 'records which samples every '
                            'rank trained, for composer-sampling audit',
                            {'folder': Option('str'), 'index_key': Option('key')}, ledger_folder=True),

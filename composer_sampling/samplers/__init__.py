@@ -2,9 +2,10 @@
 
 :data:`SAMPLERS` names each sampler and the module of this folder that defines it; the
 samplers (and ``composer_sampling``'s top level, which exports every one of them) are
-imported on first use. A new sampler is one line here. A module that carries a
-``RECIPE`` (plain data: the name recipes give it, its builder, a line, its options)
-gives its sampler that name in recipes; the recipe runner reads it from here.
+imported on first use. A new sampler is one line here. A sampler gets a name in
+recipes only through the recipe runner's registry (:mod:`composer_sampling.recipes.registry`),
+which holds the name, the options and the builder; docs/samplers.md lists what else
+a new sampler touches.
 """
 
 from __future__ import annotations

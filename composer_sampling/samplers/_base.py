@@ -11,24 +11,23 @@ import numpy as np
 from torch.utils.data import DistributedSampler
 
 from composer_sampling._validate import MAX_EPOCH, resolve_replicas, valid_bool, valid_int
-from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.positions import IndexArray, PassCursor, iter_rank_indices
+from composer_sampling.permutation import MAX_DATA_SEED, Permutation
+from composer_sampling.positions import IndexArray, PassCursor, global_indices, iter_rank_indices
 from composer_sampling.samplers._state import sampler_payload, sampler_state
 
-__all__ = ['SHUFFLE_OPTIONS', 'OrderedSampler', 'PassIterator']
-
-#: The inline options ``shuffle`` and ``drop_last`` as a sampler's ``RECIPE`` declares them (an ``Option``'s fields).
-SHUFFLE_OPTIONS: dict[str, dict[str, Any]] = {'shuffle': {'kind': 'bool', 'default': True},
-                                              'drop_last': {'kind': 'bool', 'default': False}}
+__all__ = ['OrderedSampler', 'PassIterator']
 
 
 class OrderedSampler(DistributedSampler[int]):
     """Base of our samplers: a ``DistributedSampler`` whose order is a pure function of seed and epoch.
 
     A subclass sets ``dataset`` and ``dataset_len`` before calling this ``__init__``,
-    implements :meth:`_iter_pass`, :meth:`_pass_end`, :meth:`_rank_samples` and
-    :meth:`order_signature`, and lists in ``_repr_fields`` the constructor
-    arguments ``__repr__`` shows.
+    implements :meth:`_iter_pass`, :meth:`_pass_end`, :meth:`_rank_samples`,
+    :meth:`order_signature` and :meth:`pass_window`, and lists in ``_repr_fields``
+    the constructor arguments that ``__repr__`` shows. :meth:`pass_window` states the
+    sampler's math: which global positions each rank reads in a pass. ``plan``'s proof
+    by construction reads it, and covers a sampler only when its own class defines
+    ``pass_window`` (a subclass that inherits it may have changed the order).
 
     Every attribute torch's ``DistributedSampler`` users read is here (``dataset``,
     ``num_replicas``, ``rank``, ``epoch``, ``shuffle``, ``seed``, ``drop_last``,
@@ -210,6 +209,32 @@ class OrderedSampler(DistributedSampler[int]):
     def order_signature(self) -> dict[str, Any]:
         """What fixes the global order besides seed and epoch; a resume must not change it."""
         raise NotImplementedError
+
+    def pass_window(self, epoch: int) -> tuple[int, int]:
+        """Which global positions each rank reads in the whole pass of trainer epoch ``epoch``.
+
+        Returns ``(first, count)``: rank ``r`` of ``num_replicas`` reads positions
+        ``first + r``, ``first + r + num_replicas``, and so on, ``count`` of them, and every
+        rank reads the same count. The positions are those of the order of the data epoch
+        that ``epoch`` belongs to (:meth:`indices_at` maps them to samples).
+        """
+        raise NotImplementedError
+
+    @property
+    def data_epoch(self) -> int:
+        """The pass over the data that the current trainer epoch belongs to (the epoch itself here)."""
+        return self.epoch
+
+    def indices_at(self, positions: IndexArray) -> IndexArray:
+        """Sample indices at global ``positions`` of the current data epoch's order (past N they wrap: padding)."""
+        return global_indices(positions, self.dataset_len, self.shuffle, self.seed, self.data_epoch)
+
+    def positions_of(self, indices: IndexArray) -> IndexArray:
+        """The inverse of :meth:`indices_at`: the position of each of ``indices`` in the current data epoch's order,
+        below the dataset length (a padded position ``p`` comes back as ``p - N``)."""
+        if not self.shuffle:
+            return np.asarray(indices, dtype=np.int64)
+        return Permutation.cached(self.dataset_len, self.seed, self.data_epoch).inverse(indices)
 
     def state_dict(self) -> dict[str, Any]:
         """Epoch, seed and :meth:`position`: resuming from it continues at the next index, on any rank."""

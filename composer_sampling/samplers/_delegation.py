@@ -1,14 +1,15 @@
 """Checkpoints of wrappers: a wrapper is stateful exactly when every node below it that orders indices is.
 
-torchdata's ``StatefulDataLoader`` trusts a sampler with ``state_dict`` and skips its
-own fast-forward, so a wrapper must not claim a state it cannot restore. A
+torchdata's ``StatefulDataLoader`` trusts a sampler that is an instance of its
+``Stateful`` Protocol (it has ``state_dict`` and ``load_state_dict``) and then skips
+its own fast-forward, so a wrapper must not claim a state that it cannot restore. A
 wrapper (``NestedBatchSampler``, ``DistributedBatchAdapter``) only groups or passes
-on, in order, the indices below it; what decides the order are the nodes below
-that do not (index samplers, custom batch samplers). When all of those have
-``state_dict``/``load_state_dict``, the wrapper is built as its stateful variant
-and delegates to them; otherwise it has no ``state_dict`` at all. The choice is
-made once, when the wrapper is constructed (:func:`wrapper_class`, called from the
-wrapper's ``__new__``); no object ever changes its class afterwards.
+on, in order, the indices below it; the nodes below that do not (index samplers,
+custom batch samplers) decide the order. The rule is plain: when all of those have
+``state_dict``/``load_state_dict``, the wrapper's ``__init__`` gives the instance
+both methods (:meth:`DelegatedState._offer_state`), which delegate to them;
+otherwise the instance has neither. The class never changes; a copy or an unpickled
+wrapper decides again over its own graph.
 
 Example:
     >>> from torch.utils.data import BatchSampler, RandomSampler
@@ -28,27 +29,57 @@ from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, wr
 from composer_sampling._graph.walk import deciding
 from composer_sampling.protocols import is_stateful
 
-__all__ = ['WRAPPER_STATE', 'DelegatedState', 'can_delegate_state', 'wrapper_class']
+__all__ = ['STATE_METHODS', 'WRAPPER_STATE', 'DelegatedState', 'can_delegate_state']
 
 #: Versions of a wrapper's state: 1, ``{'version': 1, 'states': [...]}``.
 WRAPPER_STATE = VersionPolicy(current=1)
+#: The methods that a wrapper offers exactly when it can restore a state.
+STATE_METHODS = ('state_dict', 'load_state_dict')
 
 
 class DelegatedState:
-    """``state_dict``/``load_state_dict`` of a wrapper: the states of the order-deciding nodes below it."""
+    """``state_dict``/``load_state_dict`` of a wrapper over ``batch_sampler``: the states of the order-deciding nodes
+    below it, offered on the instance only when every one of them has a state."""
 
-    __slots__ = ()  # a mixin: the stateful variant keeps the wrapper's layout
+    __slots__ = ()  # a mixin: the wrapper keeps its own layout
+    batch_sampler: Any
+    requires_state = False  # a strict variant refuses a graph that cannot restore a state
+
+    def _offer_state(self) -> None:
+        """Give the instance ``state_dict`` and ``load_state_dict`` when it can delegate a state; else remove them."""
+        offered = can_delegate_state(self.batch_sampler)
+        if self.requires_state and not offered:
+            name = type(self).__name__
+            raise TypeError(
+                f'{name} needs every sampler below it that decides the order to have state_dict and '
+                f'load_state_dict, and {type(self.batch_sampler).__name__}\'s graph has one without; build '
+                f'{name.removeprefix("Stateful")}, which is stateful exactly when it can be',
+            )
+        methods = (self._delegated_state_dict, self._load_delegated_state)
+        for name, method in zip(STATE_METHODS, methods, strict=True):
+            if offered:
+                vars(self)[name] = method
+            else:
+                vars(self).pop(name, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The instance's attributes without the offered methods, which a copy decides again over its own graph."""
+        return {key: value for key, value in vars(self).items() if key not in STATE_METHODS}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._offer_state()
 
     def _state_kind(self) -> str:
-        """The wrapper's class name without the ``Stateful`` of its stateful variant, for messages."""
+        """The wrapper's class name without the ``Stateful`` of its strict variant, for messages."""
         return type(self).__name__.removeprefix('Stateful')
 
-    def state_dict(self) -> dict[str, Any]:
+    def _delegated_state_dict(self) -> dict[str, Any]:
         """The version and the state of every order-deciding node below, in walking order."""
         states = [node.state_dict() for node in deciding(self)]
         return write_state(WRAPPER_STATE.current, {'states': states})
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def _load_delegated_state(self, state: dict[str, Any]) -> None:
         """Give each order-deciding node below its state; they resume at their next pass."""
         kind = self._state_kind()
         payload = read_state(state, kind, WRAPPER_STATE)
@@ -76,28 +107,3 @@ def can_delegate_state(below: Any) -> bool:
     """
     nodes = deciding(below)
     return bool(nodes) and all(is_stateful(node) for node in nodes)
-
-
-def wrapper_class(cls: type, plain: type, stateful: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> type:
-    """The class a wrapper's ``__new__`` builds: ``stateful`` when it can delegate a state, else ``plain``.
-
-    ``args``/``kwargs`` are the constructor's; its first argument (or ``batch_sampler=``) is
-    the graph below. Without one (``pickle`` and ``copy`` call ``cls.__new__(cls)``) the
-    class is ``cls``. A subclass of ``plain`` that is not ours is built as itself. Asking
-    for ``stateful`` over a graph that cannot restore a state is refused.
-    """
-    below = args[0] if args else kwargs.get('batch_sampler', _NOT_GIVEN)
-    if below is _NOT_GIVEN or cls not in (plain, stateful):
-        return cls
-    if can_delegate_state(below):
-        return stateful
-    if cls is stateful:
-        raise TypeError(
-            f'{stateful.__name__} needs every sampler below it that decides the order to have state_dict and '
-            f'load_state_dict, and {type(below).__name__}\'s graph has one without; build {plain.__name__}, which '
-            'is stateful exactly when it can be',
-        )
-    return plain
-
-
-_NOT_GIVEN = object()

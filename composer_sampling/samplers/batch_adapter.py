@@ -11,13 +11,13 @@ from composer_sampling._graph.grouping import GroupsUnder
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.walk import iter_samplers
 from composer_sampling._validate import resolve_replicas
-from composer_sampling.protocols import is_epoch_aware, is_seeded, is_sharded
-from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
+from composer_sampling.protocols import EpochAware, Seeded, Sharded, supports
+from composer_sampling.samplers._delegation import DelegatedState
 
 __all__ = ['DistributedBatchAdapter', 'StatefulDistributedBatchAdapter']
 
 
-class DistributedBatchAdapter(DistributedSampler[int]):
+class DistributedBatchAdapter(DelegatedState, DistributedSampler[int]):
     """Wraps a batch sampler whose graph already shards by rank, so that Composer accepts it.
 
     Composer (``composer/core/data_spec.py``) refuses a DataLoader in a multi-rank
@@ -32,9 +32,8 @@ class DistributedBatchAdapter(DistributedSampler[int]):
     ``set_epoch`` and ``seed`` are forwarded to every node below that has them, so
     the trainer's own ``set_epoch`` call reaches the whole graph even without
     :class:`~composer_sampling.SamplerSync`. Like
-    :class:`~composer_sampling.NestedBatchSampler`, it has ``state_dict`` (it is
-    built as a :class:`StatefulDistributedBatchAdapter`) only when every sampler
-    below that decides the order has one. The nodes it forwards to are found once,
+    :class:`~composer_sampling.NestedBatchSampler`, the instance has ``state_dict``
+    only when every sampler below that decides the order has one. The nodes it forwards to are found once,
     when it is built, and again only if ``batch_sampler`` is replaced (an
     :class:`~composer_sampling._graph.index_tap.IndexTap` put on top of it does not count).
 
@@ -55,15 +54,11 @@ class DistributedBatchAdapter(DistributedSampler[int]):
     groups_under = GroupsUnder('batch_sampler')  # what grouping() reads, for this __iter__: each batch as it is
     forwards_seed = True  # its seed is the samplers' below: SamplerSync seeds those
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> DistributedBatchAdapter:
-        return super().__new__(
-            wrapper_class(cls, DistributedBatchAdapter, StatefulDistributedBatchAdapter, args, kwargs))
-
     def __init__(self, batch_sampler: Any) -> None:
         self._forwarded_from: Any = None
         self._forwarded: list[Any] = []
         self.batch_sampler = batch_sampler
-        below = [node for node in self._below() if is_sharded(node)]
+        below = [node for node in self._below() if supports(node, Sharded)]
         if not below:
             raise ValueError(
                 f'DistributedBatchAdapter needs a sampler that shards by rank below it, but the graph of '
@@ -78,6 +73,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
             )
         (self.num_replicas, self.rank), = (resolve_replicas(*shape) for shape in shapes)
         self.epoch = 0
+        self._offer_state()
 
     def _below(self) -> list[Any]:
         """Every node of the graph below (taps on top of it seen through), walked once per graph."""
@@ -92,20 +88,20 @@ class DistributedBatchAdapter(DistributedSampler[int]):
     @property
     def seed(self) -> int:
         """The seed of the first seeded sampler below (torch's default 0 if none has one); setting it sets all."""
-        seeds = (node.seed for node in self._below() if is_seeded(node))
+        seeds = (node.seed for node in self._below() if supports(node, Seeded))
         return next((seed for seed in seeds if seed is not None), 0)
 
     @seed.setter
     def seed(self, value: int) -> None:
         for node in self._below():
-            if is_seeded(node):
+            if supports(node, Seeded):
                 node.seed = value
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to every node below that has ``set_epoch``."""
         self.epoch = epoch
         for node in self._below():
-            if is_epoch_aware(node):
+            if supports(node, EpochAware):
                 node.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
@@ -118,5 +114,7 @@ class DistributedBatchAdapter(DistributedSampler[int]):
         return f'DistributedBatchAdapter(batch_sampler={self.batch_sampler!r})'
 
 
-class StatefulDistributedBatchAdapter(DistributedBatchAdapter, DelegatedState):
-    """A :class:`DistributedBatchAdapter` whose order-deciding samplers below all have a state; it delegates to them."""
+class StatefulDistributedBatchAdapter(DistributedBatchAdapter):
+    """A :class:`DistributedBatchAdapter` that refuses a graph below it that cannot restore a state."""
+
+    requires_state = True

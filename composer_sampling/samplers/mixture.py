@@ -141,6 +141,31 @@ class MixtureDistributedSampler(OrderedSampler):
             out[mask] = picked + self.offsets[k]
         return out
 
+    def positions_of(self, indices: IndexArray) -> IndexArray:
+        """The inverse of :meth:`indices_at`: the global position of each of ``indices`` in this epoch's mixture
+        order, or -1 for a sample that the trim leaves out of this epoch."""
+        sources, within = self.schedule()
+        indices = np.asarray(indices, dtype=np.int64)
+        source = np.searchsorted(self.offsets, indices, side='right') - 1
+        out = np.full(len(indices), -1, dtype=np.int64)
+        for k in np.unique(source).tolist():
+            mask = source == k
+            place = indices[mask] - self.offsets[k]
+            if self.shuffle:
+                place = Permutation.cached(self.source_sizes[k], derive_seed(self.seed, k), self.epoch).inverse(place)
+            steps = np.flatnonzero(sources == k)
+            step_of = np.empty(len(steps), dtype=np.int64)
+            step_of[within[steps]] = steps  # the global step of each of the source's steps
+            count, column = np.divmod(place, self.global_batch)
+            kept = count < len(steps)
+            out[mask] = np.where(kept, step_of[np.minimum(count, max(len(steps) - 1, 0))] * self.global_batch + column,
+                                 -1) if len(steps) else -1
+        return out
+
+    def pass_window(self, epoch: int) -> tuple[int, int]:
+        """Every epoch reads positions from 0: each rank reads ``batch_size`` of every global step."""
+        return 0, sum(self.steps) * self.batch_size
+
     def _rank_indices(self, positions: IndexArray) -> IndexArray:
         """:meth:`indices_at` of a run of positions ``p, p + W, p + 2W, ...`` (one rank's chunk of a pass).
 
@@ -208,22 +233,3 @@ class MixtureDistributedSampler(OrderedSampler):
             'global_batch': self.global_batch,
         }
 
-
-def mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
-            shuffle: bool = True, source_fractions: list[float] | None = None) -> MixtureDistributedSampler:
-    """The builder a recipe's ``mixture`` calls, over the sources of ``dataset`` (a ``ConcatDataset`` of them).
-
-    Its ``RECIPE`` says it ``takes_sources``: the runner passes the sources a dataset
-    builder returned, or the one dataset cut by ``source_fractions`` before this runs.
-    """
-    sizes = [len(source) for source in dataset.datasets]
-    return MixtureDistributedSampler(sizes, batch_size=device_batch_size, num_replicas=num_replicas, rank=rank,
-                                     shuffle=shuffle, seed=seed)
-
-
-#: How a recipe names this sampler: ``composer_sampling.recipes`` registers it from here (docs/samplers.md).
-RECIPE: dict[str, Any] = {'name': 'mixture', 'build': mixture, 'takes_sources': True,
-                          'description': 'MixtureDistributedSampler over the sources (a dataset builder returning a '
-                                         'list, or the train split cut by source_fractions)',
-                          'options': {'shuffle': {'kind': 'bool', 'default': True},
-                                      'source_fractions': {'kind': 'fractions'}}}

@@ -7,8 +7,6 @@ from typing import Any
 
 import numpy as np
 from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
     DistributedSampler,
     RandomSampler,
     Sampler,
@@ -19,9 +17,8 @@ from torch.utils.data import (
 
 from composer_sampling._graph.grouping import GroupsUnder
 from composer_sampling._validate import valid_bool, valid_int
-from composer_sampling.protocols import has_pass_indices, has_pass_positions, is_epoch_aware, is_order_preserving
-from composer_sampling.samplers._base import SHUFFLE_OPTIONS
-from composer_sampling.samplers._delegation import DelegatedState, wrapper_class
+from composer_sampling.protocols import EpochAware, OrderPreserving, PassIndices, PassPositions, supports
+from composer_sampling.samplers._delegation import DelegatedState
 
 __all__ = ['NestedBatchSampler', 'StatefulNestedBatchSampler', 'yields_indices']
 
@@ -38,12 +35,12 @@ def yields_indices(node: Any) -> bool:
         >>> yields_indices(inner), yields_indices(BatchSampler(inner, 2, False))
         (True, False)
     """
-    if isinstance(node, _TORCH_INDEX_SAMPLERS) or has_pass_indices(node) or has_pass_positions(node):
+    if isinstance(node, _TORCH_INDEX_SAMPLERS) or supports(node, PassIndices) or supports(node, PassPositions):
         return True
-    return isinstance(node, DistributedSampler) and not is_order_preserving(node)  # an adapter yields batches
+    return isinstance(node, DistributedSampler) and not supports(node, OrderPreserving)  # an adapter yields batches
 
 
-class NestedBatchSampler(Sampler[list[int]]):
+class NestedBatchSampler(DelegatedState, Sampler[list[int]]):
     """Joins every ``num_batches`` consecutive batches of ``batch_sampler`` into one.
 
     An inner batch sampler of batch 3 with ``num_batches=5`` yields batches of 15.
@@ -53,11 +50,10 @@ class NestedBatchSampler(Sampler[list[int]]):
     :func:`~composer_sampling.samplers.distribute` can put a distributed sampler at its
     bottom however deep it is.
 
-    It has ``state_dict``/``load_state_dict`` (it is then built as a
-    :class:`StatefulNestedBatchSampler`) exactly when every sampler below it that
-    decides the order has them; it delegates to those. Otherwise it has none, and
-    torchdata's ``StatefulDataLoader`` fast-forwards it instead. The class is
-    chosen when it is constructed.
+    The instance has ``state_dict``/``load_state_dict`` exactly when every sampler
+    below it that decides the order has them; it delegates to those. Otherwise it has
+    neither, and torchdata's ``StatefulDataLoader`` fast-forwards it instead. This is
+    decided when it is constructed (:mod:`composer_sampling.samplers._delegation`).
 
     Args:
         batch_sampler: any batch sampler (an iterable of index lists with ``len``).
@@ -74,9 +70,6 @@ class NestedBatchSampler(Sampler[list[int]]):
     keeps_child_order = True
     groups_under = GroupsUnder('batch_sampler', 'num_batches')  # what grouping() reads, for this __iter__
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> NestedBatchSampler:
-        return super().__new__(wrapper_class(cls, NestedBatchSampler, StatefulNestedBatchSampler, args, kwargs))
-
     def __init__(self, batch_sampler: Any, num_batches: int, drop_last: bool = False) -> None:
         if not hasattr(batch_sampler, '__iter__') or not hasattr(batch_sampler, '__len__'):
             raise TypeError(
@@ -91,10 +84,11 @@ class NestedBatchSampler(Sampler[list[int]]):
         self.batch_sampler = batch_sampler
         self.num_batches = valid_int('num_batches', num_batches, minimum=1)
         self.drop_last = valid_bool('drop_last', drop_last)
+        self._offer_state()
 
     def set_epoch(self, epoch: int) -> None:
         """Forward to the inner batch sampler (harmless when SamplerSync reaches it too)."""
-        if is_epoch_aware(self.batch_sampler):
+        if supports(self.batch_sampler, EpochAware):
             self.batch_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -123,29 +117,8 @@ class NestedBatchSampler(Sampler[list[int]]):
                 f'drop_last={self.drop_last})')
 
 
-class StatefulNestedBatchSampler(NestedBatchSampler, DelegatedState):
-    """A :class:`NestedBatchSampler` whose order-deciding samplers below all have a state; it delegates to them."""
+class StatefulNestedBatchSampler(NestedBatchSampler):
+    """A :class:`NestedBatchSampler` that refuses a graph below it that cannot restore a state."""
 
+    requires_state = True
 
-def nested_batch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, num_batches: int,
-                 shuffle: bool = True, drop_last: bool = False) -> Any:
-    """The builder a recipe's ``nested_batch`` calls: the Lightning-style batch of batches, written for one process,
-    then made distributed by ``distribute``."""
-    from composer_sampling.samplers.distribute import distribute  # which imports this module
-
-    if device_batch_size % num_batches:
-        raise ValueError(f'num_batches={num_batches} does not divide the device batch {device_batch_size} '
-                         f'(global_train_batch_size / world size); use a divisor of {device_batch_size}')
-    base = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
-    inner = BatchSampler(base, device_batch_size // num_batches, drop_last=False)
-    nested = NestedBatchSampler(inner, num_batches, drop_last=drop_last)
-    loader = distribute(DataLoader(dataset, batch_sampler=nested), num_replicas=num_replicas, rank=rank, seed=seed)
-    return loader.batch_sampler
-
-
-#: How a recipe names this sampler: ``composer_sampling.recipes`` registers it from here (docs/samplers.md).
-RECIPE: dict[str, Any] = {'name': 'nested_batch', 'build': nested_batch,
-                          'description': 'NestedBatchSampler of num_batches inner batches, made distributed by '
-                                         'distribute()',
-                          'options': {**SHUFFLE_OPTIONS,
-                                      'num_batches': {'kind': 'int', 'minimum': 1, 'required': True}}}

@@ -8,11 +8,10 @@ from typing import Any
 from composer_sampling._validate import MAX_REPLICAS, dataset_length
 from composer_sampling.positions import (
     IndexArray,
-    global_indices,
     rank_positions,
     samples_per_rank,
 )
-from composer_sampling.samplers._base import SHUFFLE_OPTIONS, OrderedSampler
+from composer_sampling.samplers._base import OrderedSampler
 
 __all__ = ['ResumableDistributedSampler']
 
@@ -98,9 +97,9 @@ class ResumableDistributedSampler(OrderedSampler):
         count = samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last, offset)
         return rank_positions(offset, self.rank, self.num_replicas, count)
 
-    def indices_at(self, positions: IndexArray) -> IndexArray:
-        """Sample indices at global ``positions`` of the current epoch's order (positions past N wrap: padding)."""
-        return global_indices(positions, self.dataset_len, self.shuffle, self.seed, self.epoch)
+    def pass_window(self, epoch: int) -> tuple[int, int]:
+        """Every epoch reads positions from 0, and each rank reads torch's ``num_samples`` of them."""
+        return 0, samples_per_rank(self.dataset_len, self.num_replicas, self.drop_last)
 
     def pass_indices(self) -> IndexArray:
         """The next pass's indices in one vectorised call from this sampler's own rank, replicas, seed and epoch."""
@@ -109,14 +108,3 @@ class ResumableDistributedSampler(OrderedSampler):
     def order_signature(self) -> dict[str, Any]:
         return {'sampler': type(self).__name__, 'dataset_len': self.dataset_len, 'shuffle': self.shuffle}
 
-
-def resumable(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, shuffle: bool = True,
-              drop_last: bool = False) -> ResumableDistributedSampler:
-    """The builder a recipe's ``resumable`` calls: the runner's keywords, then the inline options."""
-    return ResumableDistributedSampler(dataset, num_replicas, rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
-
-
-#: How a recipe names this sampler: ``composer_sampling.recipes`` registers it from here (docs/samplers.md).
-RECIPE: dict[str, Any] = {'name': 'resumable', 'build': resumable,
-                          'description': 'ResumableDistributedSampler: O(1) memory, exact mid-epoch resume',
-                          'options': SHUFFLE_OPTIONS}

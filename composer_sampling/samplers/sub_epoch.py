@@ -7,7 +7,7 @@ from typing import Any
 
 from composer_sampling._validate import dataset_length, valid_int
 from composer_sampling.positions import rank_count, samples_per_rank, split_window
-from composer_sampling.samplers._base import SHUFFLE_OPTIONS, OrderedSampler
+from composer_sampling.samplers._base import OrderedSampler
 
 __all__ = ['SubEpochDistributedSampler']
 
@@ -82,6 +82,13 @@ class SubEpochDistributedSampler(OrderedSampler):
     def _window(self) -> tuple[int, int]:
         return split_window(self.rank_share, self.sub_epochs_per_epoch, self.sub_epoch)
 
+    def pass_window(self, epoch: int) -> tuple[int, int]:
+        """Sub-epoch ``epoch % S`` reads the ``epoch % S``-th of ``S`` runs of each rank's share of the data epoch;
+        the runs' sizes differ by at most one, and a run that starts at ``start`` in the share starts at global
+        position ``start * num_replicas``."""
+        start, stop = split_window(self.rank_share, self.sub_epochs_per_epoch, epoch % self.sub_epochs_per_epoch)
+        return start * self.num_replicas, stop - start
+
     def _rank_samples(self) -> int:
         """Indices per rank in the current sub-epoch."""
         start, stop = self._window()
@@ -111,17 +118,3 @@ class SubEpochDistributedSampler(OrderedSampler):
             'drop_last': self.drop_last,
         }
 
-
-def sub_epoch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
-              sub_epochs_per_epoch: int, shuffle: bool = True, drop_last: bool = False) -> SubEpochDistributedSampler:
-    """The builder a recipe's ``sub_epoch`` calls: the runner's keywords, then the inline options."""
-    return SubEpochDistributedSampler(dataset, sub_epochs_per_epoch, num_replicas, rank, shuffle=shuffle, seed=seed,
-                                      drop_last=drop_last)
-
-
-#: How a recipe names this sampler: ``composer_sampling.recipes`` registers it from here (docs/samplers.md).
-RECIPE: dict[str, Any] = {'name': 'sub_epoch', 'build': sub_epoch,
-                          'description': 'SubEpochDistributedSampler: a trainer epoch is 1/sub_epochs_per_epoch of '
-                                         'the data',
-                          'options': {**SHUFFLE_OPTIONS,
-                                      'sub_epochs_per_epoch': {'kind': 'int', 'minimum': 1, 'required': True}}}

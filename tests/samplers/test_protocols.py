@@ -13,6 +13,7 @@ from composer_sampling._graph.grouping import keeps_child_order
 from composer_sampling._graph.snapshot import take_snapshot
 from composer_sampling._graph.walk import sharding_nodes
 from composer_sampling.protocols import (
+    CAPABILITIES,
     EpochAware,
     EpochUsage,
     HasOrderSignature,
@@ -23,10 +24,8 @@ from composer_sampling.protocols import (
     Seeded,
     SeedForwarding,
     Sharded,
-    ShuffleSeeded,
     Stateful,
     SubEpochs,
-    is_offsettable,
     supports,
 )
 
@@ -48,7 +47,7 @@ class Forwarding:
 
 
 ALL = (EpochAware, Seeded, SeedForwarding, Offsettable, Stateful, OrderPreserving, Sharded, EpochUsage,
-       HasOrderSignature, SubEpochs, ReportsSources, PassIndices, ShuffleSeeded)
+       HasOrderSignature, SubEpochs, ReportsSources, PassIndices)
 
 
 @pytest.mark.parametrize('protocol', ALL, ids=lambda p: p.__name__)
@@ -69,7 +68,7 @@ def test_the_graph_reaches_a_forwarding_wrapper() -> None:
     loader = DataLoader(range(8), batch_sampler=BatchSampler(Forwarding(inner), 2, False))  # type: ignore[arg-type]
     take_snapshot(loader).set_epoch(4)
     assert inner.epoch == 4
-    assert is_offsettable(loader.batch_sampler.sampler)
+    assert supports(loader.batch_sampler.sampler, Offsettable)
     assert sharding_nodes(loader.batch_sampler) == [loader.batch_sampler.sampler]  # it shards as what it wraps
 
 
@@ -112,3 +111,20 @@ def test_the_protocols_work_with_isinstance_on_plain_objects() -> None:
     sampler = ResumableDistributedSampler(8, 1, 0)
     assert isinstance(sampler, EpochAware) and isinstance(sampler, Stateful) and isinstance(sampler, PassIndices)
     assert not isinstance(object(), EpochAware)
+
+
+@pytest.mark.parametrize('protocol', CAPABILITIES, ids=lambda p: p.__name__)
+def test_supports_asks_for_exactly_the_members_the_protocol_declares(protocol: type) -> None:
+    """The checks of supports() and the Protocol class agree: an object with every declared member (of the right
+    kind) supports the Protocol, and one without any single member does not."""
+    declared = {name for name in protocol.__annotations__} | {
+        name for name, value in vars(protocol).items() if callable(value) and not name.startswith('_')}
+    values = {'keeps_child_order': True, 'forwards_seed': True, 'num_replicas': 2, 'rank': 1,
+              'sub_epochs_per_epoch': 3, 'seed': 0, 'epoch': 0}
+
+    def having(names: set[str]) -> Any:
+        return type('Having', (), {name: values.get(name, lambda self, *args: None) for name in names})()
+
+    assert supports(having(declared), protocol)
+    for name in declared:
+        assert not supports(having(declared - {name}), protocol), name
