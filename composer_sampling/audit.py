@@ -117,6 +117,8 @@ class AuditReport:
     lineage_id: str = ''
     chosen: str = ''
     other_lineages: list[dict[str, Any]] = field(default_factory=list)
+    #: The train dataset's fingerprint that the counted attempts share, as text; empty for ledgers without one.
+    data_fingerprint: str = ''
 
     @property
     def violations(self) -> list[EpochAudit]:
@@ -422,6 +424,7 @@ def _audit(folder: Path, wanted: str | None, torn: list[str], scans: list[Ledger
     if not any(scan.trained.any() for attempt in path for scan in attempt.ranks.values()):
         raise LedgerError(f'nothing recorded: the ledgers in {folder} hold no trained batch (attempts '
                           f'{", ".join(attempt.attempt for attempt in path)} stopped before their first)')
+    fingerprint = _one_dataset(chosen, path)
     # Each lineage attempt counts its records up to the batch the next one resumed from.
     cuts = [child.start_batch for child in path[1:]] + [path[-1].last_batch]
     off_path = sorted((a for a in attempts.values() if all(a is not b for b in path)),
@@ -438,7 +441,7 @@ def _audit(folder: Path, wanted: str | None, torn: list[str], scans: list[Ledger
             counted += [(number, attempt, rank, scan, scan.trained & (scan.batches <= cut))
                         for rank, scan in sorted(attempt.ranks.items())]
     report = AuditReport(first['dataset_len'], rows, 0, [attempt.attempt for attempt in path], tie=tie, torn=torn,
-                         skipped=skipped, lineage_id=chosen, chosen=why,
+                         skipped=skipped, lineage_id=chosen, chosen=why, data_fingerprint=fingerprint,
                          other_lineages=[_lineage_row(key, lineages[key]) for key in _by_start(lineages)
                                          if key != chosen])
     report.superseded = sum(int(scan.counts[scan.trained & (scan.batches > cut)].sum())
@@ -523,6 +526,26 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
                                         coverage.missing, status))
     for _ in _chunks([(scan, np.flatnonzero(~read[id(scan)])) for scan in scans], read):
         pass  # every record is checked, counted or not, as a whole read of the file would
+
+
+def _one_dataset(lineage: str, path: list[Attempt]) -> str:
+    """The dataset fingerprint the counted attempts share, as text (empty when none recorded one); attempts that
+    trained on different data are refused, naming both: their samples are not one dataset's to count."""
+    recorded = [(attempt, attempt.header['data_fingerprint']) for attempt in path
+                if attempt.header.get('data_fingerprint') is not None]
+    for attempt, fingerprint in recorded[1:]:
+        first, before = recorded[0]
+        if fingerprint['digest'] != before['digest']:
+            raise LedgerError(
+                f'the attempts of lineage {lineage} trained on different data: attempt {first.attempt} on dataset '
+                f'{_fingerprint_text(before)}, attempt {attempt.attempt} on {_fingerprint_text(fingerprint)} (a '
+                'resume onto changed data, which SamplerSync allowed with allow_data_change); audit counts the '
+                'samples of one dataset, so it cannot count this lineage as one')
+    return '' if not recorded else _fingerprint_text(recorded[0][1])
+
+
+def _fingerprint_text(fingerprint: dict[str, Any]) -> str:
+    return f'{fingerprint["digest"][:16]}, from the {fingerprint["source"]}'
 
 
 def _check_memory(dataset_len: int, last: Attempt) -> None:

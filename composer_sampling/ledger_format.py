@@ -114,7 +114,7 @@ _INTS = {'rank': 0, 'world_size': 1, 'start_batch': 0, 'dataset_len': 0, 'sub_ep
 #: Integer fields that older files may lack, with the value that they mean there, which is also their least value.
 _OPTIONAL_INTS = {'replication': 1, 'padded': 0, 'dropped': 0, 'lineage_start': 0}
 #: Fields that are left out of the file when they are ``None``; the others are always written.
-_LEFT_OUT_WHEN_NONE = ('dataset_len', 'padded', 'dropped', 'lineage_start')
+_LEFT_OUT_WHEN_NONE = ('dataset_len', 'padded', 'dropped', 'lineage_start', 'data_fingerprint')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +143,8 @@ class LedgerHeader:
         padded: the samples that the sampler repeats in each pass to fill the last batches.
         dropped: the samples that the sampler leaves out of each pass.
         lineage_start: the batch at which a new lineage began, for a fit on another dataloader.
+        data_fingerprint: the train dataset's fingerprint as every rank agreed on it at fit start,
+            ``{'digest', 'source', 'covers_content'}``; ``None`` in files written before it existed.
 
     Example:
         >>> header = LedgerHeader(lineage='l', attempt='a', resumed_from=None, started=0.0, run_name='r', rank=0,
@@ -169,6 +171,7 @@ class LedgerHeader:
     padded: int | None = None
     dropped: int | None = None
     lineage_start: int | None = None
+    data_fingerprint: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as the file's JSON holds them: ``dataset_len``, ``padded``, ``dropped`` and
@@ -208,6 +211,13 @@ class LedgerHeader:
                                        and isinstance(origin.get('batch'), int)):
             raise LedgerError(f'{path} has resumed_from={origin!r} in its header; it must be None or '
                               "{'attempt': str, 'batch': int}")
+        fingerprint = header.get('data_fingerprint')
+        if fingerprint is not None and not (
+                isinstance(fingerprint, dict) and isinstance(fingerprint.get('digest'), str)
+                and len(fingerprint['digest']) == 32 and isinstance(fingerprint.get('source'), str)
+                and isinstance(fingerprint.get('covers_content'), bool)):
+            raise LedgerError(f'{path} has data_fingerprint={fingerprint!r:.200} in its header; it must be None or '
+                              "{'digest': 32 hexadecimal digits, 'source': str, 'covers_content': bool}")
         names = cls.__dataclass_fields__
         return cls(**{key: value for key, value in header.items() if key in names})
 

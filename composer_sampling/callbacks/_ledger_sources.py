@@ -19,10 +19,12 @@ from torch.utils.data import DataLoader
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import active_root, describe, is_map_style
+from composer_sampling._resume.data_identity import agreed_fingerprint, fingerprint_entry
 from composer_sampling.callbacks._batch_indices import IndexKey, read_indices
+from composer_sampling.callbacks._composer_resume import composer_ranks
 from composer_sampling.callbacks._top_tap import top_tap
 
-__all__ = ['IndexSource', 'dataset_fields']
+__all__ = ['IndexSource', 'dataset_fields', 'ledger_fingerprint']
 
 
 class IndexSource:
@@ -204,3 +206,18 @@ def dataset_fields(graph: GraphSnapshot | None, stream: Any, world_size: int, ra
     if stream is not None:
         return dict(dataset_len=int(stream.size), replication=int(stream.replication or 1))
     return {}
+
+
+def ledger_fingerprint(loader: Any) -> dict[str, Any] | None:
+    """The train dataset's fingerprint as a ledger header keeps it, the same on every rank (a collective), or
+    ``None`` for a train dataloader that is not a torch DataLoader or a dataset whose own fingerprint is not a
+    string (SamplerSync refuses that one at fit start, naming it)."""
+    if not isinstance(loader, DataLoader):
+        return None
+    try:
+        fingerprint = agreed_fingerprint(loader.dataset, composer_ranks())
+    except TypeError:
+        return None
+    entry = fingerprint_entry(fingerprint)
+    assert entry is not None
+    return dict(zip(('digest', 'source', 'covers_content'), entry, strict=True))

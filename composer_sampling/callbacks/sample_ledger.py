@@ -18,7 +18,7 @@ from composer_sampling.callbacks._batch_indices import IndexKey, key_name, read_
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._ledger_folder import ledger_folder, saver_of
 from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
-from composer_sampling.callbacks._ledger_sources import IndexSource, dataset_fields
+from composer_sampling.callbacks._ledger_sources import IndexSource, dataset_fields, ledger_fingerprint
 from composer_sampling.callbacks._ledger_upload import LedgerUploader, RemoteLedger, staging_folder
 from composer_sampling.callbacks._one_per_trainer import refuse_a_second
 from composer_sampling.callbacks._top_tap import end_top_tap
@@ -151,6 +151,7 @@ class SampleLedger(Callback):
                               run_name=state.run_name, rank=rank, world_size=world_size,
                               start_batch=int(state.timestamp.batch), start_epoch=int(state.timestamp.epoch),
                               source=source, lineage_start=lineage_start,
+                              data_fingerprint=ledger_fingerprint(loader),
                               **dataset_fields(graph, stream, world_size, rank))
         local = staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
         self._recorder = LedgerRecorder(local / f'{attempt}-rank{rank}.bin', header, self._indices.where)

@@ -52,6 +52,33 @@ def test_a_resumed_run_supersedes_what_the_crash_lost(tmp_path: Path, capsys) ->
     assert '26 samples trained after the checkpoint a resume started from were superseded' in out
 
 
+def test_the_ledger_knows_its_data_and_a_lineage_over_changed_data_is_refused(tmp_path: Path) -> None:
+    """Every header records the train dataset's fingerprint; audit prints the lineage's. A resume onto other data
+    (allowed by allow_data_change) leaves a lineage that audit refuses, naming both attempts and fingerprints."""
+    from composer_sampling.recipes.demo.data import SyntheticDataset
+
+    ledger = _crashed_and_resumed(tmp_path / 'same')
+    report = audit_folder(ledger)
+    assert re.fullmatch(r"[0-9a-f]{16}, from the SyntheticDataset's own fingerprint 'ten Gaussian clusters in 64 "
+                        r"dimensions, seed 0, 50 samples'", report.data_fingerprint), report.data_fingerprint
+    (digest,) = {read_ledger(path).header['data_fingerprint']['digest'] for path in ledger.glob('*.bin')}
+    assert digest.startswith(report.data_fingerprint[:16])
+
+    changed, checkpoints = tmp_path / 'changed' / 'ledger', tmp_path / 'changed' / 'checkpoints'
+    train_with_ledger(loader(), '5ba', folder=checkpoints, callbacks_extra=[SampleLedger(str(changed))])
+    other = SyntheticDataset(SIZE, seed=1)
+    with pytest.warns(UserWarning, match='allow_data_change is true'):
+        train_with_ledger(DataLoader(other, batch_size=8, sampler=ResumableDistributedSampler(other)), '2ep',
+                          load=checkpoint(checkpoints, 5), sync=SamplerSync(allow_data_change=True),
+                          callbacks_extra=[SampleLedger(str(changed))])
+    attempts = sorted({read_ledger(path).header['attempt'] for path in changed.glob('*.bin')})
+    with pytest.raises(LedgerError, match=r'trained on different data: attempt [0-9a-f]+ on dataset [0-9a-f]{16}, '
+                                          r".*seed 0, 50 samples', attempt [0-9a-f]+ on [0-9a-f]{16}, .*seed 1, "
+                                          r"50 samples'") as refused:
+        audit_folder(changed)
+    assert all(attempt in str(refused.value) for attempt in attempts)
+
+
 def _rewrite(path: Path, **changes: object) -> None:
     """Write ``path`` again (a valid ledger with its checksum) with some header fields changed."""
     ledger = read_ledger(path)
