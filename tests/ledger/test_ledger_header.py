@@ -91,7 +91,8 @@ def test_the_fixtures_still_read_and_audit(tmp_path: Path, version: str) -> None
 
 
 def test_a_fit_writes_the_header_the_dict_literal_wrote(tmp_path: Path) -> None:
-    """Through a real Trainer: the header of each rank file is the bytes of the old literal with its values."""
+    """Through a real Trainer: the header of each rank file is the bytes of the old literal with its values, and the
+    train dataset's fingerprint after them, the one field added since."""
     dataset = synthetic(40)
     loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset, 1, 0, drop_last=True))
     make_trainer(loader, max_duration='1ep', callbacks=[SamplerSync(), SampleLedger(str(tmp_path / 'ledger'))]).fit()
@@ -100,7 +101,9 @@ def test_a_fit_writes_the_header_the_dict_literal_wrote(tmp_path: Path) -> None:
     assert header['source'] == 'sampler' and header['dataset_len'] == 40
     dataset_fields = {key: header[key] for key in ('dataset_len', 'padded', 'dropped', 'sub_epochs_per_epoch',
                                                    'replication')}
-    LedgerWriter(tmp_path / 'old.bin', _dict_before(header, None, dataset_fields)).close()
+    assert header['data_fingerprint']['covers_content'] is True
+    literal = {**_dict_before(header, None, dataset_fields), 'data_fingerprint': header['data_fingerprint']}
+    LedgerWriter(tmp_path / 'old.bin', literal).close()
     assert _header_bytes(path) == _header_bytes(tmp_path / 'old.bin')
 
 
