@@ -156,8 +156,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _print_audit(report: AuditReport) -> None:
     print(tabulate(report.attempts, headers='keys', tablefmt='github'))
-    print(f'\nlineage counted: {" -> ".join(report.lineage)}')
-    print(f'lineage {report.lineage_id}: {report.chosen}')
+    print(f'\nlineage counted: {report.lineage_id} ({report.chosen})')
+    print(f'attempts counted, from the fresh start: {" -> ".join(report.lineage)}')
     for other in report.other_lineages:
         print(f'other lineage {other["lineage"]} (run {other["run_name"]}, {other["attempts"]} attempt'
               f'{"s" * (other["attempts"] != 1)}, to batch {other["last_batch"]}, {other["samples"]} samples of a '

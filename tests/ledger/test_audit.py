@@ -298,7 +298,10 @@ def test_an_abandoned_side_branch_does_not_erase_the_main_line(side_branch: Path
     assert report.superseded == 10 * 8  # the first attempt's batches 31-40, trained again by the resume
     assert main(['audit', str(side_branch)]) == 0
     out = capsys.readouterr().out
-    assert f'lineage counted: {ids[0]} -> {ids[30]}' in out
+    assert f'attempts counted, from the fresh start: {ids[0]} -> {ids[30]}' in out
+    assert f'lineage counted: {report.lineage_id} (the only lineage in the folder)' in out
+    # An attempt id never appears on a line that speaks of a lineage.
+    assert not any(line.startswith('lineage') and ids[0] in line for line in out.splitlines())
     assert (f'abandoned branch {ids[10]}: resumed from {ids[0]} at batch 10, trained batches 11-12 (16 samples); '
             'not counted') in out
 
@@ -507,7 +510,9 @@ def test_without_a_checkpoint_the_lineage_written_last_is_counted_and_the_others
     assert report.chosen == f'the lineage whose ledger files were written last (no checkpoint in {tmp_path})'
     assert [(other['lineage'], other['samples']) for other in report.other_lineages] == [('one', 4), ('three', 0)]
     assert main(['audit', str(tmp_path), '--lineage', 'o']) == 0
-    assert 'lineage one: as asked' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert 'lineage counted: one (as asked)' in out
+    assert 'attempts counted, from the fresh start: a1' in out
     assert main(['audit', str(tmp_path), '--lineage', 't']) == 2
     assert capsys.readouterr().err == (f'error: --lineage t names more than one lineage of the ledgers in {tmp_path}; '
                                        'they are: one, three, two\n')
