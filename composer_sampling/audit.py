@@ -53,6 +53,11 @@ from composer_sampling.ledger_format import (
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
+#: What a folder without a ledger lacks, and how to get one.
+_NO_LEDGER_HELP = ('a run with the sample_ledger callback writes its files there once its first batch has trained; '
+                   'a run without that callback records nothing: add it and train again (in a recipe, '
+                   'callbacks: {sample_ledger: {}} beside a save_folder; in Python, SampleLedger() in the '
+                   "Trainer's callbacks)")
 _SAME_FOR_A_RUN = ('lineage', 'dataset_len', 'sub_epochs_per_epoch')
 _INTS = {'rank': 0, 'world_size': 1, 'start_batch': 0, 'dataset_len': 0, 'sub_epochs_per_epoch': 1}
 #: Header fields older files may lack, with the value they mean there.
@@ -145,8 +150,7 @@ def _ledger_files(folder: Path, skipped: list[str]) -> list[Path]:
         if files:
             return files
     also = f' (skipped: {"; ".join(skipped)})' if skipped else ''
-    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}{also}; a run with the '
-                      'sample_ledger callback writes its files there once its first batch has trained')
+    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}{also}; {_NO_LEDGER_HELP}')
 
 
 def _is_ledger(path: Path) -> bool:
@@ -416,8 +420,7 @@ def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
             raise LedgerError(str(error)) from None
         if not any(_is_ledger_object(name) for name in names):
             raise LedgerError(f'nothing recorded: no ledger file in {shown} or {shown}/ledger (it holds '
-                              f'{len(names)} other objects); a run with the sample_ledger callback writes its files '
-                              'there once its first batch has trained')
+                              f'{len(names)} other objects); {_NO_LEDGER_HELP}')
 
         def final_checkpoint(_: Path) -> tuple[Path | None, str]:
             top = {name for name in names if '/' not in name}
