@@ -6,9 +6,9 @@ the function Composer's ``download_checkpoint`` calls, so the bytes checked are 
 bytes Composer would have read. Composer's ``.symlink`` pointers are followed the way
 ``get_file`` follows them, but a bounded number of times (:func:`resolve_pointers`). A
 URI whose scheme Composer has no object store for is refused naming the scheme; what
-goes wrong on the way (a missing bucket, bad credentials, a server that does not
-answer, a broken pointer) is a :class:`RemoteError` naming the URI and what to check,
-never a traceback.
+goes wrong on the way (a missing bucket, no credentials found, credentials the
+server refuses, a server that does not answer, a broken pointer) is a
+:class:`RemoteError` naming the URI and what to check, never a traceback.
 
 Example:
     >>> object_store_of('nosuch://bucket/run')
@@ -33,6 +33,9 @@ _CREDENTIAL_CODES = ('SignatureDoesNotMatch', 'InvalidAccessKeyId', 'AccessDenie
                      'ExpiredToken', '403')
 _CREDENTIALS_HINT = ('check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile) and that '
                      'they may read this bucket')
+
+_MISSING_CREDENTIALS_HINT = ('set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile, for '
+                             'an identity that may read this bucket')
 
 
 class RemoteError(ValueError):
@@ -85,9 +88,14 @@ def describe(uri: str, error: BaseException) -> RemoteError:
         if code == 'NoSuchBucket':
             return RemoteError(f'{uri}: the bucket {split_uri(uri)[1]!r} does not exist at this endpoint; check the '
                                'bucket name (and S3_ENDPOINT_URL, if set)')
-        if code in _CREDENTIAL_CODES or type(cause).__name__ in ('NoCredentialsError', 'PartialCredentialsError'):
-            return RemoteError(f'{uri}: the object store refuses the credentials ({code or type(cause).__name__}); '
-                               f'{_CREDENTIALS_HINT}')
+        if type(cause).__name__ == 'NoCredentialsError':  # nothing was sent: the client found no keys at all
+            return RemoteError(f'{uri}: no credentials were found for the object store (NoCredentialsError); '
+                               f'{_MISSING_CREDENTIALS_HINT}')
+        if type(cause).__name__ == 'PartialCredentialsError':
+            return RemoteError(f'{uri}: the credentials found are incomplete ({_first_line(cause)}); '
+                               f'{_MISSING_CREDENTIALS_HINT}')
+        if code in _CREDENTIAL_CODES:  # the server answered and refused the keys it was sent
+            return RemoteError(f'{uri}: the object store refuses the credentials ({code}); {_CREDENTIALS_HINT}')
         if type(cause).__name__ in ('EndpointConnectionError', 'ConnectTimeoutError', 'ReadTimeoutError',
                                     'ConnectionClosedError') or isinstance(cause, ConnectionError):
             endpoint = os.environ.get('S3_ENDPOINT_URL')

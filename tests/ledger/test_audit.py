@@ -221,6 +221,7 @@ def _stopped_server(monkeypatch: pytest.MonkeyPatch) -> None:
     ('missing bucket', "the bucket 'no-such-bucket-here' does not exist at this endpoint; check the bucket name"),
     ('empty prefix', 'no object under this prefix (the bucket exists); check the path'),
     ('bad credentials', 'the object store refuses the credentials (SignatureDoesNotMatch); check the credentials'),
+    ('no credentials', 'no credentials were found for the object store (NoCredentialsError); set AWS_ACCESS_KEY_ID'),
     ('server stopped', 'the object store does not answer (Could not connect to the endpoint URL'),
 ])
 def test_audit_of_a_uri_that_cannot_be_read_is_a_named_error(case: str, message: str, s3_bucket: str, tmp_path: Path,
@@ -228,6 +229,9 @@ def test_audit_of_a_uri_that_cannot_be_read_is_a_named_error(case: str, message:
     uri = 's3://no-such-bucket-here/run' if case == 'missing bucket' else f'{s3_bucket}/run'
     if case == 'bad credentials':
         monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'not-the-key')
+    if case == 'no credentials':  # the s3_bucket fixture already shuts out the user's AWS files
+        for name in ('AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'):
+            monkeypatch.delenv(name)
     if case == 'server stopped':
         _stopped_server(monkeypatch)
     monkeypatch.chdir(tmp_path)  # a stale local folder named like the URI is never read instead
