@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 __all__ = ['RemoteError', 'describe', 'download_file', 'download_folder', 'is_missing_object', 'object_exists',
-           'object_store_of', 'resolve_pointers', 'split_uri']
+           'object_store_of', 'reader_of', 'resolve_pointers', 'split_uri']
 
 #: S3 error codes (botocore's ``Error.Code``) that mean the keys are wrong or not allowed.
 _CREDENTIAL_CODES = ('SignatureDoesNotMatch', 'InvalidAccessKeyId', 'AccessDenied', 'InvalidToken',
@@ -49,9 +49,29 @@ def split_uri(uri: str) -> tuple[str, str, str]:
         >>> split_uri('s3://bucket/runs/digits/')
         ('s3', 'bucket', 'runs/digits/')
     """
-    from composer.utils import parse_uri
+    parsed = urlparse(uri.replace('AZURE_BLOBS', 'azure'))  # urlparse refuses an underscore in a scheme
+    bucket = parsed.netloc.split('@')[0]
+    return parsed.scheme, bucket, parsed.path.lstrip('/') if parsed.scheme else parsed.path
 
-    return parse_uri(uri)
+
+def reader_of(uri: str) -> Any:
+    """A store to read ``uri`` from: boto3 directly for ``s3://``, without importing Composer; else
+    :func:`object_store_of`.
+
+    Example:
+        >>> reader_of('s3://bucket/run')  # doctest: +SKIP
+        S3Reader('bucket')
+    """
+    scheme, bucket, _ = split_uri(uri)
+    if scheme != 's3':
+        return object_store_of(uri)
+    from composer_sampling._s3_reader import S3Reader
+
+    try:
+        return S3Reader(bucket)
+    except ImportError as error:
+        raise RemoteError(f'{uri}: the client library for s3:// is not installed ({error}); install boto3 to read '
+                          's3://') from None
 
 
 def object_store_of(uri: str) -> Any:
@@ -218,7 +238,7 @@ def download_folder(uri: str, destination: Path, wanted: Any = None) -> list[str
 
     An empty listing is a :class:`RemoteError` (nothing is there, or the prefix is wrong).
     """
-    store = object_store_of(uri)
+    store = reader_of(uri)
     _, _, key = split_uri(uri)
     prefix = key.rstrip('/') + '/' if key.strip('/') else ''
     try:

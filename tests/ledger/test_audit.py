@@ -210,6 +210,40 @@ def test_audit_of_a_bucket_equals_the_audit_of_the_local_folder(two_lineages: Pa
     assert capsys.readouterr().out == printed.replace(str(two_lineages), uri)
 
 
+@pytest.mark.s3
+def test_audit_at_the_bucket_root_names_the_folders_below_it_that_hold_a_ledger(s3_bucket: str, tmp_path: Path,
+                                                                               capsys) -> None:
+    runs = tmp_path / 'runs'
+    for number in range(12):  # run 0 keeps its ledger in ledger/, the others beside their checkpoints
+        folder = runs / f'run{number:02}' / ('ledger' if number == 0 else '')
+        folder.mkdir(parents=True)
+        LedgerWriter(folder / 'a1-rank0.bin', _header()).append(0, 1, [0, 1, 2, 3])
+    (runs / 'notes.txt').write_text('not a run')
+    _upload_folder(runs, f'{s3_bucket}/runs', tmp_path)
+    assert main(['audit', s3_bucket]) == 2
+    err = capsys.readouterr().err
+    shown = ', '.join(f'{s3_bucket}/runs/run{number:02}' for number in range(10))
+    assert (f'error: nothing recorded: no ledger file in {s3_bucket} or {s3_bucket}/ledger (it holds 13 other '
+            f'objects): the folders below it that hold ledger files are {shown} and 2 more; audit one of them') in err
+    assert main(['audit', f'{s3_bucket}/runs/run00']) == 0
+
+
+@pytest.mark.s3
+def test_audit_of_an_s3_uri_reads_it_without_importing_composer(s3_bucket: str, tmp_path: Path) -> None:
+    folder = tmp_path / 'run' / 'ledger'
+    folder.mkdir(parents=True)
+    LedgerWriter(folder / 'a1-rank0.bin', _header()).append(0, 1, [0, 1, 2, 3])
+    _upload_folder(tmp_path / 'run', f'{s3_bucket}/run', tmp_path)
+    code = ('import sys; from composer_sampling.recipes.cli import main; '
+            f'code = main(["audit", "{s3_bucket}/run"]); print("composer imported:", "composer" in sys.modules); '
+            'sys.exit(code)')
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(root), os.environ.get('PYTHONPATH')]))}
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert 'composer imported: False' in done.stdout and '| ok ' in done.stdout
+
+
 def _stopped_server(monkeypatch: pytest.MonkeyPatch) -> None:
     from support.s3_server import free_loopback_ports
 
