@@ -23,13 +23,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ['RECORD_BYTES', 'RemoteLedger', 'UploadSchedule', 'ledger_bytes', 'staging_folder']
+__all__ = ['RECORD_BYTES', 'RemoteLedger', 'UploadSchedule', 'discard_staging', 'ledger_bytes', 'staging_folder']
 
 #: The bytes of a record besides its indices: epoch (u32), batch (i64), count (u32) and the record's CRC32.
 RECORD_BYTES = 20
@@ -50,6 +51,28 @@ def staging_folder(run_name: str, attempt: str) -> Path:
     """
     safe = re.sub(r'[^A-Za-z0-9._-]+', '_', run_name)[:64]
     return Path(tempfile.gettempdir()) / f'composer-sampling-ledger-{safe}-{attempt}'
+
+
+def discard_staging(path: Path) -> None:
+    """Remove a rank's staged file, and its staging folder once no rank of the node has a file left in it.
+
+    Called at fit end after the last upload, and after Composer closes the trainer
+    (``post_close``), so that a run that ends with an exception leaves nothing in the
+    temp folder either. What the file held past its last upload is in no checkpoint:
+    a resume trains those batches again, and ``audit`` would count them as superseded.
+
+    Example:
+        >>> folder = staging_folder('doc', 'a1')
+        >>> folder.mkdir(exist_ok=True)
+        >>> (folder / 'a1-rank0.bin').write_bytes(b'')
+        0
+        >>> discard_staging(folder / 'a1-rank0.bin')
+        >>> folder.exists()
+        False
+    """
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # the last rank of the node to finish removes the staging folder
 
 
 def ledger_bytes(header_text: int, batch_samples: list[int], index_bytes: int) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -23,7 +22,7 @@ from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import active_root, describe, is_map_style
 from composer_sampling._validate import first_outside
 from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
-from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, staging_folder
+from composer_sampling.callbacks._ledger_upload import RemoteLedger, UploadSchedule, discard_staging, staging_folder
 from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
 from composer_sampling.ledger_format import SCHEDULE_BATCH, LedgerWriter, OutsideDatasetError, uri_scheme
 
@@ -266,9 +265,7 @@ class SampleLedger(Callback):
         self.close()
         if self._remote is not None and self._path is not None and self._path.exists():
             self._upload()  # before the saver's FIT_END waits for its uploads and uploads its last symlink
-            self._path.unlink()
-            with contextlib.suppress(OSError):
-                self._path.parent.rmdir()  # the last rank of the node to finish removes the staging folder
+            discard_staging(self._path)
         if self._tap is not None:
             self._tap.forget(self._tell)
         end_top_tap(state)
@@ -279,6 +276,10 @@ class SampleLedger(Callback):
             self._flush()
             self._writer.close()
             self._writer = None
+
+    def post_close(self) -> None:
+        if self._remote is not None and self._path is not None:
+            discard_staging(self._path)  # a fit that ended with an exception leaves no staging folder behind
 
     def state_dict(self) -> dict[str, Any]:
         """The state a checkpoint carries; every batch up to the one it names is written first.
