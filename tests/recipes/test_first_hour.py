@@ -74,3 +74,38 @@ def test_the_recipe_docs_say_the_bundled_recipes_need_scikit_learn() -> None:
     bundled = text.split('## The bundled recipes')[1].split('\n## ')[0]
     assert "pip install 'composer-sampling[demo]'" in bundled and 'need scikit-learn' in bundled
     assert 'no download' not in bundled
+
+
+def test_the_readme_flow_on_a_copied_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """recipes digits --to DIR, plan, train, audit, in a fresh folder, as a new user runs them; the run is cut to
+    3 batches, and the ledger is added by overrides, as the audit's message says."""
+    monkeypatch.chdir(tmp_path)
+    assert main(['recipes', 'digits', '--to', '.']) == 0
+    assert capsys.readouterr().out == 'wrote digits.yaml; train it with: composer-sampling train digits.yaml\n'
+    assert '#   composer-sampling train digits.yaml' in Path('digits.yaml').read_text()
+
+    assert main(['plan', 'digits.yaml', '--epochs', '1']) == 0
+    out = capsys.readouterr().out
+    assert 'every guarantee holds' in out
+    assert ('checked 1 trainer epoch (--epochs 1) of the 4 that the recipe trains (max_duration: 4ep); --epochs 4 '
+            'checks them all') in out
+
+    assert main(['audit', 'run']) == 2  # nothing trained yet: the message says what a ledger needs
+    assert 'error: run is not a folder' in capsys.readouterr().err
+    Path('run').mkdir()
+    assert main(['audit', 'run']) == 2
+    assert 'callbacks: {sample_ledger: {}}' in capsys.readouterr().err
+
+    assert main(['train', 'digits.yaml', 'max_duration=3ba', 'eval_interval=3ba', 'save_folder=run',
+                 'callbacks.sample_ledger={}']) == 0
+    capsys.readouterr()
+    assert sorted(path.name for path in Path('run', 'ledger').iterdir())[0].endswith('-rank0.bin')
+
+    assert main(['audit', 'run']) == 0
+    out = capsys.readouterr().out
+    assert re.search(r'^lineage counted: [0-9a-f]{32} \(the only lineage in the folder\)$', out, flags=re.MULTILINE)
+    assert re.search(r'^attempts counted, from the fresh start: [0-9a-f]{16}$', out, flags=re.MULTILINE)
+    assert re.search(r'^\|\s+0 \|\s+192 \|\s+192 \|\s+0 \|\s+1246 \| partial \(run ended at batch 3\)', out,
+                     flags=re.MULTILINE), out
+    assert 'dataset length 1438' in out
