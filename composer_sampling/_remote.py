@@ -6,9 +6,9 @@ the function Composer's ``download_checkpoint`` calls, so the bytes checked are 
 bytes Composer would have read. Composer's ``.symlink`` pointers are followed the way
 ``get_file`` follows them, but a bounded number of times (:func:`resolve_pointers`). A
 URI whose scheme Composer has no object store for is refused naming the scheme; what
-goes wrong on the way (a missing bucket, bad credentials, a server that does not
-answer, a broken pointer) is a :class:`RemoteError` naming the URI and what to check,
-never a traceback.
+goes wrong on the way (a missing bucket, no credentials found, credentials the
+server refuses, a server that does not answer, a broken pointer) is a
+:class:`RemoteError` naming the URI and what to check, never a traceback.
 
 Example:
     >>> object_store_of('nosuch://bucket/run')
@@ -26,13 +26,16 @@ from typing import Any
 from urllib.parse import urlparse
 
 __all__ = ['RemoteError', 'describe', 'download_file', 'download_folder', 'is_missing_object', 'object_exists',
-           'object_store_of', 'resolve_pointers', 'split_uri']
+           'object_store_of', 'reader_of', 'resolve_pointers', 'split_uri']
 
 #: S3 error codes (botocore's ``Error.Code``) that mean the keys are wrong or not allowed.
 _CREDENTIAL_CODES = ('SignatureDoesNotMatch', 'InvalidAccessKeyId', 'AccessDenied', 'InvalidToken',
                      'ExpiredToken', '403')
 _CREDENTIALS_HINT = ('check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile) and that '
                      'they may read this bucket')
+
+_MISSING_CREDENTIALS_HINT = ('set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a profile, for '
+                             'an identity that may read this bucket')
 
 
 class RemoteError(ValueError):
@@ -46,9 +49,29 @@ def split_uri(uri: str) -> tuple[str, str, str]:
         >>> split_uri('s3://bucket/runs/digits/')
         ('s3', 'bucket', 'runs/digits/')
     """
-    from composer.utils import parse_uri
+    parsed = urlparse(uri.replace('AZURE_BLOBS', 'azure'))  # urlparse refuses an underscore in a scheme
+    bucket = parsed.netloc.split('@')[0]
+    return parsed.scheme, bucket, parsed.path.lstrip('/') if parsed.scheme else parsed.path
 
-    return parse_uri(uri)
+
+def reader_of(uri: str) -> Any:
+    """A store to read ``uri`` from: boto3 directly for ``s3://``, without importing Composer; else
+    :func:`object_store_of`.
+
+    Example:
+        >>> reader_of('s3://bucket/run')  # doctest: +SKIP
+        S3Reader('bucket')
+    """
+    scheme, bucket, _ = split_uri(uri)
+    if scheme != 's3':
+        return object_store_of(uri)
+    from composer_sampling._s3_reader import S3Reader
+
+    try:
+        return S3Reader(bucket)
+    except ImportError as error:
+        raise RemoteError(f'{uri}: the client library for s3:// is not installed ({error}); install boto3 to read '
+                          's3://') from None
 
 
 def object_store_of(uri: str) -> Any:
@@ -85,9 +108,14 @@ def describe(uri: str, error: BaseException) -> RemoteError:
         if code == 'NoSuchBucket':
             return RemoteError(f'{uri}: the bucket {split_uri(uri)[1]!r} does not exist at this endpoint; check the '
                                'bucket name (and S3_ENDPOINT_URL, if set)')
-        if code in _CREDENTIAL_CODES or type(cause).__name__ in ('NoCredentialsError', 'PartialCredentialsError'):
-            return RemoteError(f'{uri}: the object store refuses the credentials ({code or type(cause).__name__}); '
-                               f'{_CREDENTIALS_HINT}')
+        if type(cause).__name__ == 'NoCredentialsError':  # nothing was sent: the client found no keys at all
+            return RemoteError(f'{uri}: no credentials were found for the object store (NoCredentialsError); '
+                               f'{_MISSING_CREDENTIALS_HINT}')
+        if type(cause).__name__ == 'PartialCredentialsError':
+            return RemoteError(f'{uri}: the credentials found are incomplete ({_first_line(cause)}); '
+                               f'{_MISSING_CREDENTIALS_HINT}')
+        if code in _CREDENTIAL_CODES:  # the server answered and refused the keys it was sent
+            return RemoteError(f'{uri}: the object store refuses the credentials ({code}); {_CREDENTIALS_HINT}')
         if type(cause).__name__ in ('EndpointConnectionError', 'ConnectTimeoutError', 'ReadTimeoutError',
                                     'ConnectionClosedError') or isinstance(cause, ConnectionError):
             endpoint = os.environ.get('S3_ENDPOINT_URL')
@@ -210,7 +238,7 @@ def download_folder(uri: str, destination: Path, wanted: Any = None) -> list[str
 
     An empty listing is a :class:`RemoteError` (nothing is there, or the prefix is wrong).
     """
-    store = object_store_of(uri)
+    store = reader_of(uri)
     _, _, key = split_uri(uri)
     prefix = key.rstrip('/') + '/' if key.strip('/') else ''
     try:

@@ -53,6 +53,11 @@ from composer_sampling.ledger_format import (
 
 __all__ = ['Attempt', 'AuditReport', 'EpochAudit', 'audit_folder', 'choose_lineage']
 
+#: What a folder without a ledger lacks, and how to get one.
+_NO_LEDGER_HELP = ('a run with the sample_ledger callback writes its files there once its first batch has trained; '
+                   'a run without that callback records nothing: add it and train again (in a recipe, '
+                   'callbacks: {sample_ledger: {}} beside a save_folder; in Python, SampleLedger() in the '
+                   "Trainer's callbacks)")
 _SAME_FOR_A_RUN = ('lineage', 'dataset_len', 'sub_epochs_per_epoch')
 
 
@@ -144,8 +149,7 @@ def _ledger_files(folder: Path, skipped: list[str]) -> list[Path]:
         if files:
             return files
     also = f' (skipped: {"; ".join(skipped)})' if skipped else ''
-    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}{also}; a run with the '
-                      'sample_ledger callback writes its files there once its first batch has trained')
+    raise LedgerError(f'nothing recorded: no ledger file in {folder} or {folder / "ledger"}{also}; {_NO_LEDGER_HELP}')
 
 
 def _is_ledger(path: Path) -> bool:
@@ -323,8 +327,10 @@ def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> 
     """Account for every epoch of the run whose ledgers are in ``folder`` (or ``folder/ledger``).
 
     ``folder`` may be a URI (``s3://bucket/run``, or any scheme Composer has an
-    object store for): its ledger files are downloaded through Composer's object
-    store into a temporary folder and audited there (:func:`_audit_uri`).
+    object store for): its ledger files are downloaded into a temporary folder and
+    audited there (:func:`_audit_uri`), with boto3 directly for ``s3://`` and through
+    Composer's object store for the other schemes. When no ledger is there, the error
+    names the first folders below the URI that hold ledger files.
 
     A folder may hold several lineages (a rerun with ``save_overwrite``, a later fit on
     another dataloader): one is counted, ``lineage`` (an id or a prefix of one) or
@@ -366,10 +372,36 @@ def _is_ledger_object(name: str) -> bool:
 
 
 _CHECKPOINT_BATCH = re.compile(r'ba(\d+)')
+#: How many folders below an audited URI that hold ledger files its error names.
+_FOLDERS_SHOWN = 10
+
+
+def _folders_below(shown: str, names: list[str]) -> str:
+    """The run folders below ``shown`` whose ledger files ``names`` lists (the first few, sorted), as an error names
+    them; empty when there are none.
+
+    Example:
+        >>> _folders_below('s3://b', ['runs/a/ledger/a1-rank0.bin', 'runs/b/x1-rank0.bin', 'runs/a/ep1.pt'])
+        ': the folders below it that hold ledger files are s3://b/runs/a, s3://b/runs/b; audit one of them'
+    """
+    folders = set()
+    for name in names:
+        parts = name.split('/')
+        if name.endswith('.bin') and len(parts) > 1:
+            run = parts[:-2] if parts[-2] == 'ledger' else parts[:-1]
+            if run:
+                folders.add('/'.join(run))
+    if not folders:
+        return ''
+    listed = sorted(folders)
+    more = f' and {len(listed) - _FOLDERS_SHOWN} more' if len(listed) > _FOLDERS_SHOWN else ''
+    return (f': the folders below it that hold ledger files are '
+            f'{", ".join(f"{shown}/{folder}" for folder in listed[:_FOLDERS_SHOWN])}{more}; audit one of them')
 
 
 def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
-    """Audit the run at ``uri``: its ledger objects downloaded through Composer's object store, then as a folder.
+    """Audit the run at ``uri``: its ledger objects downloaded (:func:`~composer_sampling._remote.reader_of`), then as
+    a folder.
 
     Only the ledger files are downloaded, and the final checkpoint only when the
     folder holds more than one lineage: ``latest-rank0.pt`` (Composer uploads it as
@@ -377,7 +409,7 @@ def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
     ``*.pt`` of the save folder with the highest batch in its name (an object store
     gives no write times). Errors name the URI, not the temporary folder.
     """
-    from composer_sampling._remote import RemoteError, download_file, download_folder, object_store_of, split_uri
+    from composer_sampling._remote import RemoteError, download_file, download_folder, reader_of, split_uri
 
     shown = uri.rstrip('/')
     with tempfile.TemporaryDirectory(prefix='composer-sampling-audit-') as temporary:
@@ -388,8 +420,7 @@ def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
             raise LedgerError(str(error)) from None
         if not any(_is_ledger_object(name) for name in names):
             raise LedgerError(f'nothing recorded: no ledger file in {shown} or {shown}/ledger (it holds '
-                              f'{len(names)} other objects); a run with the sample_ledger callback writes its files '
-                              'there once its first batch has trained')
+                              f'{len(names)} other objects){_folders_below(shown, names) or "; " + _NO_LEDGER_HELP}')
 
         def final_checkpoint(_: Path) -> tuple[Path | None, str]:
             top = {name for name in names if '/' not in name}
@@ -403,7 +434,7 @@ def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
             target.parent.mkdir()
             key = split_uri(uri)[2].rstrip('/')
             try:
-                download_file(object_store_of(uri), f'{key}/{chosen}' if key else chosen, str(target),
+                download_file(reader_of(uri), f'{key}/{chosen}' if key else chosen, str(target),
                               f'{shown}/{chosen}')
             except RemoteError as error:
                 return None, f'the final checkpoint cannot be downloaded: {error}'

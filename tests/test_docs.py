@@ -1,8 +1,18 @@
-"""The README stays short enough to finish, and no link or Python file named in it or in docs/ is dead."""
+"""The README stays short enough to finish, and no link or Python file named in it or in docs/ is dead.
+
+A link is alive where the page is read: in the repository, relative links resolve; in an
+unpacked sdist too, because MANIFEST.in ships every page the README links to; and an
+absolute link into this repository (a URL that ``[project.urls]`` of pyproject.toml
+names, followed by ``/blob/REF/`` or ``/tree/REF/``) must name a file that exists here.
+PyPI renders the README of a wheel with its relative links broken, so once pyproject.toml
+names the repository, the README's links into it should be absolute.
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +61,60 @@ def test_every_page_of_docs_is_linked_from_the_readme() -> None:
 
 def test_the_link_pattern_finds_links() -> None:
     assert _relative_links(ROOT / 'README.md'), 'no relative link found in README.md: the pattern is broken'
+
+
+def _repository_urls() -> list[str]:
+    """The URLs ``[project.urls]`` of pyproject.toml names, without a trailing slash."""
+    if sys.version_info < (3, 11):
+        pytest.skip('tomllib arrived in Python 3.11')
+    import tomllib
+
+    urls = tomllib.loads((ROOT / 'pyproject.toml').read_text()).get('project', {}).get('urls', {})
+    return [url.rstrip('/') for url in urls.values()]
+
+
+def _path_in_repository(target: str, repositories: list[str]) -> str | None:
+    """The file an absolute link into one of ``repositories`` names, relative to the root, or None for another link.
+
+    Example: ``https://github.com/o/r/blob/main/docs/x.md#a`` names ``docs/x.md`` when ``https://github.com/o/r`` is
+    a repository.
+    """
+    for repository in repositories:
+        match = re.match(re.escape(repository) + r'/(?:blob|tree)/[^/]+/([^#?]*)', target)
+        if match:
+            return match.group(1)
+    return None
+
+
+def test_a_link_into_the_repository_maps_to_its_file() -> None:
+    repositories = ['https://github.com/owner/repo']
+    assert _path_in_repository('https://github.com/owner/repo/blob/main/docs/recipes.md#fields', repositories) == \
+        'docs/recipes.md'
+    assert _path_in_repository('https://github.com/owner/other/blob/main/docs/recipes.md', repositories) is None
+
+
+@pytest.mark.parametrize('page', PAGES, ids=lambda page: page.name)
+def test_every_absolute_link_into_this_repository_names_a_file_that_exists(page: Path) -> None:
+    repositories = _repository_urls()
+    named = [_path_in_repository(target, repositories) for target in LINK.findall(_without_code(page.read_text()))]
+    dead = [path for path in named if path is not None and not (ROOT / path).exists()]
+    assert not dead, f'{page.relative_to(ROOT)} links into the repository to missing files: {dead}'
+
+
+def _shipped_in_the_sdist(path: str) -> bool:
+    """Whether a line of MANIFEST.in (``include`` or ``recursive-include``) takes ``path`` into the sdist."""
+    for line in (ROOT / 'MANIFEST.in').read_text().splitlines():
+        words = line.split()
+        if words[:1] == ['include'] and any(fnmatch.fnmatch(path, pattern) for pattern in words[1:]):
+            return True
+        if words[:1] == ['recursive-include'] and len(words) > 2 and path.startswith(words[1].rstrip('/') + '/') \
+                and any(fnmatch.fnmatch(Path(path).name, pattern) for pattern in words[2:]):
+            return True
+    return False
+
+
+def test_the_sdist_carries_every_page_the_readme_links_to() -> None:
+    assert (ROOT / 'MANIFEST.in').is_file(), 'no MANIFEST.in: the sdist would lack the docs the README links to'
+    linked = sorted({target.split('#', 1)[0] for target in _relative_links(ROOT / 'README.md')})
+    missing = [path for path in linked if not _shipped_in_the_sdist(path)]
+    assert not missing, f'README.md links to files that MANIFEST.in leaves out of the sdist: {missing}'

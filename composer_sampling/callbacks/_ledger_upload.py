@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
     from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
 
-__all__ = ['RECORD_BYTES', 'LedgerUploader', 'RemoteLedger', 'UploadSchedule', 'ledger_bytes', 'saved_batch',
-           'staging_folder']
+__all__ = ['RECORD_BYTES', 'LedgerUploader', 'RemoteLedger', 'UploadSchedule', 'discard_staging', 'ledger_bytes',
+           'saved_batch', 'staging_folder']
 
 #: The bytes of a record besides its indices: epoch (u32), batch (i64), count (u32) and the record's CRC32.
 RECORD_BYTES = 20
@@ -57,6 +57,28 @@ def staging_folder(run_name: str, attempt: str) -> Path:
     """
     safe = re.sub(r'[^A-Za-z0-9._-]+', '_', run_name)[:64]
     return Path(tempfile.gettempdir()) / f'composer-sampling-ledger-{safe}-{attempt}'
+
+
+def discard_staging(path: Path) -> None:
+    """Remove a rank's staged file, and its staging folder once no rank of the node has a file left in it.
+
+    Called at fit end after the last upload, and after Composer closes the trainer
+    (``post_close``), so that a run that ends with an exception leaves nothing in the
+    temp folder either. What the file held past its last upload is in no checkpoint:
+    a resume trains those batches again, and ``audit`` would count them as superseded.
+
+    Example:
+        >>> folder = staging_folder('doc', 'a1')
+        >>> folder.mkdir(exist_ok=True)
+        >>> (folder / 'a1-rank0.bin').write_bytes(b'')
+        0
+        >>> discard_staging(folder / 'a1-rank0.bin')
+        >>> folder.exists()
+        False
+    """
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # the last rank of the node to finish removes the staging folder
 
 
 def ledger_bytes(header_text: int, batch_samples: list[int], index_bytes: int) -> int:
@@ -222,6 +244,4 @@ class LedgerUploader:
         path = recorder.path
         if path.exists():
             self.upload(recorder)  # before the saver's FIT_END waits for its uploads and uploads its last symlink
-            path.unlink()
-            with contextlib.suppress(OSError):
-                path.parent.rmdir()  # the last rank of the node to finish removes the staging folder
+            discard_staging(path)

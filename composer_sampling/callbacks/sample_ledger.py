@@ -19,7 +19,7 @@ from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._ledger_folder import ledger_folder, saver_of
 from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
 from composer_sampling.callbacks._ledger_sources import IndexSource, dataset_fields, ledger_fingerprint
-from composer_sampling.callbacks._ledger_upload import LedgerUploader, RemoteLedger, staging_folder
+from composer_sampling.callbacks._ledger_upload import LedgerUploader, RemoteLedger, discard_staging, staging_folder
 from composer_sampling.callbacks._one_per_trainer import refuse_a_second
 from composer_sampling.callbacks._top_tap import end_top_tap
 from composer_sampling.ledger_format import LedgerHeader, object_store_scheme
@@ -200,6 +200,10 @@ class SampleLedger(Callback):
         """Write what is held and close the file; closing again, or before any fit, does nothing."""
         if self._recorder is not None:
             self._recorder.close()
+
+    def post_close(self) -> None:
+        if self._uploader is not None and self._recorder is not None:
+            discard_staging(self._recorder.path)  # a fit that ended with an exception leaves no staging folder
 
     def state_dict(self) -> dict[str, Any]:
         """The state a checkpoint carries; every batch up to the one it names is written first.

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,21 +70,43 @@ def packaged_recipes() -> dict[str, Path]:
     return {path.stem: path for path in sorted(folder.glob('*.yaml'))}
 
 
+_NAME_WIDTH = 22
+_LIST_WIDTH = 100
+
+
+def _description(path: Path) -> str:
+    """The first sentence of a recipe's header comment, whole, however many comment lines it spans.
+
+    The header is the block of ``#`` lines at the top of the file; an indented
+    comment line (a command to run) ends the prose.
+    """
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith('#') or line.startswith('#   '):
+            break
+        words.append(line.lstrip('#').strip())
+    text = ' '.join(word for word in words if word)
+    return re.split(r'(?<=[.!?])\s+', text, maxsplit=1)[0]
+
+
 def _recipes(args: argparse.Namespace) -> int:
     recipes = packaged_recipes()
     if args.name is None:
         for name, path in recipes.items():
-            first = next((line.lstrip('# ').rstrip() for line in path.read_text().splitlines()
-                          if line.startswith('#')), '')
-            print(f'{name:<22} {first}')
+            lines = textwrap.wrap(_description(path), width=_LIST_WIDTH - _NAME_WIDTH - 1) or ['']
+            print(f'{name:<{_NAME_WIDTH}} {lines[0]}')
+            for line in lines[1:]:
+                print(f'{"":<{_NAME_WIDTH}} {line}')
         print('\ncopy one out with: composer-sampling recipes NAME [--to DIR]')
         return 0
     name = args.name.removesuffix('.yaml')
     if name not in recipes:
         raise RecipeError(f'no packaged recipe {args.name!r}; choose one of: {", ".join(recipes)}')
     target = _copy_target(Path(args.to), f'{name}.yaml', args.force)
+    # The header's commands name the copy, not the bundled file.
+    text = recipes[name].read_text().replace(f'yamls/{name}.yaml', str(target))
     try:
-        target.write_text(recipes[name].read_text())
+        target.write_text(text)
     except OSError as error:
         raise RecipeError(f'--to {args.to}: cannot write {target} ({error.strerror})') from None
     print(f'wrote {target}; train it with: composer-sampling train {target}')
@@ -132,6 +156,20 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
     print(f'\nchecked {passes} on {ranks}{groups} in {seconds:.1f} s')
 
 
+def _epochs_checked(epochs: int, max_duration: str) -> str:
+    """How many trainer epochs plan checked, against how many the recipe trains, and how to check more."""
+    from composer_sampling.recipes.durations import parse_duration
+
+    checked = f'checked {epochs} trainer epoch{"s" * (epochs != 1)} (--epochs {epochs})'
+    value, unit = parse_duration(max_duration)
+    if unit == 'ep' and value > epochs:
+        return (f'{checked} of the {value} that the recipe trains (max_duration: {max_duration}); '
+                f'--epochs {value} checks them all')
+    if unit == 'ep':
+        return f'{checked}, every epoch that the recipe trains (max_duration: {max_duration})'
+    return f'{checked}; the recipe trains for max_duration: {max_duration}; --epochs N checks N epochs'
+
+
 def _plan(args: argparse.Namespace) -> int:
     if args.world_size < 1 or args.epochs < 1:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
@@ -141,12 +179,13 @@ def _plan(args: argparse.Namespace) -> int:
     from composer_sampling.recipes.dry_run import plan_recipe
 
     started = time.perf_counter()
+    recipe = load_recipe(args.recipe, args.overrides)
     try:
-        report = plan_recipe(load_recipe(args.recipe, args.overrides), args.world_size, args.epochs, args.proof,
-                             args.workers)
+        report = plan_recipe(recipe, args.world_size, args.epochs, args.proof, args.workers)
     except ConstructionError as error:
         raise RecipeError(str(error)) from None
     _print_plan(report, time.perf_counter() - started)
+    print(_epochs_checked(args.epochs, recipe.max_duration))
     for problem in report.problems:
         print(f'FAILED guarantee: {problem}', file=sys.stderr)
     if report.ok:
@@ -156,8 +195,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _print_audit(report: AuditReport) -> None:
     print(tabulate(report.attempts, headers='keys', tablefmt='github'))
-    print(f'\nlineage counted: {" -> ".join(report.lineage)}')
-    print(f'lineage {report.lineage_id}: {report.chosen}')
+    print(f'\nlineage counted: {report.lineage_id} ({report.chosen})')
+    print(f'attempts counted, from the fresh start: {" -> ".join(report.lineage)}')
     for other in report.other_lineages:
         print(f'other lineage {other["lineage"]} (run {other["run_name"]}, {other["attempts"]} attempt'
               f'{"s" * (other["attempts"] != 1)}, to batch {other["last_batch"]}, {other["samples"]} samples of a '

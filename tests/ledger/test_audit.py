@@ -237,6 +237,40 @@ def test_audit_of_a_bucket_equals_the_audit_of_the_local_folder(two_lineages: Pa
     assert capsys.readouterr().out == printed.replace(str(two_lineages), uri)
 
 
+@pytest.mark.s3
+def test_audit_at_the_bucket_root_names_the_folders_below_it_that_hold_a_ledger(s3_bucket: str, tmp_path: Path,
+                                                                               capsys) -> None:
+    runs = tmp_path / 'runs'
+    for number in range(12):  # run 0 keeps its ledger in ledger/, the others beside their checkpoints
+        folder = runs / f'run{number:02}' / ('ledger' if number == 0 else '')
+        folder.mkdir(parents=True)
+        LedgerWriter(folder / 'a1-rank0.bin', _header()).append(0, 1, [0, 1, 2, 3])
+    (runs / 'notes.txt').write_text('not a run')
+    _upload_folder(runs, f'{s3_bucket}/runs', tmp_path)
+    assert main(['audit', s3_bucket]) == 2
+    err = capsys.readouterr().err
+    shown = ', '.join(f'{s3_bucket}/runs/run{number:02}' for number in range(10))
+    assert (f'error: nothing recorded: no ledger file in {s3_bucket} or {s3_bucket}/ledger (it holds 13 other '
+            f'objects): the folders below it that hold ledger files are {shown} and 2 more; audit one of them') in err
+    assert main(['audit', f'{s3_bucket}/runs/run00']) == 0
+
+
+@pytest.mark.s3
+def test_audit_of_an_s3_uri_reads_it_without_importing_composer(s3_bucket: str, tmp_path: Path) -> None:
+    folder = tmp_path / 'run' / 'ledger'
+    folder.mkdir(parents=True)
+    LedgerWriter(folder / 'a1-rank0.bin', _header()).append(0, 1, [0, 1, 2, 3])
+    _upload_folder(tmp_path / 'run', f'{s3_bucket}/run', tmp_path)
+    code = ('import sys; from composer_sampling.recipes.cli import main; '
+            f'code = main(["audit", "{s3_bucket}/run"]); print("composer imported:", "composer" in sys.modules); '
+            'sys.exit(code)')
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(root), os.environ.get('PYTHONPATH')]))}
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert 'composer imported: False' in done.stdout and '| ok ' in done.stdout
+
+
 def _stopped_server(monkeypatch: pytest.MonkeyPatch) -> None:
     from support.s3_server import free_loopback_ports
 
@@ -248,6 +282,7 @@ def _stopped_server(monkeypatch: pytest.MonkeyPatch) -> None:
     ('missing bucket', "the bucket 'no-such-bucket-here' does not exist at this endpoint; check the bucket name"),
     ('empty prefix', 'no object under this prefix (the bucket exists); check the path'),
     ('bad credentials', 'the object store refuses the credentials (SignatureDoesNotMatch); check the credentials'),
+    ('no credentials', 'no credentials were found for the object store (NoCredentialsError); set AWS_ACCESS_KEY_ID'),
     ('server stopped', 'the object store does not answer (Could not connect to the endpoint URL'),
 ])
 def test_audit_of_a_uri_that_cannot_be_read_is_a_named_error(case: str, message: str, s3_bucket: str, tmp_path: Path,
@@ -255,6 +290,9 @@ def test_audit_of_a_uri_that_cannot_be_read_is_a_named_error(case: str, message:
     uri = 's3://no-such-bucket-here/run' if case == 'missing bucket' else f'{s3_bucket}/run'
     if case == 'bad credentials':
         monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'not-the-key')
+    if case == 'no credentials':  # the s3_bucket fixture already shuts out the user's AWS files
+        for name in ('AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'):
+            monkeypatch.delenv(name)
     if case == 'server stopped':
         _stopped_server(monkeypatch)
     monkeypatch.chdir(tmp_path)  # a stale local folder named like the URI is never read instead
@@ -325,7 +363,10 @@ def test_an_abandoned_side_branch_does_not_erase_the_main_line(side_branch: Path
     assert report.superseded == 10 * 8  # the first attempt's batches 31-40, trained again by the resume
     assert main(['audit', str(side_branch)]) == 0
     out = capsys.readouterr().out
-    assert f'lineage counted: {ids[0]} -> {ids[30]}' in out
+    assert f'attempts counted, from the fresh start: {ids[0]} -> {ids[30]}' in out
+    assert f'lineage counted: {report.lineage_id} (the only lineage in the folder)' in out
+    # An attempt id never appears on a line that speaks of a lineage.
+    assert not any(line.startswith('lineage') and ids[0] in line for line in out.splitlines())
     assert (f'abandoned branch {ids[10]}: resumed from {ids[0]} at batch 10, trained batches 11-12 (16 samples); '
             'not counted') in out
 
@@ -534,7 +575,9 @@ def test_without_a_checkpoint_the_lineage_written_last_is_counted_and_the_others
     assert report.chosen == f'the lineage whose ledger files were written last (no checkpoint in {tmp_path})'
     assert [(other['lineage'], other['samples']) for other in report.other_lineages] == [('one', 4), ('three', 0)]
     assert main(['audit', str(tmp_path), '--lineage', 'o']) == 0
-    assert 'lineage one: as asked' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert 'lineage counted: one (as asked)' in out
+    assert 'attempts counted, from the fresh start: a1' in out
     assert main(['audit', str(tmp_path), '--lineage', 't']) == 2
     assert capsys.readouterr().err == (f'error: --lineage t names more than one lineage of the ledgers in {tmp_path}; '
                                        'they are: one, three, two\n')

@@ -82,8 +82,9 @@ def test_no_folder_or_an_unreachable_remote_one_is_refused_before_training(tmp_p
     monkeypatch.setenv('AWS_CONFIG_FILE', str(tmp_path / 'absent'))
     monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')  # no credentials anywhere: nothing leaves the machine
     trainer = make_trainer(_loader(), callbacks=[SampleLedger('s3://bucket/run/ledger')])
-    with pytest.raises(ValueError, match=r'SampleLedger cannot reach its ledger folder s3://bucket/run/ledger: the '
-                                         r'object store refuses the credentials \(NoCredentialsError\)'):
+    with pytest.raises(ValueError, match=r'SampleLedger cannot reach its ledger folder s3://bucket/run/ledger: no '
+                                         r'credentials were found for the object store \(NoCredentialsError\); set '
+                                         r'AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY'):
         trainer.fit()
     assert trainer.state.timestamp.batch == 0
     with pytest.raises(ValueError, match=r'SampleLedger has no folder: give the Trainer a save_folder'):

@@ -225,3 +225,47 @@ def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audi
     never = torch.load(whole / 'ep1-ba5-rank0.pt', weights_only=False)['state']
     for key in ('model', 'optimizers'):
         assert states_equal(final[key], never[key]), key
+
+
+_FAILING_RUN = '''
+import sys
+from composer import Callback
+from torch.utils.data import DataLoader
+from composer_sampling import ResumableDistributedSampler, SampleLedger
+from support.helpers import make_trainer, synthetic
+
+
+class FailsAtBatch3(Callback):
+    def batch_end(self, state, logger):
+        if int(state.timestamp.batch) == 3:
+            raise RuntimeError('the run fails at batch 3')
+
+
+dataset = synthetic(64)
+loader = DataLoader(dataset, batch_size=8, sampler=ResumableDistributedSampler(dataset))
+trainer = make_trainer(loader, run_name=sys.argv[2], callbacks=[SampleLedger(sys.argv[1]), FailsAtBatch3()])
+try:
+    trainer.fit()
+except RuntimeError:
+    print('staged:', *sorted(path.name for path in trainer.state.callbacks[0]._path.parent.iterdir()))
+    if sys.argv[3] == 'close':
+        trainer.close()
+        print('closed')
+    raise
+'''
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize('ending', ['close', 'exit'])
+def test_a_run_that_ends_with_an_exception_leaves_no_staging_folder(ending: str, s3_bucket: str,
+                                                                    tmp_path: Path) -> None:
+    """The fit raises at batch 3; then the trainer is closed (``close``), or the exception ends the process
+    (``exit``, where Composer closes the trainer at exit). Either way the staging folder is gone."""
+    run_name = f'fails-{ending}-{os.getpid()}'
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(ROOT), str(ROOT / 'tests')])}
+    done = subprocess.run([sys.executable, '-c', _FAILING_RUN, f'{s3_bucket}/run/ledger', run_name, ending],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1 and 'RuntimeError: the run fails at batch 3' in done.stderr, done.stderr
+    assert 'staged: ' in done.stdout and '-rank0.bin' in done.stdout, done.stdout  # it was staged while it ran
+    assert ('closed' in done.stdout) == (ending == 'close')
+    assert not list(Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-{run_name}-*')), 'staging left behind'
