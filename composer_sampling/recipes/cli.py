@@ -197,6 +197,7 @@ def _print_audit(report: AuditReport) -> None:
     print(tabulate(report.attempts, headers='keys', tablefmt='github'))
     print(f'\nlineage counted: {report.lineage_id} ({report.chosen})')
     print(f'attempts counted, from the fresh start: {" -> ".join(report.lineage)}')
+    print(f'data fingerprint: {report.data_fingerprint or "none recorded (ledgers written before it existed)"}')
     for other in report.other_lineages:
         print(f'other lineage {other["lineage"]} (run {other["run_name"]}, {other["attempts"]} attempt'
               f'{"s" * (other["attempts"] != 1)}, to batch {other["last_batch"]}, {other["samples"]} samples of a '

@@ -50,6 +50,7 @@ def test_a_resumed_run_supersedes_what_the_crash_lost(tmp_path: Path, capsys) ->
     assert main(['audit', str(tmp_path)]) == 0  # finds ledger/ under the save folder
     out = capsys.readouterr().out
     assert '26 samples trained after the checkpoint a resume started from were superseded' in out
+    assert f'data fingerprint: {report.data_fingerprint}\n' in out
 
 
 def test_the_ledger_knows_its_data_and_a_lineage_over_changed_data_is_refused(tmp_path: Path) -> None:
