@@ -247,7 +247,7 @@ trainer = make_trainer(loader, run_name=sys.argv[2], callbacks=[SampleLedger(sys
 try:
     trainer.fit()
 except RuntimeError:
-    print('staged:', *sorted(path.name for path in trainer.state.callbacks[0]._path.parent.iterdir()))
+    print('staged:', *sorted(path.name for path in trainer.state.callbacks[0]._recorder.path.parent.iterdir()))
     if sys.argv[3] == 'close':
         trainer.close()
         print('closed')
