@@ -292,11 +292,11 @@ def _scheduler_times_in_tokens(spec: RunSpec) -> list[tuple[str, str]]:
     """``(field, value)`` of every scheduler argument that is a Composer time in tokens."""
     found = []
     for part in spec.schedulers:
-        prefix = part.field if part.entry is not None else f'{part.field}.kwargs'
         for name, value in part.arguments.items():
-            for k, item in enumerate(value if isinstance(value, (list, tuple)) else [value]):
+            listed = isinstance(value, (list, tuple))
+            for k, item in enumerate(value if listed else [value]):
                 if isinstance(item, str) and _unit(item) == 'tok':
-                    found.append((f'{prefix}.{name}' + (f'[{k}]' if isinstance(value, (list, tuple)) else ''), item))
+                    found.append((f'{part.arguments_field}.{name}' + (f'[{k}]' if listed else ''), item))
     return found
 
 

@@ -1,8 +1,6 @@
 """A part's builder: imported, then called with its arguments, a failure naming the part's field.
 
-``plan`` and ``train`` call every builder of a recipe through :func:`run_builder`
-(:func:`builder_of` imports one without calling it). A builder's own exception is
-chained, and its traceback shown with ``--verbose`` (``COMPOSER_SAMPLING_VERBOSE=1``).
+A builder's own exception is chained, and its traceback shown with ``--verbose``.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve

@@ -1,10 +1,7 @@
 """``composer-sampling plan``: dry-run a recipe at any world size and check the guarantees.
 
-The recipe is resolved and checked as ``train`` checks it, by the same pass
-(:func:`~composer_sampling.recipes.build_training.prepare`); every data-parallel rank's
-train loader is built (datasets are built, never indexed), rank 0's is checked to
-shard by rank as ``train`` checks it, and
-:func:`composer_sampling._proofs.plan.plan_loaders` proves their coverage (by construction, or counted).
+The recipe is checked by ``train``'s own pass; every data-parallel rank's train loader is built and
+:func:`composer_sampling._proofs.plan.plan_loaders` proves their coverage.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe

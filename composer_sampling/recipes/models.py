@@ -1,11 +1,7 @@
 """What a model builder may return, made into the ``ComposerModel`` the Trainer needs; and what it reports held out.
 
-A builder returns a ``ComposerModel`` (used as it is) or a plain ``torch.nn.Module``
-with a ``num_classes`` attribute, which is wrapped as Composer users wrap one
-(:func:`as_composer_model`): in a ``ComposerClassifier`` (cross-entropy loss, accuracy metrics). Composer's
-classifier unpacks ``inputs, targets = batch``; ours also takes
-``(inputs, targets, indices)``, so a collate function can carry the sample
-indices for ``SampleLedger(index_key=2)`` past the model, which never sees them.
+A plain ``torch.nn.Module`` with ``num_classes`` is wrapped in a ``ComposerClassifier`` that also takes
+``(inputs, targets, indices)`` batches, so that ``SampleLedger(index_key=2)`` can read the indices.
 
 Example:
     >>> import torch

@@ -1,14 +1,7 @@
 """Resolve a recipe once into a frozen :class:`RunSpec`: every part with its builder, arguments and entry.
 
-Resolution reads the registry and nothing else: no user code is imported (an
-entry-point part's declaration is read, which imports its package). It checks
-what the part mappings say: a registered ``name`` or a ``target`` (not both), the
-inline options the entry takes (one rule an option, inline or in ``kwargs``; the
-same option in both places is refused), required options, and derives what the
-run needs beyond the parts: the held-out split, the mixture's sources, the
-durations, the data seed and replication of the callback that governs the order,
-and the ledger folder. The checks (:mod:`~composer_sampling.recipes.checks`) and the
-builders then read the spec; nothing asks the recipe again.
+Resolution reads the registry and imports no user code. It checks each part's ``name`` or ``target`` and
+options, and derives what the run needs beyond the parts; nothing asks the recipe again.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -57,6 +50,11 @@ class PartSpec:
     entry: Entry | None  # None for the target form
     arguments: Mapping[str, Any]  # its options (defaults included), then its kwargs: what its builder receives
     trusted: bool  # ours or an installed package's (an entry point): the allow-list does not apply
+
+    @property
+    def arguments_field(self) -> str:
+        """Where the recipe writes this part's arguments: inline for a registered part, else in ``kwargs``."""
+        return self.field if self.entry is not None else f'{self.field}.kwargs'
 
 
 @dataclass(frozen=True)
