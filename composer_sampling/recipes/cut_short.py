@@ -44,8 +44,7 @@ def cut_short(path: Path) -> bool:
 
 
 def describe_file(path: Path) -> str:
-    """A checkpoint-named entry of a save folder as a message names it: a link and where it points, or a file and
-    its size.
+    """A save folder's entry as a message names it: a link and where it points, or a file and its size.
 
     Example:
         >>> describe_file(Path('/nonexistent/ep0-ba1-rank0.pt'))

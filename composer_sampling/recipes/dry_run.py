@@ -26,12 +26,8 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
                 workers: int | None = None) -> PlanReport:
     """Build every rank's loader for ``world_size`` and check ``epochs`` trainer epochs of their orders.
 
-    ``proof`` and ``workers`` are :func:`~composer_sampling.check_plan`'s.
-
-    Raises :class:`~composer_sampling.recipes.errors.RecipeError` for everything
-    ``train`` refuses at this world size but what only this machine's hardware decides
-    and what only calling the model's, the optimizer's and Composer's builders shows
-    (docs/recipes.md lists them).
+    ``proof`` and ``workers`` are :func:`~composer_sampling.check_plan`'s. Raises a
+    :class:`~composer_sampling.recipes.errors.RecipeError` for what ``train`` refuses before it builds any part.
     """
     prepared = prepare(resolve(recipe), world_size, copy_checkpoints=False)
     spec, checked = prepared.spec, prepared.checked

@@ -244,9 +244,7 @@ def _sync(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> SyncSpec:
 
 
 def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | None:
-    """``{save_folder}/ledger`` for a callback that wants it, as a template: its placeholders are filled in one pass
-    as Composer fills the save folder's (the folder checks, and SampleLedger at fit start), so that the ledger is in
-    the folder Composer saves to, whatever the run name holds."""
+    """The ledger folder: the callback's ``folder``, else ``{save_folder}/ledger`` for a callback that wants it."""
     wanting = [part for part in callbacks if part.entry is not None and part.entry.ledger_folder]
     if not wanting or wanting[0].arguments.get('folder') is not None:
         return None if not wanting else wanting[0].arguments['folder']
