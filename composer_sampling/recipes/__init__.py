@@ -1,9 +1,6 @@
 """The recipe runner: YAML recipes resolved, checked, built and trained, and the ``composer-sampling`` command.
 
-Nothing here is imported by ``import composer_sampling``: the library (callbacks,
-samplers, plan and audit) stays light, and the runner loads Composer only when a
-recipe is trained. A recipe goes down these floors once, each importing only the
-floors above it:
+Nothing here is imported by ``import composer_sampling``. A recipe goes down these floors once:
 
 * ``errors.py``, ``durations.py``: :class:`RecipeError`, and time strings read as Composer reads them;
 * ``schema.py``: the recipe's fields, loaded from YAML and overrides;
@@ -14,10 +11,6 @@ floors above it:
 * ``models.py``, ``build_composer_parts.py``: the model and its optimizer, and every part the ``Trainer`` takes;
 * ``build_training.py``: the run for this process, then its ``Trainer``;
 * ``dry_run.py`` (``composer-sampling plan``), ``runner.py`` (``train``), ``cli.py`` (the command).
-
-``builtin_parts.py`` holds the builders of the registered sampler names (ours, torch's
-and the demo's), ``registry.py`` their names and options, ``demo/`` the bundled data
-and model, and ``yamls/`` the example recipes.
 """
 
 from composer_sampling._requires import require

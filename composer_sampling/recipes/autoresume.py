@@ -1,13 +1,7 @@
 """``autoresume: true``: the checkpoint Composer's autoresume would pick, found first so that it is checked.
 
-Composer's ``Trainer(autoresume=True)`` loads the save folder's latest checkpoint
-(rank 0's ``latest-rank0.pt`` link, or in an object store the object Composer's
-``.symlink`` pointer names) without a hook before it unpickles it. The runner
-therefore finds that checkpoint itself, the way Composer does, and gives it to
-the run as its ``load_path``: it then passes the same check as any ``load_path``
-(the private checked copy is what Composer loads; ``trust_checkpoint`` skips it),
-and the folder checks see a resume from the latest. A save folder without one
-starts the run fresh (from ``load_path`` when the recipe gives one), as Composer does.
+Composer's autoresume unpickles the latest checkpoint with no hook before it, so the runner finds that checkpoint
+as Composer does and gives it to the run as its ``load_path``, checked as any other.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -24,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_pattern, run_folders
+from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_pattern, first_names, run_folders
 from composer_sampling.recipes.run_fields import composer_run_name, loads_sharded
 from composer_sampling.recipes.schema import Recipe
 
@@ -32,21 +26,15 @@ __all__ = ['autoresume_checkpoint', 'autoresumed', 'latest_checkpoint']
 
 
 def autoresume_checkpoint(recipe: Recipe) -> str | None:
-    """The latest checkpoint of ``recipe``'s save folder when it autoresumes, as a ``load_path`` value; else ``None``.
-
-    :func:`latest_checkpoint` of the recipe's folders, filled here.
-    """
+    """The latest checkpoint of ``recipe``'s save folder when it autoresumes, as a ``load_path``; else ``None``."""
     return latest_checkpoint(recipe, run_folders(recipe, None, composer_run_name(recipe)))
 
 
 def latest_checkpoint(recipe: Recipe, folders: RunFolders) -> str | None:
     """The latest checkpoint in the save folder of ``folders`` when ``recipe`` autoresumes, as a ``load_path``.
 
-    A local folder's is its ``latest-rank0.pt`` link (Composer's default
-    ``save_latest_filename``, the file every rank loads); a remote folder's is the
-    object its ``latest-rank0.pt.symlink`` pointer names, followed as Composer's
-    ``get_file`` follows it, a bounded number of times. Braces in the path are escaped
-    as a ``load_path`` needs (Composer formats a single file's twice, a sharded folder's once).
+    A local folder's ``latest-rank0.pt`` link, or the object a remote folder's ``.symlink`` pointer names; braces
+    escaped as a ``load_path`` needs.
     """
     if not recipe.autoresume or folders.save is None:
         return None
@@ -92,12 +80,7 @@ def _remote_latest(folder: str, latest: str) -> str | None:
 
 
 def _refuse_pointerless(store: Any, folder: str, key: str) -> None:
-    """Checkpoints without the latest pointer: Composer would start over and fail to upload over them, at the end.
-
-    Composer uploads the pointer only once it has seen the checkpoint's upload
-    complete (it looks every 30 s), so a run killed soon after a checkpoint can
-    leave one without a pointer; which one to resume from is the user's choice.
-    """
+    """Checkpoints without the latest pointer: Composer would start over and fail to upload over them, at the end."""
     from composer_sampling._remote import describe
 
     prefix = key.strip('/') + '/' if key.strip('/') else ''
@@ -111,7 +94,7 @@ def _refuse_pointerless(store: Any, folder: str, key: str) -> None:
     if not found:
         return
     latest = max(found, key=lambda name: [int(part) for part in re.findall(r'\d+', name)[:2]])
-    shown = ', '.join(found[:3]) + (', ...' if len(found) > 3 else '')
+    shown = first_names(found)
     pointer = LATEST_NAME.format(rank=0) + '.symlink'
     raise RecipeError(f'save_folder {folder} holds checkpoints ({shown}) but no {pointer} pointer to the latest '
                       '(Composer uploads it some seconds after a checkpoint; the run that wrote them stopped before), '

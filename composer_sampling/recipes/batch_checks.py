@@ -1,14 +1,7 @@
 """What Composer's algorithms read of every batch, checked on one collated sample before anything trains.
 
-CutMix, MixUp, CutOut, ColOut, LabelSmoothing and ProgressiveResizing read the
-batch at their ``input_key`` and ``target_key`` (Composer's ``State.batch_get_item``),
-and the image ones take the input as images, ``(N, C, H, W)``. Composer finds a
-batch that does not fit only when the algorithm first runs, at the first batch, with
-a ``KeyError`` or a shape error. When a recipe names one of them,
-:func:`check_batch_readers` reads the train dataset's first sample, collates it as the
-train loader will, and refuses, naming the algorithm's field, a key the batch does not
-have or an input of too few dimensions. It is the only sample ``plan`` reads, and only
-then (the token check of durations reads one too).
+Composer finds a batch that does not fit an algorithm's keys or dimensions only at the first batch;
+:func:`check_batch_readers` collates the first sample as the train loader will and refuses it before training.
 
 Example:
     >>> batch_problem({'input': 1, 'target': 2}, 'input_key', 0)
@@ -77,14 +70,13 @@ def check_batch_readers(spec: RunSpec, train: Any, collate: Callable[[list[Any]]
     dataset = spec.parts['train_loader.dataset'].label
     for part, keys, dimensions in readers:
         defaults = {name: value.default for name, value in inspect.signature(builder_of(part)).parameters.items()}
-        prefix = part.field if part.entry is not None else f'{part.field}.kwargs'
         for name in keys:
             key = part.arguments.get(name, defaults.get(name))
             problem = batch_problem(batch, name, key)
             if problem is not None:
-                raise RecipeError(f'{prefix}.{problem}, as the train loader collates the {dataset} dataset; '
-                                  f'{part.label} reads it there at every batch. Set {name} to where the batch holds '
-                                  f'it, or remove {part.field}')
+                raise RecipeError(f'{part.arguments_field}.{problem}, as the train loader collates the {dataset} '
+                                  f'dataset; {part.label} reads it there at every batch. Set {name} to where the batch '
+                                  f'holds it, or remove {part.field}')
         if not dimensions:
             continue
         key = part.arguments.get('input_key', defaults.get('input_key'))

@@ -1,12 +1,7 @@
 """Every part the ``Trainer`` takes that a recipe builds, in one call: callbacks, LR schedulers, loggers, algorithms,
 the model and its optimizer, and the Trainer's console settings.
 
-Each part is Composer's class (or a builder of yours, by ``target``) built with the
-recipe's arguments; nothing here schedules, logs or changes training itself. An
-algorithm a recipe refuses by name (``REFUSED_ALGORITHMS``) is refused here too when a
-builder returns one, and a callback that unpickles a checkpoint gets the checked copy
-(one whose builder returns such a callback unseen by the check is refused), before
-anything trains. :func:`summary_rows` says what the summary shows of them.
+Each part is Composer's class, or a builder of yours by ``target``, built with the recipe's arguments.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -50,8 +45,7 @@ __all__ = ['TrainerParts', 'build_trainer_parts', 'console_arguments', 'show_pro
 
 @dataclass(frozen=True)
 class TrainerParts:
-    """The built parts of a run's ``Trainer``: callbacks, schedulers (in the order Composer receives them), loggers,
-    algorithms, the model and its optimizer, and the console arguments (:func:`console_arguments`)."""
+    """The built parts of a run's ``Trainer``, schedulers in the order Composer receives them."""
 
     callbacks: list[Callback]
     schedulers: list[Any]
@@ -65,11 +59,7 @@ class TrainerParts:
 def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoint] | None = None) -> TrainerParts:
     """Build every part of ``spec`` the Trainer takes; a wrong type or a refused part names its field.
 
-    A ledger without a folder gets the one resolution derived; a callback that
-    unpickles a checkpoint receives the checked copy in its checkpoint argument
-    (``checkpoints``, by field). The model's initial weights follow the recipe's seed
-    (:func:`~composer_sampling.recipes.models.build_model`: checked against the shapes
-    of the checkpoint at load_path).
+    A callback that unpickles a checkpoint receives the checked copy from ``checkpoints`` (by field).
     """
     import torch
     from composer.core import Algorithm, Callback
@@ -115,9 +105,6 @@ def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoi
 def show_progress_bar(recipe: Recipe) -> bool:
     """``progress_bar`` as the recipe sets it; when null, on where stdout and stderr are both terminals.
 
-    Composer's ``ProgressBarLogger`` draws only on each node's local rank 0 and writes
-    to stderr; a run under a pipe, a file, pytest's capture or CI stays quiet.
-
     Example:
         >>> show_progress_bar(Recipe(progress_bar=True)), show_progress_bar(Recipe(progress_bar=False))
         (True, False)
@@ -145,9 +132,8 @@ def _described(part: PartSpec) -> str:
 
 def summary_rows(spec: RunSpec, device: str = 'cpu',
                  checkpoints: Mapping[str, CheckedCheckpoint] | None = None) -> list[tuple[str, Any]]:
-    """The summary's rows about the training around the data: device (the machine's, ``device``), precision,
-    parallelism, autoresume (from the checkpoint ``checkpoints`` checked at load_path), and the LR schedule,
-    algorithms and loggers when the recipe sets them."""
+    """The summary's rows about the training around the data: device, precision, parallelism, autoresume, and the
+    LR schedule, algorithms and loggers when the recipe sets them."""
     recipe = spec.recipe
     shown = device if recipe.device == device else f'{device} (device: {recipe.device})'
     default = 'amp_fp16' if device == 'gpu' else 'fp32'

@@ -1,13 +1,7 @@
 """The datasets and DataLoaders of a resolved recipe: what ``plan`` and ``train`` both build.
 
-Datasets are built, never indexed (but for ``dataset[0]`` when a duration or a
-scheduler time counts tokens, or an algorithm reads the batches,
-:mod:`~composer_sampling.recipes.batch_checks`): :func:`build_data` returns the train and held-out splits (and, for a
-sampler whose entry ``takes_sources``, the sources), checked by :func:`check_data`
-(the splits hold samples, the train split a global batch, every source a step).
-:func:`build_train_loader` builds one rank's train loader from the sampler part;
-:func:`build_eval_loader` the held-out loader; ``train`` gets all of them in one
-call, :func:`build_loaders` (``plan`` builds the loader of every rank).
+Datasets are built, never indexed, except ``dataset[0]`` where tokens are counted or an algorithm reads batches.
+``plan`` builds the train loader of every rank; ``train`` calls :func:`build_loaders`.
 
 Example:
     >>> from composer_sampling.recipes.checks import checked_spec
@@ -90,7 +84,6 @@ def build_loaders(spec: RunSpec, batch_sizes: BatchSizes, where: Placement) -> L
 
 
 def _built(spec: RunSpec, field_name: str, extra: Mapping[str, Any] | None = None) -> Any:
-    """What the builder of the part at ``field_name`` returns, None without one: the one call of a builder here."""
     part = spec.parts.get(field_name)
     return None if part is None else run_builder(part, extra)
 
@@ -112,12 +105,7 @@ def _one(field_name: str, built: Any) -> Dataset:
 
 
 def build_data(spec: RunSpec, batch_sizes: BatchSizes) -> Data:
-    """The train and held-out datasets: the builders' own, or the held-out split cut from the train dataset.
-
-    A train dataset of several sources (a list from its builder, or one dataset cut
-    by ``source_fractions``) is a ``ConcatDataset`` whose ``datasets`` are the
-    sources; the held-out split then takes its fraction of each source.
-    """
+    """The train and held-out datasets; a train dataset of several sources is a ``ConcatDataset`` of them."""
     sampler = spec.sampler
     takes_sources = sampler.entry is not None and sampler.entry.takes_sources
     train = _as_dataset('train_loader.dataset', _built(spec, 'train_loader.dataset'))
@@ -154,11 +142,6 @@ def build_data(spec: RunSpec, batch_sizes: BatchSizes) -> Data:
 class Split(Subset):
     """Part of a dataset, read through positions ``indices``; a dict sample's ``'index'`` is its position here.
 
-    Used where its positions are the ones the sampler draws (the train split of one
-    dataset, and its held-out split), so that a sample's ``'index'`` is the position
-    the sampler drew. Read one sample at a time or a batch at once (as the
-    DataLoader does), it renumbers alike.
-
     Example:
         >>> split = Split([{'index': i} for i in range(10)], range(6, 10))
         >>> len(split), split[0], split.__getitems__([1])
@@ -193,10 +176,7 @@ def cut_held_out(dataset: Dataset, fraction: float, renumber: bool = True) -> tu
 
 
 def split_into_sources(dataset: Dataset, fractions: list[float]) -> list[Dataset]:
-    """Cut ``dataset`` into consecutive sources of the given fractions (the last takes the rounding).
-
-    The sources are plain ``Subset``s: concatenated again they are ``dataset`` itself,
-    so a sample's ``'index'`` (its position in ``dataset``) is the position drawn.
+    """Cut ``dataset`` into consecutive ``Subset``s of the given fractions (the last takes the rounding).
 
     Example:
         >>> [len(source) for source in split_into_sources(list(range(10)), [0.5, 0.3, 0.2])]
@@ -208,11 +188,7 @@ def split_into_sources(dataset: Dataset, fractions: list[float]) -> list[Dataset
 
 
 def is_batch_sampler(sampler: Any) -> bool:
-    """Whether a sampler builder returned a batch sampler (it yields device batches) rather than an index sampler.
-
-    Torch's ``BatchSampler`` and its subclasses, our batch-level samplers, and any
-    sampler with an integer ``batch_size`` that is not a ``DistributedSampler``.
-    """
+    """Whether ``sampler`` yields device batches: a batch sampler of ours or torch's, or one with a ``batch_size``."""
     if isinstance(sampler, (BatchSampler, DistributedBatchAdapter, NestedBatchSampler)):
         return True
     if isinstance(sampler, DistributedSampler):  # an index sampler, even with a batch_size (the mixture's)
@@ -222,19 +198,12 @@ def is_batch_sampler(sampler: Any) -> bool:
 
 
 def _collate(spec: RunSpec, field_name: str) -> Callable[..., Any] | None:
-    """A loader's collate function: the target (or registered one) with its arguments bound; None for torch's."""
     part = spec.parts.get(field_name)
-    if part is None:
-        return None
-    return bound_builder(part)
+    return None if part is None else bound_builder(part)
 
 
 def build_train_loader(spec: RunSpec, dataset: Dataset, batch_sizes: BatchSizes, where: Placement) -> DataLoader:
-    """The train DataLoader of one rank with the recipe's sampler; it yields device batches.
-
-    The sampler builder gets the dataset, this rank's place, the data seed and the
-    device batch; it returns an index sampler, a batch sampler or a whole DataLoader.
-    """
+    """One rank's train DataLoader from the sampler builder's index sampler, batch sampler or DataLoader."""
     part = spec.sampler
     keywords = {'dataset': dataset, 'num_replicas': where.num_replicas, 'rank': where.rank, 'seed': where.data_seed,
                 'device_batch_size': batch_sizes.device_batch}
@@ -323,11 +292,11 @@ def _scheduler_times_in_tokens(spec: RunSpec) -> list[tuple[str, str]]:
     """``(field, value)`` of every scheduler argument that is a Composer time in tokens."""
     found = []
     for part in spec.schedulers:
-        prefix = part.field if part.entry is not None else f'{part.field}.kwargs'
         for name, value in part.arguments.items():
-            for k, item in enumerate(value if isinstance(value, (list, tuple)) else [value]):
+            listed = isinstance(value, (list, tuple))
+            for k, item in enumerate(value if listed else [value]):
                 if isinstance(item, str) and _unit(item) == 'tok':
-                    found.append((f'{prefix}.{name}' + (f'[{k}]' if isinstance(value, (list, tuple)) else ''), item))
+                    found.append((f'{part.arguments_field}.{name}' + (f'[{k}]' if listed else ''), item))
     return found
 
 

@@ -1,14 +1,7 @@
 """A resolved recipe built for this process: :func:`build_run` (everything but the Trainer), then the ``Trainer``.
 
-:func:`prepare` is the one pass of checks ``plan`` and ``train`` both run, each module
-asked once for all it answers: the fields of ``parallelism_config``, the folders
-(:mod:`~composer_sampling.recipes.folders`), autoresume, the checks
-(:mod:`~composer_sampling.recipes.checks`) and what the save folder holds. ``train``
-runs it inside :func:`build_run`, after the device this machine gives and before the
-datasets and loaders (:func:`~composer_sampling.recipes.build_data.build_loaders`) and
-one snapshot of the train loader's graph, which the summary and the sharding check
-read. :func:`build_trainer` builds every part the Trainer takes in one call
-(:func:`~composer_sampling.recipes.build_composer_parts.build_trainer_parts`).
+:func:`prepare` is the one pass of checks ``plan`` and ``train`` both run; ``train`` runs it inside
+:func:`build_run`, then builds the loaders and one snapshot of the train loader's graph.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -91,8 +84,7 @@ class Run:
 
     @property
     def summary(self) -> str:
-        """The run summary rank 0 prints before training, of the train loader the Trainer gets (its ``graph``, or a
-        walk of it here when ``None``: a loader swapped in after :func:`build_run`)."""
+        """The run summary rank 0 prints before training, of the train loader the Trainer gets."""
         from composer_sampling._proofs.summary import summarize
 
         return summarize(self.train_loader, batch_sizes=self.batch_sizes, data_seed=self.data_seed,
@@ -115,14 +107,7 @@ class Prepared:
 def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Prepared:
     """The checks ``plan`` and ``train`` run alike on ``world_size`` ranks; a :class:`RecipeError` names the field.
 
-    The fields of ``parallelism_config``, the folders as Composer fills them, the
-    checkpoint autoresume picks, the batch math, the seed, every builder's import and
-    arguments, the checkpoints (copied for Composer with ``copy_checkpoints``, which
-    ``train`` sets), what the save and ledger folders hold, and the paths the loggers
-    write. Nothing is moved or written; a folder in an object store is listed by rank 0
-    only (:mod:`~composer_sampling.recipes.remote_folders`). What ``train`` adds is what
-    only this machine decides (:func:`~composer_sampling.recipes.run_fields.machine_device`) and what only
-    calling the model's, the optimizer's and Composer's builders shows.
+    Nothing is moved or written; checkpoints are copied for Composer with ``copy_checkpoints`` (``train``).
     """
     from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.checks import checked_spec
@@ -154,8 +139,7 @@ _TRAINED = {'ep': 'epoch', 'ba': 'batch', 'sp': 'sample', 'tok': 'token', 'iter'
 
 
 def _complete(spec: RunSpec, resumed: CheckedCheckpoint | None) -> str | None:
-    """What the checkpoint resumed has trained when it has trained all of ``max_duration`` (scaled by
-    ``scale_schedule_ratio``, as Composer scales it), else ``None``."""
+    """What the resumed checkpoint has trained when that is all of the scaled ``max_duration``, else ``None``."""
     value, unit = spec.durations['max_duration']
     name = _TRAINED.get(unit)
     if resumed is None or name is None or name not in resumed.trained:
@@ -170,12 +154,9 @@ def _complete(spec: RunSpec, resumed: CheckedCheckpoint | None) -> str | None:
 
 
 def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any) -> Trainer:
-    """The run's ``Trainer`` of ``parts`` (built here when None:
-    :func:`~composer_sampling.recipes.build_composer_parts.build_trainer_parts`); ``overrides`` go straight to
-    ``Trainer`` (tests add callbacks, after the recipe's).
+    """The run's ``Trainer`` of ``parts`` (built here when None); ``overrides`` go straight to ``Trainer``.
 
-    ``autoresume`` is not passed: :func:`build_run` gave its checkpoint to ``load_path``
-    (:mod:`~composer_sampling.recipes.autoresume`), so that it is checked before Composer loads it.
+    ``autoresume`` is not passed: :func:`build_run` gave its checked checkpoint to ``load_path``.
     """
     from composer import Trainer
 
@@ -217,10 +198,7 @@ def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any)
 def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None, device: str | None = None) -> Run:
     """Check and build everything for this process but the Trainer; raises :class:`RecipeError` before training.
 
-    ``world_size`` and ``rank`` default to this process's (``composer.utils.dist``); ``device`` to the one this
-    machine trains the recipe on (:func:`~composer_sampling.recipes.run_fields.machine_device`). The checks
-    ``plan`` runs come first (:func:`prepare`: they import builders but call none), then the device; on several
-    ranks the process group is started before any builder is called, so that one may use ``composer.utils.dist``.
+    ``plan``'s checks come first, then the device; the process group starts before any builder is called.
     """
     from composer.utils import dist, get_device
 
@@ -250,9 +228,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
 
 
 def check_resumed_order(checked: Checked, graph: GraphSnapshot, allow_data_change: bool = False) -> None:
-    """The train loader's order signatures and its dataset's fingerprint against those of the checkpoint at
-    ``load_path``, compared as ``SamplerSync`` compares them at fit start: its refusal (another dataset length,
-    shuffle setting or sampler, or other content), made before training, in its words."""
+    """The train loader's order and data against the checkpoint at ``load_path``, refused as ``SamplerSync`` would."""
     from composer_sampling._fingerprint import dataset_fingerprint
     from composer_sampling._resume.data_identity import check_data
     from composer_sampling._resume.decide import ResumeRefusedError

@@ -1,8 +1,6 @@
 """A part's builder: imported, then called with its arguments, a failure naming the part's field.
 
-``plan`` and ``train`` call every builder of a recipe through :func:`run_builder`
-(:func:`builder_of` imports one without calling it). A builder's own exception is
-chained, and its traceback shown with ``--verbose`` (``COMPOSER_SAMPLING_VERBOSE=1``).
+A builder's own exception is chained, and its traceback shown with ``--verbose``.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -46,13 +44,9 @@ def builder_of(part: PartSpec) -> Callable[..., Any]:
         raise RecipeError(f'{part.field}: {error}') from None
 
 
-def run_builder(part: PartSpec, extra: Mapping[str, Any] | None = None, builder: Any = None) -> Any:
-    """Call a part's builder with its arguments (and the runner's ``extra``); a failure names the part.
-
-    The builder's own exception is chained, and its traceback shown with ``--verbose``
-    (or ``COMPOSER_SAMPLING_VERBOSE=1``).
-    """
-    function = builder_of(part) if builder is None else builder
+def run_builder(part: PartSpec, extra: Mapping[str, Any] | None = None) -> Any:
+    """Call a part's builder with its arguments (and the runner's ``extra``); a failure names the part."""
+    function = builder_of(part)
     try:
         return function(**part.arguments, **(extra or {}))
     except Exception as error:
@@ -65,9 +59,6 @@ def run_builder(part: PartSpec, extra: Mapping[str, Any] | None = None, builder:
 def built(part: PartSpec, fits: Callable[[Any], bool] | None = None, wanted: str = '',
           extra: Mapping[str, Any] | None = None) -> Any:
     """What ``part``'s builder returns (given ``extra`` too), refused naming ``wanted`` unless it ``fits``.
-
-    The one call of a builder for the parts of the Trainer (callbacks, schedulers, loggers, algorithms, the model
-    and the optimizer).
 
     Example:
         >>> from composer_sampling.recipes.resolve import resolve

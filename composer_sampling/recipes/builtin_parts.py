@@ -44,11 +44,7 @@ def sub_epoch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batc
 
 def mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
             shuffle: bool = True, source_fractions: list[float] | None = None) -> MixtureDistributedSampler:
-    """The builder that a recipe's ``mixture`` calls, over the sources of ``dataset`` (a ``ConcatDataset`` of them).
-
-    Its registry entry says that it ``takes_sources``: the runner passes the sources that
-    a dataset builder returned, or the one dataset cut by ``source_fractions`` before this runs.
-    """
+    """The builder that a recipe's ``mixture`` calls, over the sources of ``dataset`` (a ``ConcatDataset`` of them)."""
     sizes = [len(source) for source in dataset.datasets]
     return MixtureDistributedSampler(sizes, batch_size=device_batch_size, num_replicas=num_replicas, rank=rank,
                                      shuffle=shuffle, seed=seed)

@@ -1,10 +1,7 @@
 """Every checkpoint a recipe names, checked before Composer unpickles it: ``load_path`` and the callbacks' paths.
 
-Each is resolved as Composer resolves it, loaded weights-only (unless trusted),
-and, for ``train``, copied into a private folder whose copy Composer then receives
-(:func:`check_checkpoint_field`). What it holds is checked too, and blamed on the
-field: SamplerSync's state, and the shapes of the model (compared once the model
-is built). Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError`.
+Each is resolved as Composer resolves it, loaded weights-only unless trusted, and for ``train`` copied into a
+private folder whose copy Composer receives. Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError`.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -62,12 +59,7 @@ SHARDED_CONFIG = 'parallelism_config: {fsdp: {state_dict_type: sharded}}'
 
 @dataclass(frozen=True)
 class CheckedCheckpoint:
-    """A checkpoint the recipe names, checked: what Composer is told to load, and what the file holds.
-
-    ``load_path`` is what Composer receives: the checked private copy (its braces
-    escaped, :func:`~composer_sampling._checkpoint.safe_load.composer_handoff`) when this
-    process is the one whose file Composer reads, else the recipe's value.
-    """
+    """A checked checkpoint: ``load_path`` is what Composer receives (the checked copy, or the recipe's value)."""
 
     field: str  # 'load_path' or 'callbacks.NAME.load_path'
     path: str  # the file Composer reads, as Composer resolves the recipe's value
@@ -85,10 +77,7 @@ class CheckedCheckpoint:
 def checkpoint_fields(spec: RunSpec, builders: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Every checkpoint path the recipe names, by field: ``load_path`` and each callback's that Composer unpickles.
 
-    A callback unpickles the path in its argument ``entry.checkpoint_argument``
-    (Composer's ``LoadCheckpoint``: ``load_path``). A callback given by ``target``
-    is matched by its class (or a subclass), when ``builders`` (by field) holds it
-    (``train`` imports them, ``plan`` does not).
+    A callback given by ``target`` is matched by its class when ``builders`` (by field) holds it.
 
     Example:
         >>> from composer_sampling.recipes.resolve import resolve
@@ -132,12 +121,7 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
                            copies: tempfile.TemporaryDirectory[str] | None = None) -> CheckedCheckpoint:
     """The checkpoint at ``value`` loads without running code, unless trusted; copied and handed over if ``copies``.
 
-    SamplerSync's state in the file is loaded into a throwaway ``SamplerSync``.
-
-    Resolved as Composer resolves it (:func:`composer_load_path`): ``{run_name}``
-    filled (the recipe's, else ``COMPOSER_RUN_NAME`` or ``RUN_NAME``), the rank
-    placeholders as rank 0's. A run with sharded checkpoints (:func:`loads_sharded`)
-    reads a folder instead: :func:`check_sharded_field`.
+    Resolved as Composer resolves it (:func:`composer_load_path`); sharded runs read a folder instead.
     """
     recipe = spec.recipe
     if not value.strip():
@@ -176,13 +160,7 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
 def check_sharded_field(spec: RunSpec, field_name: str, value: str) -> CheckedCheckpoint:
     """The sharded checkpoint at ``value`` (a folder, or a link to one) loads without running code, unless trusted.
 
-    Resolved as Composer resolves a sharded ``load_path`` (:func:`composer_sharded_path`:
-    ``{run_name}`` filled, the rank fields left as written), links followed; its
-    ``.metadata`` and every non-tensor entry are read weights-only
-    (:func:`load_checked_sharded`), on every rank, since every rank reads the folder.
-    Composer is given the folder the links led to (:func:`sharded_handoff`), not
-    the link, so a link moved after the check is not followed. The folder is checked
-    where it is, not copied.
+    Checked in place on every rank; Composer is given the folder the links led to, not the link.
     """
     recipe = spec.recipe
     scheme = download_scheme(value)
@@ -234,15 +212,14 @@ def _trusted(field_name: str, where: str, path: str, value: str) -> CheckedCheck
 
 def _checked_contents(field_name: str, where: str, path: str, handed: str,
                       loaded: dict[str, Any]) -> CheckedCheckpoint:
-    """What a checked checkpoint holds (its model's shapes, SamplerSync's state, its time), SamplerSync's state
-    checked."""
+    """What a checked checkpoint holds: its model's shapes, SamplerSync's state and its time."""
     state = loaded['state']
     model = state.get('model')
     shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
         if isinstance(model, dict) else {}
-    sync_state = (state.get('callbacks') or {}).get('SamplerSync')
-    _check_sync_state(where, path, sync_state)
-    _check_ledger_state(where, path, (state.get('callbacks') or {}).get('SampleLedger'))
+    callbacks = state.get('callbacks') or {}
+    _check_callback_states(where, path, callbacks)
+    sync_state = callbacks.get('SamplerSync')
     return CheckedCheckpoint(field_name, path, handed, shapes, sync_state, _timestamp(state))
 
 
@@ -256,12 +233,7 @@ def _timestamp(state: Mapping[str, Any]) -> dict[str, int]:
 
 def _checked_download(value: str, run_name: str | None, copies: tempfile.TemporaryDirectory[str] | None,
                       extra: list[Any]) -> tuple[str, dict[str, Any], str]:
-    """The remote checkpoint ``value`` downloaded and checked: what to give Composer, what it holds, its URI.
-
-    Into a folder of ``copies`` when this process hands Composer the copy; else
-    (``plan``, or another rank of the node, which Composer does not let read it)
-    into a temporary folder that is gone once checked, and Composer gets ``value``.
-    """
+    """The remote checkpoint ``value`` downloaded and checked: what to give Composer, what it holds, its URI."""
     if copies is not None:
         return downloaded_checked_copy(value, run_name, tempfile.mkdtemp(dir=copies.name), extra)
     with tempfile.TemporaryDirectory(prefix='composer-sampling-check-') as folder:
@@ -295,28 +267,18 @@ def _safe_globals(names: list[str]) -> list[Any]:
     return extra
 
 
-def _check_sync_state(where: str, path: str, sync_state: Any) -> None:
-    """SamplerSync's state in the file is one a throwaway ``SamplerSync`` loads, else blamed on the file."""
-    if sync_state is None:
-        return
-    try:
-        from composer_sampling.callbacks.sampler_sync import SamplerSync
-
-        SamplerSync().load_state_dict(dict(sync_state) if isinstance(sync_state, dict) else sync_state)
-    except (TypeError, ValueError) as error:
-        raise RecipeError(f'{where}: the checkpoint {path} holds a SamplerSync state that cannot be loaded ({error}); '
-                          'the file is damaged or was not written by SamplerSync: load another checkpoint') from None
-
-
-def _check_ledger_state(where: str, path: str, ledger_state: Any) -> None:
-    """SampleLedger's state in the file is one a throwaway ``SampleLedger`` loads, else blamed on the file (Composer
-    would stop inside the Trainer with SampleLedger's traceback)."""
-    if ledger_state is None:
-        return
+def _check_callback_states(where: str, path: str, callbacks: Mapping[str, Any]) -> None:
+    """Each callback state in the file is one a throwaway callback loads, else blamed on the file."""
     from composer_sampling.callbacks.sample_ledger import SampleLedger
+    from composer_sampling.callbacks.sampler_sync import SamplerSync
 
-    try:
-        SampleLedger().load_state_dict(dict(ledger_state) if isinstance(ledger_state, dict) else ledger_state)
-    except (TypeError, ValueError) as error:
-        raise RecipeError(f'{where}: the checkpoint {path} holds a SampleLedger state that cannot be loaded ({error}); '
-                          'the file is damaged or was not written by SampleLedger: load another checkpoint') from None
+    for callback in (SamplerSync, SampleLedger):
+        name = callback.__name__
+        saved = callbacks.get(name)
+        if saved is None:
+            continue
+        try:
+            callback().load_state_dict(dict(saved) if isinstance(saved, dict) else saved)
+        except (TypeError, ValueError) as error:
+            raise RecipeError(f'{where}: the checkpoint {path} holds a {name} state that cannot be loaded ({error}); '
+                              f'the file is damaged or was not written by {name}: load another checkpoint') from None

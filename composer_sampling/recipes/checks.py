@@ -1,12 +1,7 @@
 """Every refusal of a resolved recipe that needs neither data nor training: ``plan`` and ``train`` run the same ones.
 
-:func:`checked_spec` runs what needs no data: the batch math and the seed for this
-world size, each builder's import and arguments (every part's, imported, not called),
-the checkpoints the recipe names. The folders' checks follow
-(:func:`~composer_sampling.recipes.folders.check_save_folders`). Once the datasets are built (never indexed),
-:func:`~composer_sampling.recipes.build_data.check_data` checks the splits, the
-mixture's sources and token units. Every failure is a
-:class:`~composer_sampling.recipes.errors.RecipeError` naming the field.
+:func:`checked_spec` runs what needs no data: the batch math, the seed, each builder's import and arguments, and
+the checkpoints. Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError` naming the field.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -58,9 +53,7 @@ class Checked:
 def checked_spec(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Checked:
     """Batch math, seed, every builder (imported and its arguments checked, not called) and the checkpoints.
 
-    With ``copy_checkpoints`` (``train``), each checkpoint is copied into a private
-    folder and the copy checked and handed to Composer (:class:`CheckedCheckpoint`);
-    ``plan`` checks the files where they are.
+    With ``copy_checkpoints`` (``train``), each checkpoint is checked as a private copy handed to Composer.
     """
     batch_sizes = recipe_batch_sizes(spec, world_size)
     limit = 2**32 - world_size
@@ -105,8 +98,7 @@ def _check_warmup_units(spec: RunSpec) -> None:
         try:                                                      # unit, then ep as batches
             unit = parse_duration(str(text))[1]
         except ValueError as error:
-            where = f'{part.field}.kwargs.{name}' if part.entry is None else f'{part.field}.{name}'
-            raise RecipeError(f'{where}: {error}') from None
+            raise RecipeError(f'{part.arguments_field}.{name}: {error}') from None
         unit = max_unit if unit == 'dur' else unit
         return 'ba' if unit == 'ep' else unit
 
@@ -142,19 +134,12 @@ def _check_algorithm_choices(spec: RunSpec) -> None:
         for name, allowed in choices.items():
             value = part.arguments.get(name)
             if value is not None and value not in allowed:
-                where = f'{part.field}.{name}' if part.entry is not None else f'{part.field}.kwargs.{name}'
-                raise RecipeError(f'{where} must be one of {", ".join(allowed)}, got {value!r} (Composer checks it '
-                                  'only at the first batch)')
+                raise RecipeError(f'{part.arguments_field}.{name} must be one of {", ".join(allowed)}, got {value!r} '
+                                  '(Composer checks it only at the first batch)')
 
 
 def _check_one_ledger(spec: RunSpec, builders: Mapping[str, Any]) -> None:
-    """One callback writes a ledger: SampleLedger's own refusal of a second, before any run.
-
-    Its folder may be a URI (a remote save folder's ``ledger/``): SampleLedger stages the
-    files locally and uploads them.
-
-    Registered parts are known by name; a ``target`` part by its imported builder (``builders``, by field).
-    """
+    """One callback writes a ledger: SampleLedger's own refusal of a second, before any run."""
     parts = [part for part in spec.callbacks if part.entry is not None and part.entry.ledger_folder]
     if builders:
         from composer_sampling.callbacks.sample_ledger import SampleLedger

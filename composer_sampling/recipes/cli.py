@@ -141,9 +141,7 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
     print('\nsampler graph of rank 0:\n' + report.tree)
     if report.epochs:
         table = [(e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.overlap,
-                  'ok' if not e.problem else 'FAILED') if e.complete else
-                 (e.epoch, e.trained, e.exactly_once, e.repeated, e.missing, e.overlap, 'partial pass')
-                 for e in report.epochs]
+                  ('FAILED' if e.problem else 'ok') if e.complete else 'partial pass') for e in report.epochs]
         headers = ['epoch' if report.sub_epochs == 1 else 'data epoch', 'trained', 'exactly once', 'repeated',
                    'missing', 'on several ranks', 'check']
         print('\n' + tabulate(table, headers=headers, tablefmt='github'))

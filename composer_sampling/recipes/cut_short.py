@@ -1,12 +1,7 @@
 """What a run killed while Composer saved a checkpoint can leave: a file cut short, told apart from everything else.
 
-Composer writes a single-file checkpoint in place with ``torch.save`` (a zip
-archive whose end record is written last) and links ``latest-rank0.pt`` to it only
-once it is whole. A run killed while saving, or stopped by a full disk, therefore
-leaves a file of 0 bytes or a zip without its end record, after the checkpoint the
-link names. :func:`cut_short` recognises exactly those. A whole checkpoint, a link,
-or a file of any other kind is never what a crash left, and the runner never moves
-one.
+A run killed while saving leaves a file of 0 bytes or a zip without its end record after the latest checkpoint;
+:func:`cut_short` recognises exactly those.
 
 Example:
     >>> import tempfile, pathlib
@@ -49,8 +44,7 @@ def cut_short(path: Path) -> bool:
 
 
 def describe_file(path: Path) -> str:
-    """A checkpoint-named entry of a save folder as a message names it: a link and where it points, or a file and
-    its size.
+    """A save folder's entry as a message names it: a link and where it points, or a file and its size.
 
     Example:
         >>> describe_file(Path('/nonexistent/ep0-ba1-rank0.pt'))

@@ -1,10 +1,7 @@
 """``composer-sampling plan``: dry-run a recipe at any world size and check the guarantees.
 
-The recipe is resolved and checked as ``train`` checks it, by the same pass
-(:func:`~composer_sampling.recipes.build_training.prepare`); every data-parallel rank's
-train loader is built (datasets are built, never indexed), rank 0's is checked to
-shard by rank as ``train`` checks it, and
-:func:`composer_sampling._proofs.plan.plan_loaders` proves their coverage (by construction, or counted).
+The recipe is checked by ``train``'s own pass; every data-parallel rank's train loader is built and
+:func:`composer_sampling._proofs.plan.plan_loaders` proves their coverage.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -29,12 +26,8 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
                 workers: int | None = None) -> PlanReport:
     """Build every rank's loader for ``world_size`` and check ``epochs`` trainer epochs of their orders.
 
-    ``proof`` and ``workers`` are :func:`~composer_sampling.check_plan`'s.
-
-    Raises :class:`~composer_sampling.recipes.errors.RecipeError` for everything
-    ``train`` refuses at this world size but what only this machine's hardware decides
-    and what only calling the model's, the optimizer's and Composer's builders shows
-    (docs/recipes.md lists them).
+    ``proof`` and ``workers`` are :func:`~composer_sampling.check_plan`'s. Raises a
+    :class:`~composer_sampling.recipes.errors.RecipeError` for what ``train`` refuses before it builds any part.
     """
     prepared = prepare(resolve(recipe), world_size, copy_checkpoints=False)
     spec, checked = prepared.spec, prepared.checked

@@ -39,16 +39,8 @@ _NO_EFFECT = {'max_duration': 'would train nothing', 'eval_interval': 'would nev
 def parse_duration(text: str) -> tuple[int | float, str]:
     """Read a Composer time string as ``composer.core.Time.from_timestring`` does.
 
-    A number (anything ``float`` reads: ``3``, ``1e3``, ``1_000``) followed by a unit,
-    case-insensitive. Every unit but ``dur`` needs a whole number. Wall-clock
-    ``XhYmZs`` strings, which Composer also reads, are not read here.
-
-    Returns:
-        ``(value, unit)``, the unit in lower case; ``value`` is a float for ``dur``.
-
-    Raises:
-        ValueError: not a number followed by one of Composer's units, or a fraction
-            where the unit needs a whole number.
+    A number followed by a unit, case-insensitive; every unit but ``dur`` needs a whole number. Wall-clock
+    strings are not read. Returns ``(value, unit)``, the unit in lower case; raises ``ValueError``.
     """
     match = _DURATION.match(text)
     if match is None:

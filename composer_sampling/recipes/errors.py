@@ -1,10 +1,6 @@
 """The one error a recipe raises: :class:`RecipeError`, whose message names the field and what would be valid.
 
-Only the recipe layer speaks in YAML field names; the library's own errors name
-Python arguments, and the recipe layer turns them into field names.
-:class:`RunComplete` is no error: an ``autoresume`` run started again once it has
-trained all of ``max_duration`` has nothing left to train, and ``train`` says so and
-exits 0.
+:class:`RunComplete` is no error: ``train`` says the run has nothing left to train and exits 0.
 """
 
 from __future__ import annotations

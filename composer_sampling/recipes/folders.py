@@ -1,10 +1,7 @@
 """The save and ledger folders as Composer fills them, what an earlier run left there, and what a crash left.
 
-:func:`run_folders` fills the folders once for the run; :func:`later_checkpoints`
-reads what the save folder holds after the checkpoint a resume loads, which
-:func:`check_save_folders` (the refusal ``train`` makes before its summary) refuses,
-or, when a save cut short left it after the latest, the runner moves aside. Composer
-is imported only to fill a folder's placeholders with its own function.
+:func:`check_save_folders` refuses checkpoints a resume would write over, except one a save cut short left
+after the latest, which the runner moves aside.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -29,8 +26,8 @@ from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
 __all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'RunFolders', 'check_save_folders',
-           'check_writable_folder', 'checkpoint_pattern', 'later_checkpoints', 'rank_zero_folder', 'resumed_file',
-           'run_folders']
+           'check_writable_folder', 'checkpoint_pattern', 'first_names', 'later_checkpoints', 'later_names',
+           'rank_zero_folder', 'resumed_file', 'run_folders']
 
 #: The names Composer's Trainer gives checkpoints and the link to the latest (the runner keeps its defaults).
 CHECKPOINT_NAME = 'ep{epoch}-ba{batch}-rank{rank}.pt'
@@ -68,11 +65,7 @@ def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:
 
 @dataclass(frozen=True)
 class RunFolders:
-    """The save and ledger folders as Composer fills them for this run's rank 0, read once (``None``: not set).
-
-    A folder whose run name is not known yet keeps its ``{run_name}``; a URI (Composer
-    uploads there) is ``remote``: nothing of it is checked on this machine.
-    """
+    """The save and ledger folders as Composer fills them for rank 0 (``None``: not set); a URI is ``remote``."""
 
     save: str | None
     ledger: str | None
@@ -97,13 +90,8 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
                        later: LaterCheckpoints | None) -> None:
     """The save and ledger folders can be written, and the run would not write over an earlier run's checkpoints.
 
-    Each local folder is checked as Composer fills its placeholders for this run's rank 0
-    (the part before an unknown ``{run_name}`` only). A fresh run refuses a save folder
-    that holds checkpoints; a resume refuses one that holds checkpoints ``later`` than the
-    one it loads (:func:`later_checkpoints`), unless that one is the folder's latest (then
-    they are what a run that stopped while saving left, :attr:`LaterCheckpoints.interrupted`).
-    Nothing is left behind: a folder is made in the nearest existing folder and removed, to
-    see that one can be.
+    A fresh run refuses a save folder that holds checkpoints; a resume refuses checkpoints ``later`` than the one
+    it loads, unless they are what a save cut short left (:attr:`LaterCheckpoints.interrupted`).
     """
     for field, template, folder, remote in (('save_folder', recipe.save_folder, folders.save, folders.save_remote),
                                             ('the ledger folder', ledger_folder, folders.ledger,
@@ -117,7 +105,7 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
     if recipe.load_path is None:
         earlier = sorted(path.name for path in kept.glob('*.pt'))
         if earlier:
-            raise RecipeError(f'save_folder {shown} holds the checkpoints of an earlier run ({_names(earlier)}); '
+            raise RecipeError(f'save_folder {shown} holds the checkpoints of an earlier run ({first_names(earlier)}); '
                               'Composer would refuse to write over them. Choose another save_folder, set '
                               'save_overwrite: true to replace them, or load_path to resume')
         return
@@ -126,11 +114,10 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
 
 
 def _later_problem(later: LaterCheckpoints, shown: str) -> str:
-    """The refusal of checkpoints later than the one a resume loads that are not what a crash left: each named,
-    with what the folder's latest link says and the ways out."""
-    names = _names([path.name for path in later.files])
+    """The refusal of checkpoints later than the one a resume loads, with the folder's latest link and ways out."""
+    names = first_names([path.name for path in later.files])
     if later.latest:
-        found = ', '.join(describe_file(path) for path in later.files[:3]) + (', ...' if len(later.files) > 3 else '')
+        found = first_names([describe_file(path) for path in later.files])
         return (f'save_folder {shown} holds {found} after {later.resumed.name}, the latest checkpoint, which this run '
                 'resumes. A run that stopped while saving leaves at most the one checkpoint it was writing, cut short '
                 '(0 bytes, or a zip without its end record); these were written by a run that went on, or by another '
@@ -157,9 +144,7 @@ def _later_problem(later: LaterCheckpoints, shown: str) -> str:
 
 
 def check_writable_folder(field: str, template: str, folder: str) -> None:
-    """``folder`` (``template`` filled for this run's rank 0) is a folder this process can write to or create:
-    not a file, nor under one. Only the part before an unknown ``{run_name}`` is checked (Composer names the run when
-    it starts). Nothing is left behind: a folder is made in the nearest existing folder and removed.
+    """``folder`` can be written or created by this process; only the part before an unknown ``{run_name}``.
 
     Example:
         >>> check_writable_folder('save_folder', '/proc/x', '/proc/x')
@@ -197,9 +182,7 @@ class LaterCheckpoints:
 
     @property
     def interrupted(self) -> bool:
-        """Whether the files are what a save cut short left after the latest checkpoint, which the run resumes: one
-        file, the checkpoint Composer was writing, empty or a zip without its end record (:func:`cut_short`). The
-        runner moves it aside; anything else later than the latest is refused (:func:`check_save_folders`)."""
+        """Whether the files are one checkpoint cut short after the latest one, which the run resumes."""
         return self.latest and len(self.files) == 1 and cut_short(self.files[0])
 
 
@@ -217,9 +200,7 @@ def resumed_file(load_path: str | None, run_name: str | None) -> str | None:
 
 
 def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | None) -> LaterCheckpoints | None:
-    """The checkpoints in the save folder Composer's ``CheckpointSaver`` would refuse at fit start after loading
-    ``resumed_path`` (the file load_path names, :func:`resumed_file`; rank 0's files: the only ones a single-file
-    checkpoint writes); ``None`` if there is nothing to tell (no local save folder kept, or no file resumed).
+    """Rank 0's checkpoints in the save folder that Composer would refuse after loading ``resumed_path``, or ``None``.
 
     Example:
         >>> later_checkpoints(Recipe(save_folder='/nonexistent/a'), RunFolders('/nonexistent/a', None), None) is None
@@ -231,20 +212,32 @@ def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | N
     resumed = Path(resumed_path)
     if not resumed.exists():
         return None  # refused with the checkpoint's check, or downloaded by Composer: its name is all there is
-    pattern = checkpoint_pattern()
-    found = pattern.match(resumed.resolve().name)
-    if found is None:  # not named as Composer names its checkpoints: its timestamp is not known here
+    if checkpoint_pattern().match(resumed.resolve().name) is None:  # its timestamp is not known here
         return None
-    epoch, batch = int(found['epoch']), int(found['batch'])
-    later = []
-    for path in folder.iterdir():
-        match = pattern.match(path.name)
-        if match is not None and (int(match['epoch']) > epoch or int(match['batch']) > batch):
-            later.append((int(match['epoch']), int(match['batch']), path))
+    later = later_names([path.name for path in folder.iterdir()], resumed.resolve().name)
     link = folder / LATEST_NAME.format(rank=0)
     latest = (link.is_symlink() and link.resolve() == resumed.resolve()  # a link into this folder: Composer's own
               and resumed.resolve().parent == folder.resolve())
-    return LaterCheckpoints(resumed.resolve(), link, latest, [path for *_, path in sorted(later)])
+    return LaterCheckpoints(resumed.resolve(), link, latest, [folder / name for name in later])
+
+
+def later_names(names: list[str], resumed: str) -> list[str]:
+    """The rank 0 checkpoints of ``names`` later than the checkpoint named ``resumed``, in order.
+
+    Example:
+        >>> later_names(['ep0-ba2-rank0.pt', 'ep1-ba4-rank0.pt', 'ep1-ba4-rank1.pt', 'latest-rank0.pt.symlink'],
+        ...             'ep0-ba2-rank0.pt')
+        ['ep1-ba4-rank0.pt']
+    """
+    pattern = checkpoint_pattern()
+    found = pattern.match(resumed)
+    if found is None:
+        return []
+    epoch, batch = int(found['epoch']), int(found['batch'])
+    later = [(int(match['epoch']), int(match['batch']), name) for name in names
+             if (match := pattern.match(name)) is not None and (int(match['epoch']) > epoch or
+                                                                  int(match['batch']) > batch)]
+    return [name for *_, name in sorted(later)]
 
 
 def checkpoint_pattern() -> re.Pattern[str]:
@@ -260,7 +253,8 @@ def _shown(template: str, folder: str) -> str:
     return f'{template!r}' + (f' ({folder} for this run)' if folder != template else '')
 
 
-def _names(names: list[str]) -> str:
+def first_names(names: list[str]) -> str:
+    """The first three of ``names``, and ``...`` when there are more."""
     return ', '.join(names[:3]) + (', ...' if len(names) > 3 else '')
 
 

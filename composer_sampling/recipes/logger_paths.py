@@ -1,17 +1,8 @@
 """The files and folders Composer's loggers write on this machine, filled as Composer fills them and checked like
 the save folder, before anything trains.
 
-Composer's ``FileLogger`` opens its file with ``'w+'`` whatever its ``overwrite`` says
-(it stores the flag as a one-element tuple, which is always true), so a file logger
-pointed at an existing file cuts it to nothing: an earlier run's log, or one of its
-checkpoints. :func:`check_logger_paths` refuses that unless the recipe sets
-``save_overwrite``: any existing file for a fresh run, and a checkpoint (a ``.pt``
-file, or a zip archive) for a resume, which may start its own log again. It also
-checks that every path a logger writes (the file logger's file, TensorBoard's folder,
-W&B's ``dir``, an MLflow store given as a path or a ``file:`` URI) is one this process
-can write to or create. A path is filled as Composer fills it for rank 0
-(``{run_name}``, ``{rank}``...); one whose run name Composer will choose itself is
-new, and only its known part is checked.
+Composer's ``FileLogger`` always truncates its file, so :func:`check_logger_paths` refuses an existing file (a
+checkpoint, on a resume) unless ``save_overwrite``, and checks that every path a logger writes can be created.
 
 Example:
     >>> logger_path({'filename': 'runs/{run_name}/log.txt'}, 'filename', None)
@@ -66,7 +57,7 @@ def check_logger_paths(spec: RunSpec) -> None:
         template = logger_path(dict(part.arguments), argument, default)
         if template is None:
             continue
-        field = f'{part.field}.{argument}' if part.entry is not None else f'{part.field}.kwargs.{argument}'
+        field = f'{part.arguments_field}.{argument}'
         if kind == 'store':
             if '://' in template and not template.startswith('file:'):
                 continue  # a tracking server: nothing on this machine

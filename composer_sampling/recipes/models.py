@@ -1,11 +1,7 @@
 """What a model builder may return, made into the ``ComposerModel`` the Trainer needs; and what it reports held out.
 
-A builder returns a ``ComposerModel`` (used as it is) or a plain ``torch.nn.Module``
-with a ``num_classes`` attribute, which is wrapped as Composer users wrap one
-(:func:`as_composer_model`): in a ``ComposerClassifier`` (cross-entropy loss, accuracy metrics). Composer's
-classifier unpacks ``inputs, targets = batch``; ours also takes
-``(inputs, targets, indices)``, so a collate function can carry the sample
-indices for ``SampleLedger(index_key=2)`` past the model, which never sees them.
+A plain ``torch.nn.Module`` with ``num_classes`` is wrapped in a ``ComposerClassifier`` that also takes
+``(inputs, targets, indices)`` batches, so that ``SampleLedger(index_key=2)`` can read the indices.
 
 Example:
     >>> import torch
@@ -51,8 +47,7 @@ class IndexedClassifier(ComposerClassifier):
 
 
 def build_model(spec: RunSpec, checked: CheckedCheckpoint | None = None) -> ComposerModel:
-    """The model the recipe names, as a ``ComposerModel`` (a plain module is wrapped: :func:`as_composer_model`),
-    checked against the shapes of the checkpoint at load_path (``checked``: :func:`check_model_shapes`)."""
+    """The model the recipe names, as a ``ComposerModel``, checked against the shapes of ``checked``."""
     part = spec.parts['model']
     model = as_composer_model(built(part), part.label)
     if checked is not None:
@@ -67,8 +62,7 @@ def build_optimizer(spec: RunSpec, model: torch.nn.Module) -> torch.optim.Optimi
 
 
 def as_composer_model(built: Any, label: str) -> ComposerModel:
-    """``built`` if a ``ComposerModel``; a plain module with ``num_classes`` wrapped in
-    :class:`IndexedClassifier`."""
+    """``built`` if a ``ComposerModel``; a plain module with ``num_classes`` wrapped in :class:`IndexedClassifier`."""
     if isinstance(built, ComposerModel):
         return built
     if isinstance(built, torch.nn.Module):
@@ -83,13 +77,7 @@ def as_composer_model(built: Any, label: str) -> ComposerModel:
 
 
 def check_model_shapes(checked: CheckedCheckpoint, model: torch.nn.Module, label: str) -> None:
-    """The checkpoint at ``load_path`` holds the model's tensors, each of the model's shape.
-
-    Composer would stop inside ``Trainer`` with torch's ``size mismatch`` (or
-    ``Missing key(s)``) traceback; this names the parameter and both shapes first.
-    Only ``load_path``'s: a callback's load takes options (``ignore_keys``,
-    ``strict_model_weights``) that change what must match.
-    """
+    """The checkpoint at ``load_path`` holds the model's tensors, each of the model's shape."""
     if not checked.model_shapes:
         return  # trusted unchecked, or a checkpoint without a model
     own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}

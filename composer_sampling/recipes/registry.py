@@ -1,14 +1,7 @@
 """The named parts a recipe can build, what each needs, and the one way a recipe imports code.
 
-A recipe names a part by ``name`` (looked up here) or by import ``target``
-(``'package.module:callable'``). Each :class:`Registry` holds our built-ins as
-import targets, so nothing is imported until a part is used, and reads the entry
-points of its group for a name it does not hold. An :class:`Entry` says what the
-runner must know about a part, so that no runner code compares names: its options
-with their types and ranges, one :class:`Option` per option whether the recipe writes
-it inline or in ``kwargs``; whether a sampler receives the sources of a mixture;
-whether a callback's ``folder`` defaults to the ledger folder, whether its ``data_seed``
-and ``replication`` govern the data order, and which of its arguments names a checkpoint.
+Each :class:`Registry` holds our built-ins as import targets, imported only when used, then the entry points of
+its group. An :class:`Entry` says what the runner must know about a part, so that no runner code compares names.
 
 A package registers parts on install in its ``pyproject.toml``::
 
@@ -21,11 +14,7 @@ read when the part is used::
     build_mixture.composer_sampling_entry = {'takes_sources': True,
                                              'options': {'temperature': {'kind': 'float', 'minimum': 0}}}
 
-``import_target`` is the only place a recipe imports code. When the environment
-variable ``COMPOSER_SAMPLING_ALLOWED_MODULES`` is set (comma-separated package
-names), a module outside those packages is refused before it is imported, and a
-dotted attribute is followed one step at a time: a step that is a module, or an
-object whose ``__module__`` is outside them, is refused before anything is called.
+``import_target`` is the only place a recipe imports code; ``COMPOSER_SAMPLING_ALLOWED_MODULES`` limits it.
 
 Example:
     >>> SAMPLERS.entry('sub_epoch').options['sub_epochs_per_epoch'].check('sub_epochs_per_epoch', 0)
@@ -137,9 +126,7 @@ def walk_refused(where: str, name: str, error: OutsideAllowedError) -> NotAllowe
 def import_target(target: str, where: str = 'target', trusted: bool = False) -> Any:
     """The object at ``'module:attribute'`` (the attribute may be dotted); ``trusted`` skips the allow-list.
 
-    Under the allow-list the module is checked before it is imported, then every
-    step of the walk (:func:`walk_refused`). A module that raises while being
-    imported gives an :class:`ImportTargetError` chained to the module's own exception.
+    A module that raises while imported gives an :class:`ImportTargetError` chained to its exception.
 
     Example:
         >>> import_target('collections:OrderedDict').__name__

@@ -1,26 +1,11 @@
 """A remote save or ledger folder, looked at before training as a local one is: what an earlier run left there.
 
-Composer checks a local save folder when the fit starts, but uploads into an object
-store without looking: a fresh run into a prefix holding an earlier run's checkpoints
-trained to the end, then failed with ``FileExistsError``, its ledger uploaded among the
-earlier run's. :func:`remote_refusal` lists each remote folder once, through
-Composer's own object store for its URI, before the summary prints, and applies the
-rules of a local save folder (:func:`~composer_sampling.recipes.folders.check_save_folders`):
-
-* a store that cannot be reached or listed is refused, naming the field, the URI and why;
-* a fresh run refuses a save folder holding checkpoints (``*.pt``), and a ledger folder
-  holding ledger files (``*.bin``), unless ``save_overwrite``;
-* a resume refuses a save folder holding checkpoints later than the one it loads,
-  unless ``save_overwrite``: this run would write them again.
-
-Only global rank 0 lists, among the checks ``plan`` and ``train`` run alike; on several
-ranks it hands its verdict to the others once the process group exists
-(:func:`share_refusal`), so every rank stops with the same message. Nothing in the
-store is moved or written.
+Composer uploads into an object store without looking, so :func:`remote_refusal` applies the rules of a local save
+folder (:func:`~composer_sampling.recipes.folders.check_save_folders`) before training, and refuses a store that
+cannot be reached or listed. Only global rank 0 lists; :func:`share_refusal` hands its verdict to every rank.
 
 Example:
-    >>> later_names(['ep0-ba2-rank0.pt', 'ep1-ba4-rank0.pt', 'ep1-ba4-rank1.pt', 'latest-rank0.pt.symlink'],
-    ...             'ep0-ba2-rank0.pt')
+    >>> later_names(['ep0-ba2-rank0.pt', 'ep1-ba4-rank0.pt'], 'ep0-ba2-rank0.pt')
     ['ep1-ba4-rank0.pt']
 """
 
@@ -30,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import RunFolders, checkpoint_pattern
+from composer_sampling.recipes.folders import RunFolders, first_names, later_names
 from composer_sampling.recipes.resolve import RunSpec
 
 __all__ = ['later_names', 'remote_folders', 'remote_refusal', 'share_refusal']
@@ -39,8 +24,7 @@ __all__ = ['later_names', 'remote_folders', 'remote_refusal', 'share_refusal']
 def remote_folders(spec: RunSpec, folders: RunFolders) -> list[tuple[str, str, str]]:
     """The remote folders to look at, as ``(kind, field, uri)``: ``kind`` is ``'save'`` or ``'ledger'``.
 
-    A folder whose ``{run_name}`` Composer fills only when the fit starts is left out:
-    Composer names the run then, so no earlier run wrote there under that name.
+    A folder whose ``{run_name}`` Composer fills only when the fit starts is left out.
 
     Example:
         >>> from composer_sampling.recipes.resolve import resolve
@@ -59,14 +43,9 @@ def remote_folders(spec: RunSpec, folders: RunFolders) -> list[tuple[str, str, s
 
 
 def remote_refusal(spec: RunSpec, folders: RunFolders, resumed: str | None) -> str | None:
-    """Rank 0 lists the remote folders and refuses, before training, one it cannot reach or that holds what this run
-    would write over; other ranks do not look.
+    """Rank 0's refusal of a remote folder it cannot reach or that holds what this run would write over.
 
-    ``resumed`` is the checkpoint ``load_path`` names, as checked (a path or a URI);
-    ``None`` for a fresh run. In one process (``plan``, or ``train`` alone) the refusal is
-    raised here, a :class:`~composer_sampling.recipes.errors.RecipeError`. On several
-    ranks it is returned instead, because the process group does not exist yet:
-    :func:`share_refusal` raises it on every rank once it does.
+    Raised here in one process; returned on several ranks, for :func:`share_refusal` to raise on each.
     """
     from composer.utils import dist
 
@@ -83,8 +62,7 @@ def remote_refusal(spec: RunSpec, folders: RunFolders, resumed: str | None) -> s
 
 
 def share_refusal(spec: RunSpec, folders: RunFolders, refusal: str | None) -> None:
-    """Every rank raises rank 0's :func:`remote_refusal`, handed over once the process group exists (a broadcast,
-    made only when the run has a remote folder: every rank knows that alike)."""
+    """Every rank raises rank 0's :func:`remote_refusal`, broadcast once the process group exists."""
     from composer.utils import dist
 
     if dist.get_world_size() > 1 and remote_folders(spec, folders):
@@ -93,20 +71,6 @@ def share_refusal(spec: RunSpec, folders: RunFolders, refusal: str | None) -> No
         refusal = shared[0]
     if refusal is not None:
         raise RecipeError(refusal)
-
-
-def later_names(names: list[str], resumed: str) -> list[str]:
-    """The rank 0 checkpoints of ``names`` later than the checkpoint named ``resumed``, in order (none when
-    ``resumed`` is not named as Composer names checkpoints: its time is not known)."""
-    pattern = checkpoint_pattern()
-    found = pattern.match(resumed)
-    if found is None:
-        return []
-    epoch, batch = int(found['epoch']), int(found['batch'])
-    later = [(int(match['epoch']), int(match['batch']), name) for name in names
-             if (match := pattern.match(name)) is not None and (int(match['epoch']) > epoch or
-                                                                  int(match['batch']) > batch)]
-    return [name for *_, name in sorted(later)]
 
 
 def _problem(spec: RunSpec, targets: list[tuple[str, str, str]], resumed: str | None) -> str | None:
@@ -120,19 +84,19 @@ def _problem(spec: RunSpec, targets: list[tuple[str, str, str]], resumed: str | 
         if kind == 'ledger' and recipe.load_path is None:
             ledgers = sorted(name for name in names if name.endswith('.bin'))
             if ledgers:
-                return (f'{field} {shown} holds the ledger files of an earlier run ({_names(ledgers)}); this run would '
-                        'upload its own among them. Choose another folder, set save_overwrite: true to record this '
-                        'run beside them as a new lineage, or load_path to resume that run')
+                return (f'{field} {shown} holds the ledger files of an earlier run ({first_names(ledgers)}); this run '
+                        'would upload its own among them. Choose another folder, set save_overwrite: true to record '
+                        'this run beside them as a new lineage, or load_path to resume that run')
         elif kind == 'save' and recipe.load_path is None:
             checkpoints = sorted(name for name in names if name.endswith('.pt'))
             if checkpoints:
-                return (f'save_folder {shown} holds the checkpoints of an earlier run ({_names(checkpoints)}); '
+                return (f'save_folder {shown} holds the checkpoints of an earlier run ({first_names(checkpoints)}); '
                         'Composer would refuse to upload over them, after training. Choose another save_folder, set '
                         'save_overwrite: true to replace them, or load_path to resume')
         elif kind == 'save' and resumed is not None:
             later = later_names(names, _resumed_name(resumed))
             if later:
-                return (f'save_folder {shown} holds {_names(later)}, checkpoints later than the one '
+                return (f'save_folder {shown} holds {first_names(later)}, checkpoints later than the one '
                         f'{spec.load_path_field} resumes ({_resumed_name(resumed)}), which this run would write again; '
                         'Composer refuses to upload over them, after training. Resume from the latest of them '
                         f'(load_path={shown}/{later[-1]}), choose another save_folder for this run, or set '
@@ -177,7 +141,3 @@ def _resumed_name(resumed: str) -> str:
     if download_scheme(resumed) is not None:
         return resumed.rstrip('/').rsplit('/', 1)[-1]
     return Path(resumed).resolve().name
-
-
-def _names(names: list[str]) -> str:
-    return ', '.join(names[:3]) + (', ...' if len(names) > 3 else '')

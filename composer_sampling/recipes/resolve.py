@@ -1,14 +1,7 @@
 """Resolve a recipe once into a frozen :class:`RunSpec`: every part with its builder, arguments and entry.
 
-Resolution reads the registry and nothing else: no user code is imported (an
-entry-point part's declaration is read, which imports its package). It checks
-what the part mappings say: a registered ``name`` or a ``target`` (not both), the
-inline options the entry takes (one rule an option, inline or in ``kwargs``; the
-same option in both places is refused), required options, and derives what the
-run needs beyond the parts: the held-out split, the mixture's sources, the
-durations, the data seed and replication of the callback that governs the order,
-and the ledger folder. The checks (:mod:`~composer_sampling.recipes.checks`) and the
-builders then read the spec; nothing asks the recipe again.
+Resolution reads the registry and imports no user code. It checks each part's ``name`` or ``target`` and
+options, and derives what the run needs beyond the parts; nothing asks the recipe again.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -57,6 +50,11 @@ class PartSpec:
     entry: Entry | None  # None for the target form
     arguments: Mapping[str, Any]  # its options (defaults included), then its kwargs: what its builder receives
     trusted: bool  # ours or an installed package's (an entry point): the allow-list does not apply
+
+    @property
+    def arguments_field(self) -> str:
+        """Where the recipe writes this part's arguments: inline for a registered part, else in ``kwargs``."""
+        return self.field if self.entry is not None else f'{self.field}.kwargs'
 
 
 @dataclass(frozen=True)
@@ -246,9 +244,7 @@ def _sync(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> SyncSpec:
 
 
 def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | None:
-    """``{save_folder}/ledger`` for a callback that wants it, as a template: its placeholders are filled in one pass
-    as Composer fills the save folder's (the folder checks, and SampleLedger at fit start), so that the ledger is in
-    the folder Composer saves to, whatever the run name holds."""
+    """The ledger folder: the callback's ``folder``, else ``{save_folder}/ledger`` for a callback that wants it."""
     wanting = [part for part in callbacks if part.entry is not None and part.entry.ledger_folder]
     if not wanting or wanting[0].arguments.get('folder') is not None:
         return None if not wanting else wanting[0].arguments['folder']

@@ -1,13 +1,7 @@
 """The hardware a recipe trains on: ``device``, ``precision``, ``parallelism_config``, and ``autoresume``'s needs.
 
-:func:`check_run_fields` is the static check (the schema runs it, so ``plan`` and
-``train`` refuse alike, without importing torch): the names Composer takes, the
-pairs Composer refuses whatever the machine (a mixed precision on the CPU, FSDP1 or
-tensor parallelism on the CPU), and what ``autoresume`` needs. :func:`check_parallelism_fields`
-checks the fields of ``parallelism_config`` against Composer's classes (both commands
-run it). :func:`machine_device` is ``train``'s alone: the device this machine gives
-(``auto`` as Composer's ``get_device(None)`` picks it) and the refusals only the machine
-can decide.
+:func:`check_run_fields` is the static check the schema runs, without importing torch;
+:func:`machine_device` is ``train``'s alone: the refusals only the machine can decide.
 
 Example:
     >>> from types import SimpleNamespace
@@ -42,8 +36,6 @@ _CPU_ONLY_PRECISION = 'fp32'
 def fsdp2_selected() -> bool:
     """Whether Composer builds FSDP2 from a ``parallelism_config.fsdp`` mapping: it does when ``FSDP_VERSION=2``.
 
-    Composer's FSDP1 asks for the current CUDA device; its FSDP2 trains on the CPU with gloo.
-
     Example:
         >>> import os
         >>> fsdp2_selected() == (os.environ.get('FSDP_VERSION', '1') == '2')
@@ -53,11 +45,7 @@ def fsdp2_selected() -> bool:
 
 
 def loads_sharded(parallelism: Mapping[str, Any] | None) -> bool:
-    """Whether Composer saves and loads the run's checkpoints sharded (``torch.distributed.checkpoint`` folders).
-
-    It does when ``parallelism_config.fsdp`` is a mapping whose ``state_dict_type`` is
-    ``sharded``: by default under ``FSDP_VERSION=2`` (``FSDP2Config``'s default), not
-    under FSDP1 (``FSDPConfig``'s default is ``full``).
+    """Whether Composer saves and loads the run's checkpoints sharded (``fsdp.state_dict_type``, FSDP2's default).
 
     Example:
         >>> loads_sharded({'fsdp': {'state_dict_type': 'sharded'}}), loads_sharded(None)
@@ -70,8 +58,7 @@ def loads_sharded(parallelism: Mapping[str, Any] | None) -> bool:
 
 
 def composer_run_name(recipe: Any) -> str | None:
-    """The run name Composer's Trainer takes, when it is known before it runs: the recipe's, else the environment's
-    (``COMPOSER_RUN_NAME``, then ``RUN_NAME``). ``None``: Composer will invent one (a time and two random words).
+    """The recipe's run name, else ``COMPOSER_RUN_NAME`` or ``RUN_NAME``; ``None``: Composer will invent one.
 
     Example:
         >>> from types import SimpleNamespace
@@ -101,8 +88,7 @@ def check_run_fields(recipe: Any) -> None:
 
 def _check_on_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None,
                      shown: str | None = None) -> None:
-    """The pairs Composer refuses on the CPU; ``shown`` names the device as the recipe asked for it (``auto`` is
-    judged once the machine is known, :func:`machine_device`)."""
+    """The pairs Composer refuses on the CPU; ``shown`` names the device as the recipe asked for it."""
     if device != 'cpu':
         return
     shown = shown or f'device={device}'
@@ -130,11 +116,7 @@ def _check_parallelism(parallelism: Mapping[str, Any] | None) -> None:
 def machine_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None) -> str:
     """The device this machine trains ``device`` on (``cpu``, ``gpu`` or ``mps``), or a refusal naming the fields.
 
-    ``auto`` is the GPU when ``torch.cuda.is_available()``, else the CPU, as Composer's
-    ``get_device(None)`` decides. A device the machine lacks, a precision Composer
-    refuses there (or whose library is missing), and a parallelism off the GPU are
-    refused before anything trains. These are the only refusals ``plan`` does not make:
-    it may run on another machine than the run.
+    ``auto`` is decided as Composer's ``get_device(None)`` decides; ``plan`` makes none of these refusals.
 
     Example:
         >>> machine_device('cpu', 'fp32', None)
@@ -166,10 +148,7 @@ def machine_device(device: str, precision: str | None, parallelism: Mapping[str,
 def check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
     """Each ``parallelism_config`` section's keys are fields of Composer's config class for it.
 
-    The ``fsdp`` section is checked against ``FSDPConfig``, or under ``FSDP_VERSION=2``
-    against ``FSDPConfig`` and ``FSDP2Config`` together (Composer's
-    ``FSDP2Config.from_compatible_attrs`` takes both and ignores, with a warning, the
-    fields FSDP2 lacks); the ``tp`` section against ``TPConfig``.
+    Under ``FSDP_VERSION=2``, ``fsdp`` may hold the fields of ``FSDPConfig`` and ``FSDP2Config`` together.
 
     Example:
         >>> check_parallelism_fields({'tp': {'degree': 2}})

@@ -1,11 +1,6 @@
 """Train a recipe: resolve, check, build, print the summary on rank 0, train, report the held-out metrics.
 
-The walk goes down the floors once: :func:`~composer_sampling.recipes.schema.load_recipe`
-(the YAML), :func:`~composer_sampling.recipes.resolve.resolve` (the frozen spec),
-:func:`~composer_sampling.recipes.build_training.build_run` (the device, the folders, the
-checks, the data and loaders), the run's summary, then the ``Trainer`` (Composer's parts).
-Composer (and torch) are imported only once the recipe has loaded: a recipe that fails
-its static checks exits 2 quickly.
+Composer is imported only once the recipe has loaded: a recipe that fails its static checks exits 2 quickly.
 
 Example:
     $ composer-sampling train yamls/digits.yaml max_duration=1ep
@@ -61,10 +56,8 @@ class TrainResult:
 def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> TrainResult:
     """Train ``recipe`` in this process (one rank of the launcher, or alone).
 
-    ``run`` replaces what :func:`build_run` would build (tests swap in instrumented
-    parts); ``trainer_overrides`` go to ``Trainer``. A refusal that ``SamplerSync`` can
-    only make at fit start (a checkpoint of another order), or a second ``SamplerSync``
-    refused when the Trainer is built, is a :class:`RecipeError`.
+    ``run`` replaces what :func:`build_run` would build; ``trainer_overrides`` go to ``Trainer``. ``SamplerSync``'s
+    refusals at fit start are raised as a :class:`RecipeError`.
     """
     from composer.utils import dist
 
@@ -104,12 +97,8 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
 def set_aside_interrupted(later: LaterCheckpoints | None) -> Path | None:
     """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
 
-    ``later`` is what :func:`~composer_sampling.recipes.build_training.build_run` found
-    (:attr:`~composer_sampling.recipes.build_training.Run.interrupted`): the one checkpoint after
-    the save folder's latest, which the run resumes, cut short (empty, or a zip without its end
-    record); Composer would refuse to start over it. It is moved, never deleted, into the first
-    ``interrupted-N`` whose name nothing in the folder holds, a dangling link included; the folder
-    it went to is returned (``None``: nothing to move).
+    ``later`` is :attr:`~composer_sampling.recipes.build_training.Run.interrupted`. It is moved, never deleted; the
+    folder it went to is returned (``None``: nothing to move).
 
     Example:
         >>> set_aside_interrupted(None) is None  # build_run found nothing a save cut short left

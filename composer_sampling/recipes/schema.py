@@ -1,13 +1,8 @@
 """The YAML recipe schema (an omegaconf structured config) and its loading: the first floor of the runner.
 
-Field names follow llm-foundry. omegaconf rejects unknown top-level fields and
-wrong types; :func:`load_recipe` turns its exceptions into a :class:`RecipeError`
-that names the field (and the override or file it came from), and checks the
-ranges of the run's own fields. A *part* (``train_loader.dataset``,
-``train_loader.sampler``, the collate functions, ``model``, ``optimizer``, every
-callback) is a mapping whose keys are checked against the registry when the recipe
-is resolved (:mod:`composer_sampling.recipes.resolve`): it names a registered
-``name`` with its inline options, or an import ``target`` with ``kwargs``.
+Field names follow llm-foundry. :func:`load_recipe` names the field, file or override of every error. A *part*
+names a registered ``name`` with inline options, or an import ``target`` with ``kwargs``; its keys are checked
+when the recipe is resolved (:mod:`composer_sampling.recipes.resolve`).
 
 Example:
     >>> recipe = load_recipe(None, ['global_train_batch_size=32', 'train_loader.sampler={name: random}'])
@@ -116,9 +111,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
     ``callbacks: {}`` means no callbacks, ``callbacks.NAME=...`` adds one.
 
     Raises:
-        RecipeError: a missing or empty file, a YAML error, an unknown field, a wrong
-            type, an unresolvable interpolation or a value out of range, naming the
-            field and the file or override it came from.
+        RecipeError: naming the field and the file or override it came from.
     """
     merged = OmegaConf.structured(Recipe)
     if path is not None:
@@ -254,11 +247,7 @@ def _kind(value: Any) -> str:
 
 
 def _check_shape(node: dict[str, Any], schema: Any, prefix: str, what: str) -> None:
-    """Every known field holds what its type needs (a mapping, a list or a single value), named if not.
-
-    omegaconf reports a list where a section belongs as "Cannot merge incompatible
-    container types", without the field; this runs on the plain YAML before the merge.
-    """
+    """Every known field holds what its type needs (a mapping, a list or a value), checked before omegaconf merges."""
     hints = typing.get_type_hints(schema)
     for key, value in node.items():
         name = f'{prefix}{key}'

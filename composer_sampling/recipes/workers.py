@@ -16,14 +16,8 @@ __all__ = ['worker_start']
 def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, Any]:
     """The DataLoader keywords that start ``num_workers`` workers: on several ranks, from a fork server.
 
-    On several ranks the Trainer iterates the loader in a process that runs gloo's
-    threads (and torch's thread pools). Forking a worker copies that process with only
-    the forking thread: a lock another thread held at that instant stays held in the
-    worker, and a worker that needs it never delivers its batch. There the workers
-    are forked by a fork server instead, a process of one thread started once, with
-    the main script, ``torch`` and the dataset's modules imported; the dataset (and a
-    collate function) must then be picklable by name, and a script guard its top level
-    with ``if __name__ == '__main__':``. On one rank, torch's default (``fork``) is kept.
+    Forking a process that runs gloo's threads can copy a lock held by another thread, and the worker then hangs;
+    a fork server of one thread avoids that. The dataset must then be picklable by name. One rank keeps ``fork``.
 
     Example:
         >>> worker_start(2, 1, range(4))
