@@ -49,11 +49,13 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch.utils.data import ConcatDataset, Subset, TensorDataset
+
+if TYPE_CHECKING:  # torch is imported when a dataset is fingerprinted, not by the ledger and audit that read one
+    import torch
+    from torch.utils.data import ConcatDataset, Subset, TensorDataset
 
 __all__ = ['SAMPLED_SLICES', 'SLICE_BYTES', 'WHOLE_BYTES', 'WHOLE_ENTRIES', 'Fingerprint', 'dataset_fingerprint']
 
@@ -85,6 +87,18 @@ class Fingerprint:
     digest: str
     source: str
     covers_content: bool
+
+    @staticmethod
+    def well_formed(digest: Any, source: Any, covers_content: Any) -> bool:
+        """Whether these values, read back from a checkpoint or a ledger, can be a fingerprint: 32 hexadecimal digits,
+        a ``str`` and a ``bool``.
+
+        Example:
+            >>> Fingerprint.well_formed('ab' * 16, 'a test', True), Fingerprint.well_formed('xyz', 'a test', True)
+            (True, False)
+        """
+        return isinstance(digest, str) and len(digest) == 32 and all(c in '0123456789abcdef' for c in digest) and \
+            isinstance(source, str) and isinstance(covers_content, bool)
 
     @property
     def short(self) -> str:
@@ -244,6 +258,13 @@ def _has_own(dataset: Any) -> bool:
     return getattr(dataset, 'fingerprint', None) is not None
 
 
+def _is_torch(dataset: Any, name: str) -> bool:
+    """Whether ``dataset`` is an instance of the class ``name`` of ``torch.utils.data``."""
+    from torch.utils import data
+
+    return isinstance(dataset, getattr(data, name))
+
+
 def _is_streaming(dataset: Any) -> bool:
     return any(base.__module__.startswith('streaming.') and base.__name__ == 'StreamingDataset'
                for base in type(dataset).__mro__)
@@ -275,9 +296,9 @@ def _is_folder(dataset: Any) -> bool:
 
 _KINDS: tuple[tuple[Callable[[Any], bool], Callable[[Any], Fingerprint]], ...] = (
     (_has_own, _own),
-    (lambda dataset: isinstance(dataset, TensorDataset), _tensors),
-    (lambda dataset: isinstance(dataset, Subset), _subset),
-    (lambda dataset: isinstance(dataset, ConcatDataset), _concat),
+    (lambda dataset: _is_torch(dataset, 'TensorDataset'), _tensors),
+    (lambda dataset: _is_torch(dataset, 'Subset'), _subset),
+    (lambda dataset: _is_torch(dataset, 'ConcatDataset'), _concat),
     (_is_streaming, _streaming),
     (_is_hugging_face, _hugging_face),
     (_is_wrapper, _wrapped),
@@ -296,6 +317,8 @@ def _positions(count: int) -> list[int]:
 
 
 def _feed_integers(digest: _Hash, values: Sequence[int] | torch.Tensor | np.ndarray) -> None:
+    import torch
+
     count = len(values)
     digest.text(str(count))
     if isinstance(values, torch.Tensor):
@@ -308,6 +331,8 @@ def _feed_integers(digest: _Hash, values: Sequence[int] | torch.Tensor | np.ndar
 
 
 def _feed_tensor(digest: _Hash, tensor: torch.Tensor) -> None:
+    import torch
+
     digest.text(f'{tuple(tensor.shape)} {tensor.dtype}')
     on_host = tensor.detach().cpu()
     flat: np.ndarray = (on_host if on_host.is_contiguous() else on_host.contiguous()).reshape(-1).view(

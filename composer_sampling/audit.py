@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from composer_sampling._fingerprint import Fingerprint
 from composer_sampling._proofs.counting import SaturatingCounts
 from composer_sampling._proofs.coverage import exactly_once_problem, saturated_coverage
 from composer_sampling.ledger_format import (
@@ -562,21 +563,19 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
 def _one_dataset(lineage: str, path: list[Attempt]) -> str:
     """The dataset fingerprint the counted attempts share, as text (empty when none recorded one); attempts that
     trained on different data are refused, naming both: their samples are not one dataset's to count."""
-    recorded = [(attempt, attempt.header['data_fingerprint']) for attempt in path
-                if attempt.header.get('data_fingerprint') is not None]
+    recorded = [(attempt, Fingerprint(fields['digest'], fields['source'], fields['covers_content']))
+                for attempt in path if (fields := attempt.header.get('data_fingerprint')) is not None]
+    if not recorded:
+        return ''
+    first, before = recorded[0]
     for attempt, fingerprint in recorded[1:]:
-        first, before = recorded[0]
-        if fingerprint['digest'] != before['digest']:
+        if fingerprint.digest != before.digest:
             raise LedgerError(
                 f'the attempts of lineage {lineage} trained on different data: attempt {first.attempt} on dataset '
-                f'{_fingerprint_text(before)}, attempt {attempt.attempt} on {_fingerprint_text(fingerprint)} (a '
-                'resume onto changed data, which SamplerSync allowed with allow_data_change); audit counts the '
-                'samples of one dataset, so it cannot count this lineage as one')
-    return '' if not recorded else _fingerprint_text(recorded[0][1])
-
-
-def _fingerprint_text(fingerprint: dict[str, Any]) -> str:
-    return f'{fingerprint["digest"][:16]}, from the {fingerprint["source"]}'
+                f'{before}, attempt {attempt.attempt} on {fingerprint} (a resume onto changed data, which '
+                'SamplerSync allowed with allow_data_change); audit counts the samples of one dataset, so it cannot '
+                'count this lineage as one')
+    return str(before)
 
 
 def _check_memory(dataset_len: int, last: Attempt) -> None:

@@ -59,6 +59,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from composer_sampling._checkpoint.envelope import valid_version
+from composer_sampling._fingerprint import Fingerprint
 from composer_sampling._validate import first_outside, is_integer, is_real
 
 __all__ = ['LEDGER_VERSION', 'MAGIC', 'SCHEDULE_BATCH', 'Ledger', 'LedgerError', 'LedgerHeader', 'LedgerRecord',
@@ -212,10 +213,8 @@ class LedgerHeader:
             raise LedgerError(f'{path} has resumed_from={origin!r} in its header; it must be None or '
                               "{'attempt': str, 'batch': int}")
         fingerprint = header.get('data_fingerprint')
-        if fingerprint is not None and not (
-                isinstance(fingerprint, dict) and isinstance(fingerprint.get('digest'), str)
-                and len(fingerprint['digest']) == 32 and isinstance(fingerprint.get('source'), str)
-                and isinstance(fingerprint.get('covers_content'), bool)):
+        if fingerprint is not None and not (isinstance(fingerprint, dict) and Fingerprint.well_formed(
+                fingerprint.get('digest'), fingerprint.get('source'), fingerprint.get('covers_content'))):
             raise LedgerError(f'{path} has data_fingerprint={fingerprint!r:.200} in its header; it must be None or '
                               "{'digest': 32 hexadecimal digits, 'source': str, 'covers_content': bool}")
         names = cls.__dataclass_fields__

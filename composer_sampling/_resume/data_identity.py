@@ -102,10 +102,7 @@ def read_fingerprint(value: Any, name: str) -> Fingerprint | None:
     """
     if value is None:
         return None
-    if isinstance(value, (tuple, list)) and len(value) == 3:
-        digest, source, covers = value
-        if isinstance(digest, str) and len(digest) == 32 and all(c in '0123456789abcdef' for c in digest) and \
-                isinstance(source, str) and isinstance(covers, bool):
-            return Fingerprint(digest, source, covers)
+    if isinstance(value, (tuple, list)) and len(value) == 3 and Fingerprint.well_formed(*value):
+        return Fingerprint(*value)
     raise TypeError(f'{name} must be None or a (digest, source, covers content) triple of a 32-digit hexadecimal '
                     f'str, a str and a bool, got {value!r:.200}')

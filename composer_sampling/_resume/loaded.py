@@ -94,7 +94,12 @@ class LoadedSync:
         ``error`` is raised for a version this release cannot read; a value of the wrong
         type or range raises ``TypeError`` or ``ValueError`` naming the key.
         """
-        state = read_state(state, 'SamplerSync', SYNC_STATE, error=error)
+        return cls.from_payload(read_state(state, 'SamplerSync', SYNC_STATE, error=error))
+
+    @classmethod
+    def from_payload(cls, state: dict[str, Any]) -> LoadedSync:
+        """Check the values of a state already read from its envelope (the Lightning callback's state holds the same
+        keys); a value of the wrong type or range raises ``TypeError`` or ``ValueError`` naming the key."""
         seed = state.get('data_seed')
         if seed is not None:
             seed = valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)

@@ -9,6 +9,7 @@ read with ``index_key`` (``batch``).
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from torch.utils.data import DataLoader
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import active_root, describe, is_map_style
-from composer_sampling._resume.data_identity import agreed_fingerprint, fingerprint_entry
+from composer_sampling._resume.data_identity import agreed_fingerprint
 from composer_sampling.callbacks._batch_indices import IndexKey, read_indices
 from composer_sampling.callbacks._composer_resume import composer_ranks
 from composer_sampling.callbacks._top_tap import top_tap
@@ -215,9 +216,6 @@ def ledger_fingerprint(loader: Any) -> dict[str, Any] | None:
     if not isinstance(loader, DataLoader):
         return None
     try:
-        fingerprint = agreed_fingerprint(loader.dataset, composer_ranks())
+        return dataclasses.asdict(agreed_fingerprint(loader.dataset, composer_ranks()))
     except TypeError:
         return None
-    entry = fingerprint_entry(fingerprint)
-    assert entry is not None
-    return dict(zip(('digest', 'source', 'covers_content'), entry, strict=True))

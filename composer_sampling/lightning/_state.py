@@ -21,11 +21,10 @@ from typing import Any
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
 from composer_sampling._fingerprint import Fingerprint
-from composer_sampling._resume.data_identity import fingerprint_entry, read_fingerprint
+from composer_sampling._resume.data_identity import fingerprint_entry
 from composer_sampling._resume.decide import Layout
 from composer_sampling._resume.loaded import LoadedSync
 from composer_sampling._validate import valid_bool, valid_int
-from composer_sampling.permutation import MAX_DATA_SEED
 
 __all__ = ['LIGHTNING_STATE', 'LoadedLightning', 'Where', 'lightning_state']
 
@@ -72,20 +71,7 @@ class LoadedLightning:
     def read(cls, state: Any) -> LoadedLightning:
         """Read and check a state this callback wrote; a value of the wrong type or range raises naming the key."""
         payload = read_state(state, 'the Lightning SamplerSync', LIGHTNING_STATE)
-        seed = payload.get('data_seed')
-        if seed is not None:
-            seed = valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
-        signatures = payload.get('order_signatures')
-        if signatures is not None:
-            if not isinstance(signatures, (list, tuple)) or not all(isinstance(item, dict) for item in signatures):
-                raise TypeError(f'SamplerSync state order_signatures must be a list of dicts or None, got '
-                                f'{signatures!r:.200}')
-            signatures = list(signatures)
-        global_batch, ranks = payload.get('global_batch'), payload.get('data_parallel_ranks')
-        layout = Layout(None if global_batch is None else valid_int('SamplerSync state global_batch', global_batch,
-                                                                    minimum=1),
-                        None if ranks is None else valid_int('SamplerSync state data_parallel_ranks', ranks,
-                                                             minimum=1))
+        sync = LoadedSync.from_payload(payload)  # the keys it shares with Composer's state, read the same way
         where = Where(valid_int('SamplerSync state epoch', payload.get('epoch', 0), minimum=0),
                       valid_int('SamplerSync state batches', payload.get('batches', 0), minimum=0),
                       valid_bool('SamplerSync state epoch_done', payload.get('epoch_done', False)))
@@ -95,5 +81,4 @@ class LoadedLightning:
                 raise TypeError(f'SamplerSync state rng must be a list of dicts (one per rank) or None, got '
                                 f'{rng!r:.100}')
             rng = list(rng)
-        fingerprint = read_fingerprint(payload.get('data_fingerprint'), 'SamplerSync state data_fingerprint')
-        return cls(LoadedSync(seed, signatures, 1, layout, None, fingerprint), where, rng)
+        return cls(sync, where, rng)
