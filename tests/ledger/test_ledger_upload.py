@@ -2,9 +2,9 @@
 
 Without a server: when the schedule uploads (a simulation of Composer's event order)
 and how big the staged file is. With the SeaweedFS server of ``s3_bucket``: a recipe
-run into a bucket, killed after a checkpoint, has uploaded every batch of it; resumed
-from the bucket, its uploaded ledger audits as the local run's that never stopped, and
-it ends with that run's weights.
+run on two ranks into a bucket, killed after a checkpoint, has uploaded every batch of
+it; resumed from the bucket, its uploaded ledger audits as the local run's that never
+stopped, and it ends with that run's weights.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 from composer_sampling.audit import audit_folder
 from composer_sampling.callbacks._ledger_upload import UploadSchedule, ledger_bytes
 from composer_sampling.ledger_format import LedgerWriter, index_bytes, read_ledger
-from composer_sampling.train import main as train_main
 
 from support.helpers import states_equal
 from support.launched_runs import SYNTHETIC_RECIPE, two_rank_synthetic
@@ -107,14 +106,6 @@ def test_the_staged_files_size_is_the_documented_formula(tmp_path_factory: pytes
 
 # through a real Trainer against the S3 server -------------------------------------------------------
 
-@pytest.fixture(scope='module')
-def never_stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recipe run into a local save folder, uninterrupted: the ledger and the weights to compare with."""
-    folder = tmp_path_factory.mktemp('never-stopped')
-    assert train_main([*COMMON, f'save_folder={folder}']) == 0
-    return folder
-
-
 def _download(prefix: str, into: Path) -> list[str]:
     """Every object under ``prefix`` (``s3://bucket/run/ledger``), downloaded with Composer's object store."""
     from composer.utils import maybe_create_object_store_from_uri, parse_uri
@@ -144,63 +135,20 @@ def _killed_run(command: list[str], log: Path) -> tuple[int, str]:
     return returncode, log.read_text()[-3000:]
 
 
-def _records(folder: Path) -> list[tuple[int, int, list[int]]]:
+def _records(folder: Path, rank: str) -> list[tuple[int, int, list[int]]]:
     return [(record.epoch, record.batch, record.indices.tolist())
-            for path in sorted(folder.glob('*.bin')) for record in read_ledger(path).trained]
-
-
-def _model(checkpoint: Path) -> dict[str, torch.Tensor]:
-    return torch.load(checkpoint, weights_only=False)['state']['model']
-
-
-@pytest.mark.s3
-def test_a_run_killed_after_a_checkpoint_autoresumes_from_the_bucket_and_audits_exactly_once(
-        s3_bucket: str, tmp_path: Path, never_stopped: Path) -> None:
-    """One command, ``save_folder: s3://BUCKET/run`` with ``autoresume: true``, run twice: killed mid-epoch, then
-    started again. The second run finds the checkpoint in the bucket, checks it, resumes, and ends with the
-    weights and optimizer state of the run that never stopped; the bucket's ledger audits exactly once.
-    """
-    run = f'{s3_bucket}/run'
-    command = [*COMMON, f'save_folder={run}', 'autoresume=true']
-    returncode, output = _killed_run(
-        [sys.executable, 'tests/support/fault_train.py', str(tmp_path), '0', '4', *command], tmp_path / 'killed.log')
-    assert returncode == -signal.SIGKILL, output
-    objects = _download(run, tmp_path / 'killed')
-    assert 'ep0-ba3-rank0.pt' in objects and 'ep1-ba5-rank0.pt' not in objects, objects
-    # Uploaded before the checkpoint of batch 3 was written: every batch it holds, not batch 4.
-    (name,) = [name for name in objects if name.startswith('ledger/')]
-    assert name.endswith('-rank0.bin')
-    assert [batch for _, batch, _ in _records(tmp_path / 'killed' / 'ledger')] == [1, 2, 3]
-    killed_attempt = name.removeprefix('ledger/').removesuffix('-rank0.bin')
-    (staged,) = Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-*-{killed_attempt}')
-    assert [batch for _, batch, _ in _records(staged)] == [1, 2, 3]  # batch 4, in no checkpoint, was held in memory
-    shutil.rmtree(staged)
-
-    returncode, output = _killed_run([sys.executable, '-m', 'composer_sampling.train', *command],
-                                     tmp_path / 'resumed.log')
-    assert returncode == 0 and f'autoresume          resumes from {run}/ep0-ba3-rank0.pt' in output, output
-    names = _download(run, tmp_path / 'uploaded')
-    (ours,) = [other for other in names if other.startswith('ledger/') and other != name]  # beside the killed one
-    attempt = ours.removeprefix('ledger/').removesuffix('-rank0.bin')
-    assert not list(Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-*-{attempt}')), 'staging left behind'
-    report = audit_folder(tmp_path / 'uploaded')
-    assert report.epochs == audit_folder(never_stopped).epochs
-    assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
-    assert audit_folder(run).epochs == report.epochs  # audit of the bucket itself
-    final = torch.load(tmp_path / 'uploaded' / 'ep1-ba5-rank0.pt', weights_only=False)['state']
-    whole = torch.load(never_stopped / 'ep1-ba5-rank0.pt', weights_only=False)['state']
-    for key in ('model', 'optimizers'):
-        assert states_equal(final[key], whole[key]), key
-
+            for path in sorted(folder.glob(f'*-{rank}.bin')) for record in read_ledger(path).trained]
 
 
 @pytest.mark.s3
 @pytest.mark.launcher
 def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audit_exactly_once(
         s3_bucket: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The same on two ranks through the launcher: rank 0 (which writes the checkpoint and its pointer) is killed
-    mid-epoch, the launcher ends the other, the same command resumes both from the bucket; every sample once, and
-    the weights and optimizer state of a two-rank run that never stopped (launched once for this test and
+    """One command, ``save_folder: s3://BUCKET/run`` with ``autoresume: true``, launched twice on two ranks. Rank 0,
+    which writes the checkpoint and its pointer, is killed mid-epoch and the launcher ends the other. The bucket then
+    holds every batch of the last checkpoint in each rank's ledger, and not the batch after it. The same command
+    resumes both ranks from the bucket; the run trains every sample once, leaves no staging folder, and ends with the
+    weights and optimizer state of a two-rank run that never stopped (launched once for this test and
     tests/neighbours/test_launcher.py's, COMMON into a local folder)."""
     def launched(name: str) -> list[str]:
         return [COMPOSER, '-n', '2', '--stdout', str(tmp_path / f'{name}-rank{{rank}}.out')]
@@ -213,14 +161,28 @@ def test_two_ranks_killed_after_a_checkpoint_autoresume_from_the_bucket_and_audi
     killer = ['tests/support/fault_train.py', str(tmp_path), '0', '4']
     returncode, output = _killed_run([*launched('killed'), *killer, *command], tmp_path / 'killed.log')
     assert returncode != 0, output
+    objects = _download(run, tmp_path / 'killed')
+    assert 'ep0-ba3-rank0.pt' in objects and 'ep1-ba5-rank0.pt' not in objects, objects
+    killed_ledgers = sorted(name for name in objects if name.startswith('ledger/'))
+    killed_attempt = killed_ledgers[0].removeprefix('ledger/').rsplit('-rank', 1)[0]
+    assert killed_ledgers == [f'ledger/{killed_attempt}-rank{rank}.bin' for rank in (0, 1)], killed_ledgers
+    # Uploaded before the checkpoint of batch 3 was written: every batch it holds, not batch 4.
+    assert [batch for _, batch, _ in _records(tmp_path / 'killed' / 'ledger', 'rank0')] == [1, 2, 3]
+    (staged,) = Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-*-{killed_attempt}')
+    assert [batch for _, batch, _ in _records(staged, 'rank0')] == [1, 2, 3]  # batch 4 was held in memory
+    shutil.rmtree(staged)
+
     returncode, output = _killed_run([*launched('resumed'), '-m', 'composer_sampling.train', *command],
                                      tmp_path / 'resumed.log')
     assert returncode == 0 and f'autoresume          resumes from {run}/ep0-ba3-rank0.pt' in output, output
-    _download(run, tmp_path / 'uploaded')
-    report = audit_folder(run)
+    names = _download(run, tmp_path / 'uploaded')
+    (attempt,) = {name.removeprefix('ledger/').rsplit('-rank', 1)[0] for name in names
+                  if name.startswith('ledger/') and name not in killed_ledgers}
+    assert not list(Path(tempfile.gettempdir()).glob(f'composer-sampling-ledger-*-{attempt}')), 'staging left behind'
+    report = audit_folder(tmp_path / 'uploaded')
     assert [(epoch.exactly_once, epoch.status) for epoch in report.epochs] == [(320, 'ok')]
-    assert {path.name.rsplit('-', 1)[1] for path in (tmp_path / 'uploaded' / 'ledger').glob('*.bin')} == \
-        {'rank0.bin', 'rank1.bin'}
+    assert report.epochs == audit_folder(whole).epochs
+    assert audit_folder(run).epochs == report.epochs  # audit of the bucket itself
     final = torch.load(tmp_path / 'uploaded' / 'ep1-ba5-rank0.pt', weights_only=False)['state']
     never = torch.load(whole / 'ep1-ba5-rank0.pt', weights_only=False)['state']
     for key in ('model', 'optimizers'):
