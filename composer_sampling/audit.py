@@ -579,7 +579,7 @@ def _one_dataset(lineage: str, path: list[Attempt]) -> str:
 
 
 def _check_memory(dataset_len: int, last: Attempt) -> None:
-    """Refuse, before allocating, to count an epoch in more memory than the machine has (2 bits a sample)."""
+    """Refuse, before allocating, to count an epoch in more memory than the machine has (2 bits per sample)."""
     needed = 2 * -(-dataset_len // 8)
     try:
         total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
@@ -589,7 +589,7 @@ def _check_memory(dataset_len: int, last: Attempt) -> None:
         files = [str(scan.path) for _, scan in sorted(last.ranks.items())]
         shown = ', '.join(files[:3]) + (f' and {len(files) - 3} more' if len(files) > 3 else '')
         raise LedgerError(f'dataset_len={dataset_len} in the headers of attempt {last.attempt}: audit counts an epoch '
-                          f'in 2 bits a sample, {needed} bytes, more than the {total} bytes of memory of this machine; '
+                          f'in 2 bits per sample, {needed} bytes, more than the {total} bytes of memory of this machine; '
                           f'audit on a larger machine, or check the header of {shown}, which may be forged or damaged')
 
 

@@ -67,7 +67,7 @@ def available_cores() -> int:
 
 
 def plan_workers(workers: int | None, ranks: int, samples: int) -> int:
-    """How many processes count ``ranks`` ranks of ``samples`` indices a pass: ``workers`` when given, else one a
+    """How many processes count ``ranks`` ranks of ``samples`` indices per pass: ``workers`` when given, else one per
     core available, one for every :data:`MIN_WORKER_SAMPLES` samples at most; never more than the ranks, and one
     where processes cannot be forked.
 

@@ -1,4 +1,4 @@
-"""Counting sample indices in bounded memory: 2 bits a sample, saturating at "twice or more".
+"""Counting sample indices in bounded memory: 2 bits per sample, saturating at "twice or more".
 
 The exactly-once verdict needs, per sample, only whether it was trained 0, 1 or
 2+ times, so :class:`SaturatingCounts` keeps two bit planes (``N / 4`` bytes in one

@@ -127,7 +127,7 @@ def check_plan(make_loader: Callable[[int, int], DataLoader], world_size: int, e
         workers (int | None): processes that count the ranks' indices for the counted
             proof, at least 1 (forked, so ``make_loader`` need not pickle; ``1`` counts in
             this process). A rank's order must depend on its own loader only, as in
-            training. Default: ``None``, one a core available, fewer for a small plan.
+            training. Default: ``None``, one per available core, fewer for a small plan.
 
     Example:
         >>> from composer_sampling import ResumableDistributedSampler
