@@ -173,11 +173,11 @@ def _plan(args: argparse.Namespace) -> int:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
     if args.workers is not None and args.workers < 1:
         raise RecipeError(f'--workers must be at least 1, got {args.workers}')
+    recipe = load_recipe(args.recipe, args.overrides)  # before Composer is imported: a refusal here stays quick
     from composer_sampling._proofs.plan import ConstructionError
-    from composer_sampling.recipes.dry_run import plan_recipe
+    from composer_sampling.recipes.build_training import plan_recipe
 
     started = time.perf_counter()
-    recipe = load_recipe(args.recipe, args.overrides)
     try:
         report = plan_recipe(recipe, args.world_size, args.epochs, args.proof, args.workers)
     except ConstructionError as error:

@@ -62,9 +62,8 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
     from composer.utils import dist
 
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync, SecondCallbackError
-    from composer_sampling.recipes.build_composer_parts import build_trainer_parts
+    from composer_sampling.recipes.build_composer_parts import build_trainer_parts, held_out_metrics
     from composer_sampling.recipes.build_training import build_run, build_trainer
-    from composer_sampling.recipes.models import held_out_metrics
     from composer_sampling.recipes.resolve import resolve
 
     if run is None:
