@@ -1,9 +1,7 @@
 """Every part of the ``Trainer`` that a recipe builds, in one call: callbacks, LR schedulers, loggers, algorithms,
 the model and its optimizer, and the console settings.
 
-Each part is Composer's class, or a builder of yours by ``target``, built with the recipe's arguments. A plain
-``torch.nn.Module`` with ``num_classes`` is wrapped in a ``ComposerClassifier`` that also takes
-``(inputs, targets, indices)`` batches, so that ``SampleLedger(index_key=2)`` can read the indices.
+Each part is Composer's class, or a builder of yours by ``target``, built with the recipe's arguments.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -104,11 +102,11 @@ def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoi
 
 
 class IndexedClassifier(ComposerClassifier):
-    """``ComposerClassifier`` over batches ``(inputs, targets)`` or ``(inputs, targets, indices)``.
+    """The ``ComposerClassifier`` a plain model with ``num_classes`` is wrapped in: it also takes batches
+    ``(inputs, targets, indices)``, so that ``SampleLedger(index_key=2)`` can read the indices.
 
     Example:
-        >>> module = torch.nn.Linear(4, 3)
-        >>> model = IndexedClassifier(module, num_classes=3)
+        >>> model = IndexedClassifier(torch.nn.Linear(4, 3), num_classes=3)
         >>> model((torch.zeros(2, 4), torch.tensor([0, 1]), torch.tensor([7, 8]))).shape
         torch.Size([2, 3])
     """
