@@ -343,10 +343,8 @@ def batch_problem(batch: Any, name: str, key: Any) -> str | None:
 
 
 def _check_batch_readers(spec: RunSpec, train: Any) -> None:
-    """Refuse an algorithm that reads a key the first collated train batch lacks, or images it does not hold.
-
-    Composer would find either only at the first batch.
-    """
+    """Refuse an algorithm that reads a key the collated train batches lack, or images they do not hold, before
+    Composer would find it at the first batch."""
     collate = _built(spec, 'train_loader.collate_fn', bound=True)
     readers = []
     for part in spec.algorithms:  # a ColOut with batch: false changes the dataset instead
