@@ -10,7 +10,7 @@ yield are computed (:mod:`composer_sampling._proofs._indices`) and counted
 (:mod:`composer_sampling._proofs.coverage`), by worker processes for a big plan
 (:mod:`composer_sampling._proofs._workers`).
 ``composer-sampling plan`` runs the same check on a recipe
-(:func:`composer_sampling.recipes.dry_run.plan_recipe`).
+(:func:`composer_sampling.recipes.build_training.plan_recipe`).
 
 Example:
     >>> from composer_sampling import ResumableDistributedSampler

@@ -8,9 +8,9 @@ Nothing here is imported by ``import composer_sampling``. A recipe goes down the
 * ``resolve.py``: the recipe resolved once into a frozen ``RunSpec``;
 * ``folders.py``, ``checkpoints.py``, ``checks.py``: every refusal ``plan`` and ``train`` share, before training;
 * ``build_data.py``: datasets, splits (and their checks) and DataLoaders;
-* ``models.py``, ``build_composer_parts.py``: the model and its optimizer, and every part the ``Trainer`` takes;
-* ``build_training.py``: the run for this process, then its ``Trainer``;
-* ``dry_run.py`` (``composer-sampling plan``), ``runner.py`` (``train``), ``cli.py`` (the command).
+* ``build_composer_parts.py``: the model and its optimizer, and every part the ``Trainer`` takes;
+* ``build_training.py``: the run for this process, then its ``Trainer``, and every rank's loader for ``plan``;
+* ``runner.py`` (``train``), ``cli.py`` (the command).
 """
 
 from composer_sampling._requires import require

@@ -1,5 +1,5 @@
-"""Every part the ``Trainer`` takes that a recipe builds, in one call: callbacks, LR schedulers, loggers, algorithms,
-the model and its optimizer, and the Trainer's console settings.
+"""Every part of the ``Trainer`` that a recipe builds, in one call: callbacks, LR schedulers, loggers, algorithms,
+the model and its optimizer, and the console settings.
 
 Each part is Composer's class, or a builder of yours by ``target``, built with the recipe's arguments.
 
@@ -27,6 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import torch
+from composer.core import Algorithm, Callback
+from composer.loggers import LoggerDestination
+from composer.models import ComposerClassifier, ComposerModel
+
+from composer_sampling._validate import is_integer
 from composer_sampling.recipes.builders import built
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint, checkpoint_argument_of
 from composer_sampling.recipes.composer_names import refused_algorithm
@@ -35,12 +41,10 @@ from composer_sampling.recipes.resolve import PartSpec, RunSpec
 from composer_sampling.recipes.schema import Recipe
 
 if TYPE_CHECKING:
-    import torch
-    from composer.core import Algorithm, Callback
-    from composer.loggers import LoggerDestination
-    from composer.models import ComposerModel
+    from composer import Trainer
 
-__all__ = ['TrainerParts', 'build_trainer_parts', 'console_arguments', 'show_progress_bar', 'summary_rows']
+__all__ = ['IndexedClassifier', 'TrainerParts', 'build_model', 'build_optimizer', 'build_trainer_parts',
+           'held_out_metrics', 'show_progress_bar', 'summary_rows']
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,11 @@ def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoi
 
     A callback that unpickles a checkpoint receives the checked copy from ``checkpoints`` (by field).
     """
-    import torch
-    from composer.core import Algorithm, Callback
-    from composer.loggers import LoggerDestination
     from torch.optim.lr_scheduler import LRScheduler
 
-    from composer_sampling.recipes.models import build_model, build_optimizer
-
-    console = console_arguments(spec.recipe)
-    checkpoints = checkpoints or {}
+    recipe, checkpoints = spec.recipe, checkpoints or {}
+    console = {'progress_bar': show_progress_bar(recipe), 'log_to_console': bool(recipe.log_to_console),
+               'console_log_interval': recipe.console_log_interval}
     handed = {part.field: {name.rpartition('.')[2]: checked.load_path for name, checked in checkpoints.items()
                            if name.rpartition('.')[0] == part.field} for part in spec.callbacks}
     callbacks = [built(replace(part, arguments={**part.arguments, **handed[part.field]}) if handed[part.field] else
@@ -96,10 +96,79 @@ def build_trainer_parts(spec: RunSpec, checkpoints: Mapping[str, CheckedCheckpoi
                               'checkpoint the check never saw; name it by its class (name: load_checkpoint, or '
                               'target: composer.callbacks:LoadCheckpoint) with its load_path, so that the file is '
                               'checked')
-    torch.manual_seed(spec.recipe.seed)  # the model's initial weights follow the recipe's seed
+    torch.manual_seed(recipe.seed)  # the model's initial weights follow the recipe's seed
     model = build_model(spec, checkpoints.get('load_path'))
-    optimizer = build_optimizer(spec, model)
-    return TrainerParts(callbacks, schedulers, loggers, algorithms, model, optimizer, console)
+    return TrainerParts(callbacks, schedulers, loggers, algorithms, model, build_optimizer(spec, model), console)
+
+
+class IndexedClassifier(ComposerClassifier):
+    """The ``ComposerClassifier`` a plain model with ``num_classes`` is wrapped in: it also takes batches
+    ``(inputs, targets, indices)``, so that ``SampleLedger(index_key=2)`` can read the indices.
+
+    Example:
+        >>> model = IndexedClassifier(torch.nn.Linear(4, 3), num_classes=3)
+        >>> model((torch.zeros(2, 4), torch.tensor([0, 1]), torch.tensor([7, 8]))).shape
+        torch.Size([2, 3])
+    """
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        return self.module(batch[0])
+
+    def loss(self, outputs: torch.Tensor, batch: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self._loss_fn(outputs, batch[1], *args, **kwargs)
+
+    def update_metric(self, batch: Any, outputs: Any, metric: Any) -> None:
+        metric.update(outputs, batch[1])
+
+
+def build_model(spec: RunSpec, checked: CheckedCheckpoint | None = None) -> ComposerModel:
+    """The model the recipe names, as a ``ComposerModel``, checked against the shapes of ``checked``."""
+    part = spec.parts['model']
+    made, label = built(part), part.label
+    if isinstance(made, torch.nn.Module) and not isinstance(made, ComposerModel):
+        classes = getattr(made, 'num_classes', None)
+        if not is_integer(classes) or classes < 1:
+            raise RecipeError(f'model: {label} returned a plain {type(made).__name__} without an integer '
+                              'num_classes attribute; set module.num_classes (it is wrapped in a ComposerClassifier, '
+                              'which needs it for its metrics) or return a composer.models.ComposerModel')
+        made = IndexedClassifier(made, num_classes=classes)
+    if not isinstance(made, ComposerModel):
+        raise RecipeError(f'model: {label} returned a {type(made).__name__}; return a composer.models.ComposerModel '
+                          'or a torch.nn.Module with a num_classes attribute')
+    if checked is not None and checked.model_shapes:  # none: trusted unchecked, or a checkpoint without a model
+        _check_model_shapes(checked, made, label)
+    return made
+
+
+def _check_model_shapes(checked: CheckedCheckpoint, model: torch.nn.Module, label: str) -> None:
+    """The checkpoint at ``load_path`` holds the model's tensors, each of the model's shape."""
+    own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    for name, shape in checked.model_shapes.items():
+        if name in own and own[name] != shape:
+            raise RecipeError(f'{checked.field}: the checkpoint {checked.path} holds {name} of shape {list(shape)}, '
+                              f'the model ({label}) has {name} of shape {list(own[name])}: it was written by a model '
+                              'of another shape; load one of this model, or set the model options it was trained with')
+    extra, missing = sorted(set(checked.model_shapes) - set(own)), sorted(set(own) - set(checked.model_shapes))
+    if extra or missing:
+        detail = f'holds {extra[0]}, which the model lacks' if extra else f'lacks the model\'s {missing[0]}'
+        raise RecipeError(f'{checked.field}: the checkpoint {checked.path} {detail} (model: {label}): it was written '
+                          'by another model; load one of this model, or build the model it was trained with')
+
+
+def build_optimizer(spec: RunSpec, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The optimizer builder gets ``params`` (the model's parameters) and its own arguments."""
+    return built(spec.parts['optimizer'], lambda made: isinstance(made, torch.optim.Optimizer),
+                 'a torch.optim.Optimizer', {'params': model.parameters()})
+
+
+def held_out_metrics(trainer: Trainer) -> dict[str, float]:
+    """Every scalar eval metric the model defines, computed over the held-out loader (empty before an eval)."""
+    values = {}
+    for name, metric in trainer.state.eval_metrics.get('eval', {}).items():
+        value = metric.compute()
+        if getattr(value, 'numel', lambda: 1)() == 1:
+            values[name] = float(value)
+    return values
 
 
 def show_progress_bar(recipe: Recipe) -> bool:
@@ -112,17 +181,6 @@ def show_progress_bar(recipe: Recipe) -> bool:
     if recipe.progress_bar is not None:
         return recipe.progress_bar
     return all(stream is not None and stream.isatty() for stream in (sys.stdout, sys.stderr))
-
-
-def console_arguments(recipe: Recipe) -> dict[str, Any]:
-    """The Trainer's console arguments: the progress bar (:func:`show_progress_bar`), console logging, its interval.
-
-    Example:
-        >>> console_arguments(Recipe(progress_bar=False, log_to_console=True))
-        {'progress_bar': False, 'log_to_console': True, 'console_log_interval': '1ep'}
-    """
-    return {'progress_bar': show_progress_bar(recipe), 'log_to_console': bool(recipe.log_to_console),
-            'console_log_interval': recipe.console_log_interval}
 
 
 def _described(part: PartSpec) -> str:

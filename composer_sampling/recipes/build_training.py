@@ -1,7 +1,6 @@
-"""A resolved recipe built for this process: :func:`build_run` (everything but the Trainer), then the ``Trainer``.
+"""A resolved recipe built for this process (:func:`build_run`, then the ``Trainer``), or for every rank to plan.
 
-:func:`prepare` is the one pass of checks ``plan`` and ``train`` both run; ``train`` runs it inside
-:func:`build_run`, then builds the loaders and one snapshot of the train loader's graph.
+:func:`prepare` is the one pass of checks that ``plan`` and ``train`` both run.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -22,19 +21,22 @@ from torch.utils.data import DataLoader, Dataset
 
 from composer_sampling.batching import BatchSizes
 from composer_sampling.recipes.build_composer_parts import TrainerParts, build_trainer_parts, summary_rows
+from composer_sampling.recipes.build_data import Placement, build_data, build_eval_loader, build_train_loader
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint
 from composer_sampling.recipes.checks import Checked
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import LaterCheckpoints, RunFolders
-from composer_sampling.recipes.resolve import RunSpec
+from composer_sampling.recipes.resolve import RunSpec, resolve
 from composer_sampling.recipes.run_fields import check_parallelism_fields, machine_device
+from composer_sampling.recipes.schema import Recipe
 
 if TYPE_CHECKING:
     from composer import Trainer
 
     from composer_sampling._graph.snapshot import GraphSnapshot
+    from composer_sampling._proofs.plan import PlanReport
 
-__all__ = ['Prepared', 'Run', 'build_run', 'build_trainer', 'check_resumed_order', 'check_sharding', 'prepare']
+__all__ = ['Prepared', 'Run', 'build_run', 'build_trainer', 'check_train_graph', 'plan_recipe', 'prepare']
 
 
 @dataclass
@@ -47,10 +49,10 @@ class Run:
     eval_dataset: Dataset
     train_loader: DataLoader
     eval_loader: DataLoader
-    checked: Checked | None = None  # the checkpoints the recipe names, checked (and the copies Composer loads)
-    device: str = 'cpu'  # the device this machine trains on: cpu, gpu or mps (machine_device)
+    checked: Checked | None = None  # the checkpoints the recipe names, checked, and the copies Composer loads
+    device: str = 'cpu'  # the device this machine trains on: cpu, gpu or mps
     interrupted: LaterCheckpoints | None = None  # what a save cut short left after the latest checkpoint resumed
-    graph: GraphSnapshot | None = None  # the train loader's graph, walked once (the summary and the sharding check)
+    graph: GraphSnapshot | None = None  # the train loader's graph, walked once for the summary and the sharding check
     complete: str | None = None  # autoresume's latest checkpoint has trained all of max_duration (Prepared.complete)
 
     @property
@@ -59,42 +61,21 @@ class Run:
         return self.checked.checkpoints if self.checked is not None else None
 
     @property
-    def checkpoint_seed(self) -> int | None:
-        """The data seed of the checkpoint at load_path, when it could be read."""
-        return self.checked.checkpoint_seed if self.checked is not None else None
-
-    @property
-    def load_path(self) -> str | None:
-        """What Composer's ``load_path`` receives: the checked copy of the recipe's file, or its value if trusted."""
-        checked = (self.checked_checkpoints or {}).get('load_path')
-        return checked.load_path if checked is not None else self.recipe.load_path
-
-    @property
-    def recipe(self) -> Any:
-        return self.spec.recipe
-
-    @property
-    def data_seed(self) -> int:
-        """The data seed in effect: the checkpoint's after a resume, else the recipe's."""
-        return self.checkpoint_seed if self.checkpoint_seed is not None else self.spec.sync.data_seed
-
-    @property
-    def seed_source(self) -> str:
-        return 'the checkpoint\'s, at load_path' if self.checkpoint_seed is not None else self.spec.sync.seed_source
-
-    @property
     def summary(self) -> str:
-        """The run summary rank 0 prints before training, of the train loader the Trainer gets."""
+        """The run summary that rank 0 prints before training, of the train loader the Trainer gets."""
         from composer_sampling._proofs.summary import summarize
 
-        return summarize(self.train_loader, batch_sizes=self.batch_sizes, data_seed=self.data_seed,
-                         seed_source=self.seed_source, graph=self.graph,
+        resumed = self.checked.checkpoint_seed if self.checked is not None else None
+        return summarize(self.train_loader, batch_sizes=self.batch_sizes,
+                         data_seed=self.spec.sync.data_seed if resumed is None else resumed,
+                         seed_source=self.spec.sync.seed_source if resumed is None else
+                         "the checkpoint's, at load_path", graph=self.graph,
                          run_rows=summary_rows(self.spec, self.device, self.checked_checkpoints))
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """What the checks both commands run found (:func:`prepare`)."""
+    """What the checks that both commands run found (:func:`prepare`)."""
 
     spec: RunSpec  # with autoresume's checkpoint as its load_path
     checked: Checked
@@ -103,9 +84,15 @@ class Prepared:
     complete: str | None = None  # autoresume's latest checkpoint has trained all of max_duration: what it trained
     remote_refusal: str | None = None  # rank 0's refusal of a remote folder, raised by every rank once a group exists
 
+    @property
+    def data_seed(self) -> int:
+        """The data seed in effect: the checkpoint's after a resume, else the recipe's."""
+        seed = self.checked.checkpoint_seed
+        return self.spec.sync.data_seed if seed is None else seed
+
 
 def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Prepared:
-    """The checks ``plan`` and ``train`` run alike on ``world_size`` ranks; a :class:`RecipeError` names the field.
+    """The checks that ``plan`` and ``train`` run alike on ``world_size`` ranks; a :class:`RecipeError` names the field.
 
     Nothing is moved or written; checkpoints are copied for Composer with ``copy_checkpoints`` (``train``).
     """
@@ -160,39 +147,30 @@ def build_trainer(run: Run, parts: TrainerParts | None = None, **overrides: Any)
     """
     from composer import Trainer
 
-    recipe = run.recipe
+    recipe = run.spec.recipe
     if parts is None:
         parts = build_trainer_parts(run.spec, run.checked_checkpoints)
-    extra_callbacks = list(overrides.pop('callbacks', []))
+    checked = (run.checked_checkpoints or {}).get('load_path')  # Composer loads the checked copy, if not trusted
+    same = ('eval_interval', 'max_duration', 'scale_schedule_ratio', 'precision', 'parallelism_config', 'seed',
+            'save_folder', 'save_interval', 'save_overwrite', 'run_name', 'dist_timeout')  # as the recipe sets them
     arguments: dict[str, Any] = {
+        **{name: getattr(recipe, name) for name in same},
+        **parts.console,  # progress_bar, log_to_console, console_log_interval
         'model': parts.model,
-        'train_dataloader': run.train_loader,
-        'eval_dataloader': run.eval_loader,
-        'eval_interval': recipe.eval_interval,
-        'max_duration': recipe.max_duration,
         'optimizers': parts.optimizer,
         'schedulers': parts.schedulers,
-        'scale_schedule_ratio': recipe.scale_schedule_ratio,
         'loggers': parts.loggers,
         'algorithms': parts.algorithms,
-        **parts.console,  # progress_bar, log_to_console, console_log_interval
+        'callbacks': [*parts.callbacks, *overrides.pop('callbacks', [])],
+        'train_dataloader': run.train_loader,
+        'eval_dataloader': run.eval_loader,
         'device': run.device,
-        'precision': recipe.precision,
-        'parallelism_config': recipe.parallelism_config,
         'device_train_microbatch_size': run.batch_sizes.microbatch,
-        'seed': recipe.seed,
-        'callbacks': [*parts.callbacks, *extra_callbacks],
-        'save_folder': recipe.save_folder,
-        'save_interval': recipe.save_interval,
-        'save_overwrite': recipe.save_overwrite,
         'save_num_checkpoints_to_keep': -1,
-        'load_path': run.load_path,
-        'run_name': recipe.run_name,
-        'dist_timeout': recipe.dist_timeout,
+        'load_path': checked.load_path if checked is not None else recipe.load_path,
         'load_progress_bar': False,
     }
-    arguments.update(overrides)
-    return Trainer(**arguments)
+    return Trainer(**{**arguments, **overrides})
 
 
 def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = None, device: str | None = None) -> Run:
@@ -202,8 +180,6 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     """
     from composer.utils import dist, get_device
 
-    from composer_sampling._graph.snapshot import take_snapshot
-    from composer_sampling.recipes.build_data import Placement, build_loaders
     from composer_sampling.recipes.remote_folders import share_refusal
 
     world_size = dist.get_world_size() if world_size is None else world_size  # the launcher's, before any group
@@ -217,41 +193,70 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     share_refusal(spec, prepared.folders, prepared.remote_refusal)  # rank 0's verdict on a remote folder, for all
     rank = dist.get_global_rank() if rank is None else rank
     batch_sizes = checked.batch_sizes
-    seed = checked.checkpoint_seed if checked.checkpoint_seed is not None else spec.sync.data_seed
-    loaders = build_loaders(spec, batch_sizes, Placement(batch_sizes.data_parallel, rank // batch_sizes.replication,
-                                                         seed))
-    graph = take_snapshot(loaders.train)
-    check_sharding(spec, graph, world_size, rank, batch_sizes.replication)
-    check_resumed_order(checked, graph, spec.sync.allow_data_change)
-    return Run(spec, batch_sizes, loaders.data.train, loaders.data.held_out, loaders.train, loaders.held_out, checked,
-               device, later if later is not None and later.interrupted else None, graph, prepared.complete)
+    data = build_data(spec, batch_sizes)
+    held_out = build_eval_loader(spec, data.held_out)
+    where = Placement(batch_sizes.data_parallel, rank // batch_sizes.replication, prepared.data_seed)
+    train = build_train_loader(spec, data.train, batch_sizes, where)
+    graph = check_train_graph(spec, checked, train, world_size, rank, spec.sync.allow_data_change)
+    return Run(spec, batch_sizes, data.train, data.held_out, train, held_out, checked, device,
+               later if later is not None and later.interrupted else None, graph, prepared.complete)
 
 
-def check_resumed_order(checked: Checked, graph: GraphSnapshot, allow_data_change: bool = False) -> None:
-    """The train loader's order and data against the checkpoint at ``load_path``, refused as ``SamplerSync`` would."""
+def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto',
+                workers: int | None = None) -> PlanReport:
+    """``composer-sampling plan``: build every rank's train loader for ``world_size`` and check ``epochs`` epochs.
+
+    The recipe is checked by ``train``'s own pass. ``proof`` and ``workers`` are
+    :func:`~composer_sampling.check_plan`'s.
+
+    Example:
+        >>> from composer_sampling.recipes.schema import load_recipe
+        >>> report = plan_recipe(load_recipe(None, ['global_train_batch_size=64']), world_size=4, epochs=1)
+        >>> report.ok, report.epochs[0].missing
+        (True, 0)
+    """
+    from composer_sampling._proofs.plan import plan_loaders
+
+    prepared = prepare(resolve(recipe), world_size, copy_checkpoints=False)
+    spec, checked, seed = prepared.spec, prepared.checked, prepared.data_seed
+    if prepared.complete is not None:
+        print(f'note: {spec.load_path_field}: {prepared.complete}; train would say the run is complete and train '
+              'nothing', flush=True)
+    batch_sizes = checked.batch_sizes
+    data = build_data(spec, batch_sizes)
+    # One loader per data-parallel rank; with replication R, ranks r and r' of one group share loader r // R.
+    loaders = [build_train_loader(spec, data.train, batch_sizes, Placement(batch_sizes.data_parallel, rank, seed))
+               for rank in range(batch_sizes.data_parallel)]
+    check_train_graph(spec, checked, loaders[0], world_size, 0)
+    rank_loaders = [loaders[rank // batch_sizes.replication] for rank in range(world_size)]
+    return plan_loaders(batch_sizes, seed, rank_loaders, epochs, proof=proof, workers=workers)
+
+
+def check_train_graph(spec: RunSpec, checked: Checked, loader: DataLoader, world_size: int, rank: int,
+                      allow_data_change: bool = False) -> GraphSnapshot:
+    """The graph of the train loader of ``rank``, walked once; refused unless it shards as ``world_size`` ranks need
+    and keeps the order and data of the checkpoint at ``load_path``, as ``SamplerSync`` would refuse them."""
     from composer_sampling._fingerprint import dataset_fingerprint
+    from composer_sampling._graph.snapshot import take_snapshot
+    from composer_sampling._graph.walk import sharding_problem
     from composer_sampling._resume.data_identity import check_data
     from composer_sampling._resume.decide import ResumeRefusedError
     from composer_sampling._resume.loaded import LoadedSync
 
+    graph = take_snapshot(loader)
+    problem = sharding_problem(graph.root, world_size, rank, checked.batch_sizes.replication, nodes=graph.active)
+    if problem is not None:
+        raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
     resumed = checked.checkpoints.get('load_path')
     if resumed is None or resumed.sync_state is None:
-        return
+        return graph
     try:
         loaded = LoadedSync.read(resumed.sync_state, error=ValueError)
         loaded.check_graph(graph.signatures())
         if loaded.fingerprint is not None:  # an older checkpoint's note is SamplerSync's, at fit start
             with warnings.catch_warnings():
-                warnings.simplefilter('ignore')  # SamplerSync says allow_data_change's warning at fit start
+                warnings.simplefilter('ignore')  # SamplerSync gives allow_data_change's warning at fit start
                 check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), allow_data_change)
     except ResumeRefusedError as error:
         raise RecipeError(str(error)) from None
-
-
-def check_sharding(spec: RunSpec, graph: GraphSnapshot, world_size: int, rank: int, replication: int) -> None:
-    """The train loader of ``rank`` shards by rank as ``world_size`` ranks need, else a :class:`RecipeError`."""
-    from composer_sampling._graph.walk import sharding_problem
-
-    problem = sharding_problem(graph.root, world_size, rank, replication, nodes=graph.active)
-    if problem is not None:
-        raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
+    return graph

@@ -1,10 +1,5 @@
 """The ``composer-sampling`` command: ``train`` a recipe, ``plan`` it at any world size, ``audit`` a run's ledgers.
 
-    composer-sampling train RECIPE [field=value ...]   (several ranks: composer -n N -m composer_sampling.train RECIPE)
-    composer-sampling plan RECIPE [--world-size N] [--epochs E] [--proof P] [--workers W] [field=value ...]
-    composer-sampling audit FOLDER [--lineage ID] [--plot coverage.png]  (a local folder, or a URI: s3://bucket/run)
-    composer-sampling recipes [NAME [--to DIR]]          (list the example recipes, or copy one out)
-
 Exit status: 0 when every guarantee holds, 1 when one fails (the message names
 it), 2 for bad input (a recipe field, a missing folder, a damaged ledger).
 """
@@ -12,6 +7,7 @@ it), 2 for bad input (a recipe field, a missing folder, a damaged ledger).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import sys
@@ -49,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument('--proof', choices=('auto', 'construction', 'counted'), default='auto',
                       help='auto (default): by construction where every rank\'s order is ours, else counted')
     plan.add_argument('--workers', type=int, default=None,
-                      help='processes that count the ranks\' orders for the counted proof (default: one a core '
-                           'available, fewer for a small plan)')
+                      help='processes that count the ranks\' orders for the counted proof (default: one per '
+                           'available core, fewer for a small plan)')
     audit = commands.add_parser('audit', help="account for a run's coverage from its sample ledgers")
     audit.add_argument('folder', help='the save folder (or its ledger/ folder) of a run with sample_ledger; a URI '
                        "(s3://bucket/run) is read through Composer's object store")
@@ -64,39 +60,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def packaged_recipes() -> dict[str, Path]:
-    """The example recipes shipped inside the package, by name (file name without ``.yaml``)."""
-    folder = Path(__file__).resolve().parent / 'yamls'
-    return {path.stem: path for path in sorted(folder.glob('*.yaml'))}
-
-
-_NAME_WIDTH = 22
-_LIST_WIDTH = 100
-
-
 def _description(path: Path) -> str:
-    """The first sentence of a recipe's header comment, whole, however many comment lines it spans.
-
-    The header is the block of ``#`` lines at the top of the file; an indented
-    comment line (a command to run) ends the prose.
-    """
-    words = []
-    for line in path.read_text().splitlines():
-        if not line.startswith('#') or line.startswith('#   '):
-            break
-        words.append(line.lstrip('#').strip())
-    text = ' '.join(word for word in words if word)
+    """The first sentence of a recipe's header, the ``#`` lines at its top, up to an indented one (a command)."""
+    header = itertools.takewhile(lambda line: line.startswith('#') and not line.startswith('#   '),
+                                 path.read_text().splitlines())
+    text = ' '.join(word for word in (line.lstrip('#').strip() for line in header) if word)
     return re.split(r'(?<=[.!?])\s+', text, maxsplit=1)[0]
 
 
 def _recipes(args: argparse.Namespace) -> int:
-    recipes = packaged_recipes()
+    recipes = {path.stem: path for path in sorted((Path(__file__).resolve().parent / 'yamls').glob('*.yaml'))}
     if args.name is None:
         for name, path in recipes.items():
-            lines = textwrap.wrap(_description(path), width=_LIST_WIDTH - _NAME_WIDTH - 1) or ['']
-            print(f'{name:<{_NAME_WIDTH}} {lines[0]}')
-            for line in lines[1:]:
-                print(f'{"":<{_NAME_WIDTH}} {line}')
+            lines = textwrap.wrap(_description(path), width=77) or ['']  # 100 columns, the name in 22 of them
+            for k, line in enumerate(lines):
+                print(f'{name if k == 0 else "":<22} {line}')
         print('\ncopy one out with: composer-sampling recipes NAME [--to DIR]')
         return 0
     name = args.name.removesuffix('.yaml')
@@ -133,9 +111,9 @@ def _copy_target(folder: Path, name: str, force: bool) -> Path:
 def _print_plan(report: PlanReport, seconds: float) -> None:
     from composer_sampling._proofs.summary import render_rows, summary_rows
 
-    print('\n'.join(render_rows(summary_rows(report.batch_sizes, report.accounting, str(report.data_seed),
-                                             report.sub_epochs, fingerprint=report.fingerprint or None))))
-    batch_sizes = report.batch_sizes
+    sizes = report.batch_sizes
+    print('\n'.join(render_rows(summary_rows(sizes, report.accounting, str(report.data_seed), report.sub_epochs,
+                                             fingerprint=report.fingerprint or None))))
     if report.sources:
         print('\n' + tabulate(report.sources, headers='keys', tablefmt='github'))
     print('\nsampler graph of rank 0:\n' + report.tree)
@@ -145,10 +123,9 @@ def _print_plan(report: PlanReport, seconds: float) -> None:
         headers = ['epoch' if report.sub_epochs == 1 else 'data epoch', 'trained', 'exactly once', 'repeated',
                    'missing', 'on several ranks', 'check']
         print('\n' + tabulate(table, headers=headers, tablefmt='github'))
-    replication = batch_sizes.replication
-    groups = '' if replication == 1 else f' ({batch_sizes.data_parallel} data-parallel groups of {replication})'
+    groups = '' if sizes.replication == 1 else f' ({sizes.data_parallel} data-parallel groups of {sizes.replication})'
     passes = f'{len(report.epochs)} pass{"es" * (len(report.epochs) != 1)}'
-    ranks = f'{batch_sizes.world_size} rank{"s" * (batch_sizes.world_size != 1)}'
+    ranks = f'{sizes.world_size} rank{"s" * (sizes.world_size != 1)}'
     if report.proof:
         print(f'\nproof: {report.proof}')
     print(f'\nchecked {passes} on {ranks}{groups} in {seconds:.1f} s')
@@ -173,11 +150,11 @@ def _plan(args: argparse.Namespace) -> int:
         raise RecipeError(f'--world-size and --epochs must be at least 1, got {args.world_size} and {args.epochs}')
     if args.workers is not None and args.workers < 1:
         raise RecipeError(f'--workers must be at least 1, got {args.workers}')
+    recipe = load_recipe(args.recipe, args.overrides)  # before Composer is imported: a refusal here stays quick
     from composer_sampling._proofs.plan import ConstructionError
-    from composer_sampling.recipes.dry_run import plan_recipe
+    from composer_sampling.recipes.build_training import plan_recipe
 
     started = time.perf_counter()
-    recipe = load_recipe(args.recipe, args.overrides)
     try:
         report = plan_recipe(recipe, args.world_size, args.epochs, args.proof, args.workers)
     except ConstructionError as error:

@@ -1,15 +1,11 @@
-"""What a run killed while Composer saved a checkpoint can leave: a file cut short, told apart from everything else.
-
-A run killed while saving leaves a file of 0 bytes or a zip without its end record after the latest checkpoint;
-:func:`cut_short` recognises exactly those.
+"""What a run killed while Composer saved a checkpoint leaves after the latest one: a file of 0 bytes, or a zip
+without its end record.
 
 Example:
-    >>> import tempfile, pathlib
+    >>> import pathlib, tempfile
     >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> (folder / 'empty.pt').write_bytes(b'')
-    0
-    >>> (folder / 'text.pt').write_bytes(b'hello')
-    5
+    >>> (folder / 'empty.pt').write_bytes(b''), (folder / 'text.pt').write_bytes(b'hello')
+    (0, 5)
     >>> cut_short(folder / 'empty.pt'), cut_short(folder / 'text.pt')
     (True, False)
 """
@@ -35,8 +31,7 @@ def cut_short(path: Path) -> bool:
     """
     if path.is_symlink() or not path.is_file():
         return False
-    size = path.stat().st_size
-    if size == 0:
+    if path.stat().st_size == 0:
         return True
     with open(path, 'rb') as file:
         head = file.read(len(ZIP_MAGIC))
@@ -51,8 +46,7 @@ def describe_file(path: Path) -> str:
         'ep0-ba1-rank0.pt (missing)'
     """
     if path.is_symlink():
-        target = os.readlink(path)
-        return f'{path.name} (a link to {target}{", which does not exist" if not path.exists() else ""})'
+        return f'{path.name} (a link to {os.readlink(path)}{", which does not exist" if not path.exists() else ""})'
     if not path.exists():
         return f'{path.name} (missing)'
     if not path.is_file():

@@ -1,6 +1,6 @@
 """Train a recipe: resolve, check, build, print the summary on rank 0, train, report the held-out metrics.
 
-Composer is imported only once the recipe has loaded: a recipe that fails its static checks exits 2 quickly.
+Composer is imported only once the recipe has loaded, so that a recipe its schema refuses exits 2 quickly.
 
 Example:
     $ composer-sampling train yamls/digits.yaml max_duration=1ep
@@ -36,7 +36,7 @@ NO_SAMPLER_SYNC = (
     'at its position, and nothing checks that the ranks share one seed and split the data; add '
     'callbacks.sampler_sync={} unless this is what you want'
 )
-#: What ``train --help`` says besides the arguments, in both commands that train.
+#: What ``--help`` says besides the arguments, in both commands that train.
 TRAIN_HELP = 'Train a recipe in this process (one rank of the launcher, or alone).'
 TRAIN_EPILOG = 'several ranks: composer -n N -m composer_sampling.train RECIPE.yaml [field=value ...]'
 
@@ -54,22 +54,18 @@ class TrainResult:
 
 
 def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> TrainResult:
-    """Train ``recipe`` in this process (one rank of the launcher, or alone).
-
-    ``run`` replaces what :func:`build_run` would build; ``trainer_overrides`` go to ``Trainer``. ``SamplerSync``'s
-    refusals at fit start are raised as a :class:`RecipeError`.
-    """
+    """Train ``recipe`` in this process (one rank of the launcher, or alone); ``SamplerSync``'s refusals at fit start
+    are raised as a :class:`RecipeError`. ``run`` replaces what :func:`build_run` would build; ``trainer_overrides``
+    go to ``Trainer``."""
     from composer.utils import dist
 
     from composer_sampling.callbacks.sampler_sync import DataOrderError, SamplerSync, SecondCallbackError
-    from composer_sampling.recipes.build_composer_parts import build_trainer_parts
+    from composer_sampling.recipes.build_composer_parts import build_trainer_parts, held_out_metrics
     from composer_sampling.recipes.build_training import build_run, build_trainer
-    from composer_sampling.recipes.models import held_out_metrics
     from composer_sampling.recipes.resolve import resolve
 
     if run is None:
-        spec = resolve(recipe)
-        run = build_run(spec)
+        run = build_run(resolve(recipe))
     if run.complete is not None:
         raise RunComplete(f'{run.spec.load_path_field}: {run.complete}; the run is complete, nothing to train. Raise '
                           'max_duration to train further')
@@ -95,10 +91,8 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
 
 
 def set_aside_interrupted(later: LaterCheckpoints | None) -> Path | None:
-    """Move what a save cut short left in the save folder into a new ``interrupted-N`` folder in it, and say so.
-
-    ``later`` is :attr:`~composer_sampling.recipes.build_training.Run.interrupted`. It is moved, never deleted; the
-    folder it went to is returned (``None``: nothing to move).
+    """Move what a save cut short left in the save folder (``Run.interrupted``) into a new ``interrupted-N`` folder
+    in it, and say so; return that folder, or ``None`` when there is nothing to move. Nothing is deleted.
 
     Example:
         >>> set_aside_interrupted(None) is None  # build_run found nothing a save cut short left
@@ -137,10 +131,7 @@ def recipe_arguments(parser: argparse.ArgumentParser, verbose_default: Any = Fal
 
 
 def parse_recipe_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """Parse ``argv``; overrides may come before and after the options (argparse takes one run of them).
-
-    A command without overrides (``audit``, ``recipes`` of the ``composer-sampling`` parser) takes no extra word.
-    """
+    """Parse ``argv``, taking overrides both before and after the options (argparse takes one run of them)."""
     args, extra = parser.parse_known_args(argv)
     unknown = [item for item in extra if item.startswith('-') or not hasattr(args, 'overrides')]
     if unknown:
@@ -151,8 +142,7 @@ def parse_recipe_arguments(parser: argparse.ArgumentParser, argv: list[str] | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line entry: exit 0 after training (or when an autoresume run is complete), 2 for a bad recipe (before
-    any training)."""
+    """Command line entry: exit 0 after training or when the run is complete, 2 for a bad recipe."""
     parser = argparse.ArgumentParser(prog='python -m composer_sampling.train', description=TRAIN_HELP,
                                      epilog=TRAIN_EPILOG)
     args = parse_recipe_arguments(recipe_arguments(parser), argv)

@@ -9,8 +9,8 @@ import pytest
 
 from composer_sampling._proofs.coverage import EpochAccounting
 from composer_sampling._proofs.coverage import epoch_coverage as _coverage
+from composer_sampling.recipes.build_training import plan_recipe
 from composer_sampling.recipes.cli import main
-from composer_sampling.recipes.dry_run import plan_recipe
 from composer_sampling.recipes.schema import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]

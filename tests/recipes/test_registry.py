@@ -17,11 +17,10 @@ from hypothesis import strategies as st
 from torch.utils.data import ConcatDataset
 
 from composer_sampling.recipes import registry
+from composer_sampling.recipes.build_composer_parts import IndexedClassifier, build_model, build_optimizer
 from composer_sampling.recipes.build_data import build_data
-from composer_sampling.recipes.build_training import build_run
+from composer_sampling.recipes.build_training import build_run, plan_recipe
 from composer_sampling.recipes.checks import checked_spec
-from composer_sampling.recipes.dry_run import plan_recipe
-from composer_sampling.recipes.models import IndexedClassifier, build_model, build_optimizer
 from composer_sampling.recipes.registry import CALLBACKS, NotAllowedError, Registry, RegistryError, import_target
 from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.runner import main as train_main

@@ -51,9 +51,9 @@ from composer_sampling import (
     SubEpochDistributedSampler,
     distribute,
 )
+from composer_sampling.recipes.build_data import worker_start
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.recipes.demo.data import NUM_CLASSES, NUM_FEATURES, SyntheticDataset
-from composer_sampling.recipes.workers import worker_start
 
 from support.harness_data import CountedData
 
