@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from composer_sampling._checkpoint.safe_load import download_scheme
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_time, first_names, run_folders
 from composer_sampling.recipes.remote_folders import list_folder
@@ -38,7 +39,8 @@ def latest_checkpoint(recipe: Recipe, folders: RunFolders) -> str | None:
     if not recipe.autoresume or folders.save is None:
         return None
     link = Path(folders.save) / LATEST_NAME
-    found = _remote_latest(folders.save) if folders.save_remote else str(link) if link.exists() else None
+    remote = download_scheme(folders.save) is not None
+    found = _remote_latest(folders.save) if remote else str(link) if link.exists() else None
     # Composer formats a sharded load_path once and a single file's twice, and each pass halves the braces.
     braces = 2 if loads_sharded(recipe.parallelism_config) else 4
     return None if found is None else found.replace('{', '{' * braces).replace('}', '}' * braces)

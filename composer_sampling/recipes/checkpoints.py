@@ -158,12 +158,18 @@ def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
         if sharded:
             shown, path = path, os.path.realpath(path)
             loaded, handed = load_checked_sharded(path, extra, shown_as=shown), sharded_handoff(path)
-        elif not local:  # downloaded as Composer downloads it; the checked copy is what it loads
-            handed, loaded, path = _checked_download(value, spec.run_name, copies, extra)
-        elif copies is None:
+        elif copies is not None:  # the checked copy is what Composer loads; a remote one downloaded as Composer does
+            folder = tempfile.mkdtemp(dir=copies.name)
+            if local:
+                handed, loaded = checked_copy(path, folder, extra)
+            else:
+                handed, loaded, path = downloaded_checked_copy(value, spec.run_name, folder, extra)
+        elif local:
             handed, loaded = value, load_checked_checkpoint(path, extra)
         else:
-            handed, loaded = checked_copy(path, tempfile.mkdtemp(dir=copies.name), extra)
+            with tempfile.TemporaryDirectory(prefix='composer-sampling-check-') as folder:
+                _, loaded, path = downloaded_checked_copy(value, spec.run_name, folder, extra)
+            handed = value
     except CheckpointError as error:
         raise RecipeError(f'{where}: {error}{_hint(error)}') from None
     state = loaded['state']
@@ -189,16 +195,6 @@ def _check_sharded_folder(where: str, path: str) -> None:
                           f'({SHARDED_CONFIG}), which Composer reads from a folder; give the checkpoint folder '
                           '(ep{epoch}-ba{batch}) or the save folder\'s latest-rank0.pt link to it, or set '
                           'parallelism_config.fsdp.state_dict_type: full to load a single file')
-
-
-def _checked_download(value: str, run_name: str | None, copies: tempfile.TemporaryDirectory[str] | None,
-                      extra: list[Any]) -> tuple[str, dict[str, Any], str]:
-    """The remote checkpoint ``value`` downloaded and checked: what to give Composer, what it holds, its URI."""
-    if copies is not None:
-        return downloaded_checked_copy(value, run_name, tempfile.mkdtemp(dir=copies.name), extra)
-    with tempfile.TemporaryDirectory(prefix='composer-sampling-check-') as folder:
-        _, loaded, shown = downloaded_checked_copy(value, run_name, folder, extra)
-    return value, loaded, shown
 
 
 def _hint(error: CheckpointError) -> str:

@@ -68,12 +68,10 @@ def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:
 
 @dataclass(frozen=True)
 class RunFolders:
-    """The save and ledger folders as Composer fills them for rank 0 (``None``: not set); a URI is ``remote``."""
+    """The save and ledger folders as Composer fills them for rank 0 (``None``: not set)."""
 
     save: str | None
     ledger: str | None
-    save_remote: bool = False
-    ledger_remote: bool = False
 
 
 def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None) -> RunFolders:
@@ -81,12 +79,11 @@ def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None)
 
     Example:
         >>> run_folders(Recipe(save_folder='s3://bucket/{run_name}'), None, 'digits')
-        RunFolders(save='s3://bucket/digits', ledger=None, save_remote=True, ledger_remote=False)
+        RunFolders(save='s3://bucket/digits', ledger=None)
     """
     save = None if recipe.save_folder is None else rank_zero_folder('save_folder', recipe.save_folder, run_name)
     ledger = None if ledger_folder is None else rank_zero_folder('the ledger folder', ledger_folder, run_name)
-    return RunFolders(save, ledger, save is not None and download_scheme(save) is not None,
-                      ledger is not None and download_scheme(ledger) is not None)
+    return RunFolders(save, ledger)
 
 
 def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFolders,
@@ -96,10 +93,9 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
     A fresh run refuses a save folder that holds checkpoints; a resume refuses checkpoints ``later`` than the one
     it loads, unless they are what a save cut short left (:attr:`LaterCheckpoints.interrupted`).
     """
-    for field, template, folder, remote in (('save_folder', recipe.save_folder, folders.save, folders.save_remote),
-                                            ('the ledger folder', ledger_folder, folders.ledger,
-                                             folders.ledger_remote)):
-        if folder is not None and not remote:
+    for field, template, folder in (('save_folder', recipe.save_folder, folders.save),
+                                    ('the ledger folder', ledger_folder, folders.ledger)):
+        if folder is not None and download_scheme(folder) is None:
             check_writable_folder(field, template or folder, folder)
     kept = _local_save_folder(recipe, folders)
     if kept is None:
@@ -169,7 +165,7 @@ def check_writable_folder(field: str, template: str, folder: str) -> None:
 def _local_save_folder(recipe: Recipe, folders: RunFolders) -> Path | None:
     """The save folder as a local folder that exists and is not overwritten, else ``None``: nothing in it to refuse."""
     folder = folders.save
-    if folder is None or recipe.save_overwrite or folders.save_remote or '{run_name}' in folder or \
+    if folder is None or recipe.save_overwrite or download_scheme(folder) is not None or '{run_name}' in folder or \
             not Path(folder).is_dir():
         return None
     return Path(folder)

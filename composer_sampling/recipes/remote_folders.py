@@ -35,10 +35,9 @@ def remote_folders(spec: RunSpec, folders: RunFolders) -> list[tuple[str, str, s
         >>> [(kind, uri) for kind, _, uri in remote_folders(spec, run_folders(spec.recipe, spec.ledger_folder, None))]
         [('save', 's3://bucket/a'), ('ledger', 's3://bucket/a/ledger')]
     """
-    found = [('save', 'save_folder', folders.save, folders.save_remote),
-             ('ledger', _ledger_field(spec), folders.ledger, folders.ledger_remote)]
-    return [(kind, field, uri) for kind, field, uri, remote in found
-            if remote and uri is not None and '{run_name}' not in uri]
+    found = [('save', 'save_folder', folders.save), ('ledger', _ledger_field(spec), folders.ledger)]
+    return [(kind, field, uri) for kind, field, uri in found
+            if uri is not None and download_scheme(uri) is not None and '{run_name}' not in uri]
 
 
 def remote_refusal(spec: RunSpec, folders: RunFolders, resumed: str | None) -> str | None:
