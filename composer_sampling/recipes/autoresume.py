@@ -31,11 +31,8 @@ def autoresume_checkpoint(recipe: Recipe) -> str | None:
 
 
 def latest_checkpoint(recipe: Recipe, folders: RunFolders) -> str | None:
-    """The latest checkpoint in the save folder of ``folders`` when ``recipe`` autoresumes, as a ``load_path``.
-
-    That is a local folder's ``latest-rank0.pt`` link, or the object that a remote folder's ``.symlink`` pointer
-    names.
-    """
+    """The ``latest-rank0.pt`` link of a local save folder, or the checkpoint a remote one's pointer names, as a
+    ``load_path``, when ``recipe`` autoresumes."""
     if not recipe.autoresume or folders.save is None:
         return None
     link = Path(folders.save) / LATEST_NAME
@@ -60,11 +57,7 @@ def autoresumed(recipe: Recipe, folders: RunFolders) -> Recipe:
 
 
 def _remote_latest(folder: str) -> str | None:
-    """The URI of the checkpoint that a remote save folder's latest pointer leads to, followed as Composer follows it.
-
-    A folder that holds checkpoints but no pointer is refused: Composer would start over and fail to upload over
-    them, at the end.
-    """
+    """The URI that a remote save folder's latest pointer leads to; checkpoints without a pointer are refused."""
     from composer_sampling._remote import RemoteError, object_exists, object_store_of, resolve_pointers, split_uri
 
     scheme, bucket, key = split_uri(folder)

@@ -74,9 +74,8 @@ class CheckedCheckpoint:
 
 
 def checkpoint_fields(spec: RunSpec, builders: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """Every checkpoint path the recipe names, by field: ``load_path`` and each callback's that Composer unpickles.
-
-    A callback given by ``target`` is matched by its class when ``builders`` (by field) holds it.
+    """Every checkpoint path the recipe names, by field: ``load_path`` and each callback's that Composer unpickles,
+    a callback given by ``target`` matched by its class in ``builders`` (by field).
 
     Example:
         >>> from composer_sampling.recipes.resolve import resolve

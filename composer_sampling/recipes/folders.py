@@ -88,11 +88,8 @@ def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None)
 
 def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFolders,
                        later: LaterCheckpoints | None) -> None:
-    """The local save and ledger folders can be written, and the run would not write over earlier checkpoints.
-
-    A fresh run refuses a save folder that holds checkpoints; a resume refuses checkpoints ``later`` than the one
-    it loads, unless they are what a save cut short left (:attr:`LaterCheckpoints.interrupted`).
-    """
+    """The local save and ledger folders can be written, and hold no checkpoints for a fresh run, nor any
+    ``later`` than the one a resume loads unless a save cut them short (:attr:`LaterCheckpoints.interrupted`)."""
     for field, template, folder in (('save_folder', recipe.save_folder, folders.save),
                                     ('the ledger folder', ledger_folder, folders.ledger)):
         if folder is not None and download_scheme(folder) is None:

@@ -1,8 +1,7 @@
 """Remote save and ledger folders, looked at before training as local ones are: what an earlier run left there.
 
-Composer uploads into an object store without looking, so :func:`remote_refusal` applies the rules of a local save
-folder (:func:`~composer_sampling.recipes.folders.check_save_folders`) before training, and refuses a store that
-cannot be reached or listed. Only global rank 0 lists; :func:`share_refusal` hands its verdict to every rank.
+Composer uploads into an object store without looking, so global rank 0 applies the rules of a local save folder
+before training, and refuses a store that cannot be reached or listed.
 
 Example:
     >>> later_names(['ep0-ba2-rank0.pt', 'ep1-ba4-rank0.pt'], 'ep0-ba2-rank0.pt')
@@ -41,10 +40,8 @@ def remote_folders(spec: RunSpec, folders: RunFolders) -> list[tuple[str, str, s
 
 
 def remote_refusal(spec: RunSpec, folders: RunFolders, resumed: str | None) -> str | None:
-    """Rank 0's refusal of a remote folder it cannot reach or that holds what this run would write over.
-
-    Raised here in one process; returned on several ranks, for :func:`share_refusal` to raise on each.
-    """
+    """Rank 0's refusal of a remote folder it cannot reach or that holds what this run would write over: raised
+    in a run of one process, else returned for :func:`share_refusal` to raise on every rank."""
     from composer.utils import dist
 
     targets = remote_folders(spec, folders)
@@ -99,11 +96,8 @@ def _problem(spec: RunSpec, targets: list[tuple[str, str, str]], resumed: str | 
 
 
 def list_folder(field: str, uri: str, why: str = '') -> list[str] | None:
-    """The names of the objects directly in the remote folder ``uri``, or ``None`` for a store that cannot list.
-
-    Composer's own refusal at upload time will do for a store that cannot list; one that cannot be reached is
-    refused, naming ``field`` and ending with ``why``.
-    """
+    """The names of the objects directly in the remote folder ``uri``, or ``None`` for a store that cannot list
+    (Composer refuses at upload time); a store that cannot be reached is refused, naming ``field``."""
     from composer_sampling._remote import RemoteError, describe, object_store_of, split_uri
 
     try:
