@@ -1,4 +1,4 @@
-"""``autoresume: true``: the checkpoint Composer's autoresume would pick, found first so that it is checked.
+"""``autoresume: true``: the checkpoint that Composer's autoresume would pick, found first so that it is checked.
 
 Composer's autoresume unpickles the latest checkpoint with no hook before it, so the runner finds that checkpoint
 as Composer does and gives it to the run as its ``load_path``, checked as any other.
@@ -13,12 +13,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
-from typing import Any
 
+from composer_sampling._checkpoint.safe_load import download_scheme
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_pattern, first_names, run_folders
+from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_time, first_names, run_folders
+from composer_sampling.recipes.remote_folders import list_folder
 from composer_sampling.recipes.run_fields import composer_run_name, loads_sharded
 from composer_sampling.recipes.schema import Recipe
 
@@ -31,20 +31,16 @@ def autoresume_checkpoint(recipe: Recipe) -> str | None:
 
 
 def latest_checkpoint(recipe: Recipe, folders: RunFolders) -> str | None:
-    """The latest checkpoint in the save folder of ``folders`` when ``recipe`` autoresumes, as a ``load_path``.
-
-    A local folder's ``latest-rank0.pt`` link, or the object a remote folder's ``.symlink`` pointer names; braces
-    escaped as a ``load_path`` needs.
-    """
+    """The ``latest-rank0.pt`` link of a local save folder, or the checkpoint a remote one's pointer names, as a
+    ``load_path``, when ``recipe`` autoresumes."""
     if not recipe.autoresume or folders.save is None:
         return None
-    latest = LATEST_NAME.format(rank=0)
-    passes = 1 if loads_sharded(recipe.parallelism_config) else 2
-    if not folders.save_remote:
-        link = Path(folders.save) / latest
-        return _escaped(str(link), passes) if link.exists() else None
-    found = _remote_latest(folders.save, latest)
-    return None if found is None else _escaped(found, passes)
+    link = Path(folders.save) / LATEST_NAME
+    remote = download_scheme(folders.save) is not None
+    found = _remote_latest(folders.save) if remote else str(link) if link.exists() else None
+    # Composer formats a sharded load_path once and a single file's twice, and each pass halves the braces.
+    braces = 2 if loads_sharded(recipe.parallelism_config) else 4
+    return None if found is None else found.replace('{', '{' * braces).replace('}', '}' * braces)
 
 
 def autoresumed(recipe: Recipe, folders: RunFolders) -> Recipe:
@@ -60,13 +56,12 @@ def autoresumed(recipe: Recipe, folders: RunFolders) -> Recipe:
     return recipe if found is None else dataclasses.replace(recipe, load_path=found)
 
 
-def _remote_latest(folder: str, latest: str) -> str | None:
-    """The URI of the checkpoint a remote save folder's latest pointer leads to (or of the object itself), else
-    ``None``; pointers are followed as Composer follows them, a bounded number of times."""
+def _remote_latest(folder: str) -> str | None:
+    """The URI that a remote save folder's latest pointer leads to; checkpoints without a pointer are refused."""
     from composer_sampling._remote import RemoteError, object_exists, object_store_of, resolve_pointers, split_uri
 
     scheme, bucket, key = split_uri(folder)
-    name = '/'.join(part for part in (key.strip('/'), latest) if part)
+    name = '/'.join(part for part in (key.strip('/'), LATEST_NAME) if part)
     shown = f'{scheme}://{bucket}/{name}'
     try:
         store = object_store_of(folder)
@@ -75,38 +70,12 @@ def _remote_latest(folder: str, latest: str) -> str | None:
             return f'{scheme}://{bucket}/{found}'
     except RemoteError as error:
         raise RecipeError(f'save_folder (autoresume): {error}') from None
-    _refuse_pointerless(store, folder, key)
+    saved = sorted(name for name in list_folder('save_folder (autoresume)', folder) or [] if checkpoint_time(name))
+    if saved:
+        latest = max(saved, key=lambda name: checkpoint_time(name) or (0, 0))
+        raise RecipeError(f'save_folder {folder} holds checkpoints ({first_names(saved)}) but no {LATEST_NAME}.symlink '
+                          'pointer to the latest (Composer uploads it some seconds after a checkpoint; the run that '
+                          'wrote them stopped before), so autoresume cannot tell where to resume, and Composer would '
+                          f'refuse to upload over them. Resume with load_path={folder.rstrip("/")}/{latest}, or choose '
+                          'another save_folder')
     return None
-
-
-def _refuse_pointerless(store: Any, folder: str, key: str) -> None:
-    """Checkpoints without the latest pointer: Composer would start over and fail to upload over them, at the end."""
-    from composer_sampling._remote import describe
-
-    prefix = key.strip('/') + '/' if key.strip('/') else ''
-    try:
-        names = sorted(name[len(prefix):] for name in store.list_objects(prefix) if name.startswith(prefix))
-    except NotImplementedError:
-        return  # a store that cannot list: Composer's own refusal at upload time will do
-    except Exception as error:
-        raise RecipeError(f'save_folder (autoresume): {describe(folder, error)}') from None
-    found = [name for name in names if checkpoint_pattern().match(name)]
-    if not found:
-        return
-    latest = max(found, key=lambda name: [int(part) for part in re.findall(r'\d+', name)[:2]])
-    shown = first_names(found)
-    pointer = LATEST_NAME.format(rank=0) + '.symlink'
-    raise RecipeError(f'save_folder {folder} holds checkpoints ({shown}) but no {pointer} pointer to the latest '
-                      '(Composer uploads it some seconds after a checkpoint; the run that wrote them stopped before), '
-                      'so autoresume cannot tell where to resume, and Composer would refuse to upload over them. '
-                      f'Resume with load_path={folder.rstrip("/")}/{latest}, or choose another save_folder')
-
-
-def _escaped(path: str, passes: int) -> str:
-    """``path`` as a ``load_path`` value Composer reads as written after ``passes`` formatting passes.
-
-    Example:
-        >>> _escaped('runs/{x}', 2), _escaped('runs/{x}', 1)
-        ('runs/{{{{x}}}}', 'runs/{{x}}')
-    """
-    return path.replace('{', '{' * 2 ** passes).replace('}', '}' * 2 ** passes)

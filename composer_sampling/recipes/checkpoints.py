@@ -1,7 +1,7 @@
 """Every checkpoint a recipe names, checked before Composer unpickles it: ``load_path`` and the callbacks' paths.
 
-Each is resolved as Composer resolves it, loaded weights-only unless trusted, and for ``train`` copied into a
-private folder whose copy Composer receives. Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError`.
+Each is resolved as Composer resolves it and loaded weights-only unless trusted; ``train`` hands Composer a
+checked private copy. Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError`.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -50,8 +50,7 @@ from composer_sampling.recipes.registry import (
 from composer_sampling.recipes.resolve import RunSpec
 from composer_sampling.recipes.run_fields import loads_sharded
 
-__all__ = ['CheckedCheckpoint', 'check_checkpoint_field', 'check_sharded_field', 'checkpoint_argument_of',
-           'checkpoint_fields']
+__all__ = ['CheckedCheckpoint', 'check_checkpoint_field', 'checkpoint_argument_of', 'checkpoint_fields']
 
 #: The recipe field that makes Composer save and load sharded checkpoints.
 SHARDED_CONFIG = 'parallelism_config: {fsdp: {state_dict_type: sharded}}'
@@ -75,9 +74,8 @@ class CheckedCheckpoint:
 
 
 def checkpoint_fields(spec: RunSpec, builders: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """Every checkpoint path the recipe names, by field: ``load_path`` and each callback's that Composer unpickles.
-
-    A callback given by ``target`` is matched by its class when ``builders`` (by field) holds it.
+    """Every checkpoint path the recipe names, by field: ``load_path`` and each callback's that Composer unpickles,
+    a callback given by ``target`` matched by its class in ``builders`` (by field).
 
     Example:
         >>> from composer_sampling.recipes.resolve import resolve
@@ -88,10 +86,8 @@ def checkpoint_fields(spec: RunSpec, builders: Mapping[str, Any] | None = None) 
     """
     fields = {} if spec.recipe.load_path is None else {'load_path': spec.recipe.load_path}
     for part in spec.callbacks:
-        if part.entry is not None:
-            argument = part.entry.checkpoint_argument
-        else:
-            argument = checkpoint_argument_of((builders or {}).get(part.field))
+        argument = part.entry.checkpoint_argument if part.entry is not None else \
+            checkpoint_argument_of((builders or {}).get(part.field))
         if argument is not None and argument in part.arguments:
             value = part.arguments[argument]
             if not isinstance(value, str):
@@ -119,64 +115,74 @@ def checkpoint_argument_of(builder: Any) -> str | None:
 
 def check_checkpoint_field(spec: RunSpec, field_name: str, value: str,
                            copies: tempfile.TemporaryDirectory[str] | None = None) -> CheckedCheckpoint:
-    """The checkpoint at ``value`` loads without running code, unless trusted; copied and handed over if ``copies``.
+    """The checkpoint at ``value``, resolved as Composer resolves it, loads without running code unless trusted.
 
-    Resolved as Composer resolves it (:func:`composer_load_path`); sharded runs read a folder instead.
+    With ``copies``, a single file is checked as a private copy in it, which Composer receives. A sharded run reads
+    a folder, checked in place on every rank; Composer receives the folder that links led to.
     """
     recipe = spec.recipe
     if not value.strip():
         raise RecipeError(f'{field_name} is empty ({value!r}): give the checkpoint file to load, or leave '
                           f'{field_name} out to start from scratch')
     field_name = spec.load_path_field if field_name == 'load_path' else field_name  # autoresume's, named so
-    if loads_sharded(recipe.parallelism_config):
-        return check_sharded_field(spec, field_name, value)
-    run_name = spec.run_name  # as the Trainer picks it
-    try:
-        path = composer_load_path(value, run_name)
-    except CheckpointError as error:
-        if not (recipe.trust_checkpoint and error.reason == 'unchecked'):
-            raise RecipeError(f'{field_name}: {error}{_hint(error)}') from None
-        path = value
-    where = field_name if path == value else f'{field_name} {value!r}'
-    if download_scheme(path) is None and is_sharded_checkpoint(path):
-        raise RecipeError(f'{where}: {path} is a sharded checkpoint (a torch.distributed.checkpoint folder), which '
-                          f'Composer loads only in a run with sharded checkpoints; set {SHARDED_CONFIG} (under '
-                          'FSDP_VERSION=2 on the CPU), or load a single-file checkpoint')
-    if recipe.trust_checkpoint:
-        return _trusted(field_name, where, path, value)
-    extra = _safe_globals(recipe.checkpoint_safe_globals)
-    try:
-        if download_scheme(path) is not None:  # downloaded as Composer downloads it; the checked copy is what it loads
-            handed, loaded, path = _checked_download(value, run_name, copies, extra)
-        elif copies is None:
-            handed, loaded = value, load_checked_checkpoint(path, extra)
-        else:
-            handed, loaded = checked_copy(path, tempfile.mkdtemp(dir=copies.name), extra)
-    except CheckpointError as error:
-        raise RecipeError(f'{where}: {error}{_hint(error)}') from None
-    return _checked_contents(field_name, where, path, handed, loaded)
-
-
-def check_sharded_field(spec: RunSpec, field_name: str, value: str) -> CheckedCheckpoint:
-    """The sharded checkpoint at ``value`` (a folder, or a link to one) loads without running code, unless trusted.
-
-    Checked in place on every rank; Composer is given the folder the links led to, not the link.
-    """
-    recipe = spec.recipe
-    scheme = download_scheme(value)
-    if scheme is not None:
-        if recipe.trust_checkpoint:
-            return _trusted(field_name, field_name, value, value)
+    sharded, scheme = loads_sharded(recipe.parallelism_config), download_scheme(value)
+    if sharded and scheme is not None and not recipe.trust_checkpoint:
         raise RecipeError(f'{field_name}: {value} is a URI ({scheme}://); Composer downloads a sharded checkpoint '
                           'file by file as it loads it, and only a local folder can be checked: download the folder '
                           'and give its local path, or set trust_checkpoint: true to load it unchecked if you trust it')
     try:
-        path = composer_sharded_path(value, spec.run_name)
+        path = value if sharded and scheme is not None else \
+            (composer_sharded_path if sharded else composer_load_path)(value, spec.run_name)
     except CheckpointError as error:
-        raise RecipeError(f'{field_name}: {error}') from None
-    where = field_name if path == value else f'{field_name} {value!r}'
+        if not (recipe.trust_checkpoint and error.reason == 'unchecked'):
+            raise RecipeError(f'{field_name}: {error}{_hint(error)}') from None
+        path = value
+    where, local = field_name if path == value else f'{field_name} {value!r}', download_scheme(path) is None
+    if not sharded and local and is_sharded_checkpoint(path):
+        raise RecipeError(f'{where}: {path} is a sharded checkpoint (a torch.distributed.checkpoint folder), which '
+                          f'Composer loads only in a run with sharded checkpoints; set {SHARDED_CONFIG} (under '
+                          'FSDP_VERSION=2 on the CPU), or load a single-file checkpoint')
     if recipe.trust_checkpoint:
-        return _trusted(field_name, where, path, value)
+        if allowed_modules() is not None:
+            raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
+                              f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
+                              'checkpoint_safe_globals instead')
+        if local and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
+            raise RecipeError(f'{where}: {path} does not exist')
+        return CheckedCheckpoint(field_name, path, value)
+    if sharded:
+        _check_sharded_folder(where, path)
+    extra = _safe_globals(recipe.checkpoint_safe_globals)
+    try:
+        if sharded:
+            shown, path = path, os.path.realpath(path)
+            loaded, handed = load_checked_sharded(path, extra, shown_as=shown), sharded_handoff(path)
+        elif copies is not None:  # the checked copy is what Composer loads; a remote one downloaded as Composer does
+            folder = tempfile.mkdtemp(dir=copies.name)
+            if local:
+                handed, loaded = checked_copy(path, folder, extra)
+            else:
+                handed, loaded, path = downloaded_checked_copy(value, spec.run_name, folder, extra)
+        elif local:
+            handed, loaded = value, load_checked_checkpoint(path, extra)
+        else:
+            with tempfile.TemporaryDirectory(prefix='composer-sampling-check-') as folder:
+                _, loaded, path = downloaded_checked_copy(value, spec.run_name, folder, extra)
+            handed = value
+    except CheckpointError as error:
+        raise RecipeError(f'{where}: {error}{_hint(error)}') from None
+    state = loaded['state']
+    model, callbacks = state.get('model'), state.get('callbacks') or {}
+    shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
+        if isinstance(model, dict) else {}
+    _check_callback_states(where, path, callbacks)
+    saved = state['timestamp'].get('Timestamp') if isinstance(state.get('timestamp'), Mapping) else None
+    trained = {key: int(time) for key, time in saved.items() if is_integer(time)} if isinstance(saved, Mapping) else {}
+    return CheckedCheckpoint(field_name, path, handed, shapes, callbacks.get('SamplerSync'), trained)
+
+
+def _check_sharded_folder(where: str, path: str) -> None:
+    """A sharded run's checkpoint is a folder that exists, since Composer reads one."""
     if not os.path.exists(path):
         fields = [name for name in ('{rank}', '{local_rank}', '{node_rank}') if name in path]
         note = f' (Composer does not fill {", ".join(fields)} in a sharded checkpoint\'s path: every rank reads ' \
@@ -188,57 +194,6 @@ def check_sharded_field(spec: RunSpec, field_name: str, value: str) -> CheckedCh
                           f'({SHARDED_CONFIG}), which Composer reads from a folder; give the checkpoint folder '
                           '(ep{epoch}-ba{batch}) or the save folder\'s latest-rank0.pt link to it, or set '
                           'parallelism_config.fsdp.state_dict_type: full to load a single file')
-    extra = _safe_globals(recipe.checkpoint_safe_globals)
-    folder = os.path.realpath(path)
-    try:
-        loaded = load_checked_sharded(folder, extra, shown_as=path)
-        handed = sharded_handoff(folder)
-    except CheckpointError as error:
-        raise RecipeError(f'{where}: {error}{_hint(error)}') from None
-    return _checked_contents(field_name, where, folder, handed, loaded)
-
-
-def _trusted(field_name: str, where: str, path: str, value: str) -> CheckedCheckpoint:
-    """``trust_checkpoint: true``: the checkpoint goes to Composer unchecked, unless the allow-list of modules forbids
-    it; a local one must exist."""
-    if allowed_modules() is not None:
-        raise RecipeError(f'trust_checkpoint: true loads {where} unchecked, and unpickling it may import any '
-                          f'module, which {ALLOWED_MODULES_VARIABLE} forbids; list the types it needs in '
-                          'checkpoint_safe_globals instead')
-    if download_scheme(path) is None and not os.path.exists(path) and not os.path.exists(path + '.symlink'):
-        raise RecipeError(f'{where}: {path} does not exist')
-    return CheckedCheckpoint(field_name, path, value)
-
-
-def _checked_contents(field_name: str, where: str, path: str, handed: str,
-                      loaded: dict[str, Any]) -> CheckedCheckpoint:
-    """What a checked checkpoint holds: its model's shapes, SamplerSync's state and its time."""
-    state = loaded['state']
-    model = state.get('model')
-    shapes = {name: tuple(tensor.shape) for name, tensor in model.items() if isinstance(tensor, torch.Tensor)} \
-        if isinstance(model, dict) else {}
-    callbacks = state.get('callbacks') or {}
-    _check_callback_states(where, path, callbacks)
-    sync_state = callbacks.get('SamplerSync')
-    return CheckedCheckpoint(field_name, path, handed, shapes, sync_state, _timestamp(state))
-
-
-def _timestamp(state: Mapping[str, Any]) -> dict[str, int]:
-    """The training time a checkpoint holds, by Composer's unit names (``epoch``, ``batch``...): its ``Timestamp``."""
-    saved = (state.get('timestamp') or {}).get('Timestamp') if isinstance(state.get('timestamp'), Mapping) else None
-    if not isinstance(saved, Mapping):
-        return {}
-    return {key: int(value) for key, value in saved.items() if is_integer(value)}
-
-
-def _checked_download(value: str, run_name: str | None, copies: tempfile.TemporaryDirectory[str] | None,
-                      extra: list[Any]) -> tuple[str, dict[str, Any], str]:
-    """The remote checkpoint ``value`` downloaded and checked: what to give Composer, what it holds, its URI."""
-    if copies is not None:
-        return downloaded_checked_copy(value, run_name, tempfile.mkdtemp(dir=copies.name), extra)
-    with tempfile.TemporaryDirectory(prefix='composer-sampling-check-') as folder:
-        _, loaded, shown = downloaded_checked_copy(value, run_name, folder, extra)
-    return value, loaded, shown
 
 
 def _hint(error: CheckpointError) -> str:

@@ -1,7 +1,6 @@
-"""Every refusal of a resolved recipe that needs neither data nor training: ``plan`` and ``train`` run the same ones.
+"""The refusals of a resolved recipe that need neither data nor training, run alike by ``plan`` and ``train``.
 
-:func:`checked_spec` runs what needs no data: the batch math, the seed, each builder's import and arguments, and
-the checkpoints. Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError` naming the field.
+Every failure is a :class:`~composer_sampling.recipes.errors.RecipeError` naming the field.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -53,7 +52,7 @@ class Checked:
 def checked_spec(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Checked:
     """Batch math, seed, every builder (imported and its arguments checked, not called) and the checkpoints.
 
-    With ``copy_checkpoints`` (``train``), each checkpoint is checked as a private copy handed to Composer.
+    With ``copy_checkpoints`` (``train``), Composer receives a checked private copy of each checkpoint.
     """
     batch_sizes = recipe_batch_sizes(spec, world_size)
     limit = 2**32 - world_size
@@ -68,16 +67,14 @@ def checked_spec(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) 
     builders = {part.field: imported[part.field] for part in spec.callbacks if part.entry is None}
     _check_one_ledger(spec, builders)
     fields = checkpoint_fields(spec, builders)
-    copies = None
-    if copy_checkpoints and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0:  # the file Composer reads
-        copies = _copies_folder()
+    # Composer reads a single-file checkpoint on each node's local rank 0, so only that process makes the copies.
+    copies = _copies_folder() if copy_checkpoints and fields and int(os.environ.get('LOCAL_RANK', '0')) == 0 else None
     checked = {name: check_checkpoint_field(spec, name, value, copies) for name, value in fields.items()}
     return Checked(batch_sizes, checked, copies)
 
 
 def _copies_folder() -> tempfile.TemporaryDirectory[str]:
-    """A new private folder for the checked copies Composer loads, in the system's temporary folder (``TMPDIR``),
-    refused naming ``TMPDIR`` when Composer could not read a file in it as the local path it is."""
+    """A new private folder in ``TMPDIR`` for the checked copies, refused if Composer would misread a path in it."""
     copies = tempfile.TemporaryDirectory(prefix='composer-sampling-checkpoints-')
     probe = os.path.join(copies.name, 'checkpoint.pt')
     read = composer_reading(probe)
@@ -90,8 +87,7 @@ def _copies_folder() -> tempfile.TemporaryDirectory[str]:
 
 
 def _check_warmup_units(spec: RunSpec) -> None:
-    """A warmup schedule's ``t_warmup`` and ``t_max`` in one unit as Composer counts them, else Composer stops the
-    ``Trainer`` it is building (after the summary) with a ``ValueError``."""
+    """A warmup schedule's ``t_warmup`` and ``t_max`` count one unit, or Composer's ``Trainer`` raises late."""
     max_unit = spec.durations['max_duration'][1]
 
     def counted(part: PartSpec, name: str, text: str) -> str:  # Composer's _convert_time: dur in max_duration's
@@ -115,8 +111,7 @@ def _check_warmup_units(spec: RunSpec) -> None:
 
 
 def _check_scaled_duration(spec: RunSpec) -> None:
-    """``scale_schedule_ratio`` leaves at least one unit of ``max_duration``: Composer scales it as ``int(value *
-    ratio)`` when it builds the Trainer and stops there at 0, after the summary."""
+    """``scale_schedule_ratio`` leaves at least one unit of ``max_duration``, or Composer's ``Trainer`` raises late."""
     ratio, (value, unit) = spec.recipe.scale_schedule_ratio, spec.durations['max_duration']
     if ratio == 1 or unit == 'dur' or int(value * ratio) > 0:
         return
@@ -127,8 +122,7 @@ def _check_scaled_duration(spec: RunSpec) -> None:
 
 
 def _check_algorithm_choices(spec: RunSpec) -> None:
-    """Arguments of Composer's algorithms that Composer checks only when the algorithm first runs (ALGORITHM_CHOICES),
-    checked here against their choices."""
+    """The arguments in ``ALGORITHM_CHOICES``, which Composer checks only when the algorithm first runs."""
     for part in spec.algorithms:
         choices = ALGORITHM_CHOICES.get(part.target.rpartition(':')[2], {})
         for name, allowed in choices.items():
@@ -167,22 +161,17 @@ def recipe_batch_sizes(spec: RunSpec, world_size: int) -> BatchSizes:
         raise RecipeError(error.render(BATCH_FIELDS)) from None
 
 
-#: How a builder's message names a part of a field of several: ``the callback LRMonitor``, ``the scheduler ...``.
-_MAPPED_KINDS = {'callbacks': 'callback', 'loggers': 'logger', 'algorithms': 'algorithm', 'schedulers': 'scheduler'}
-
-
 def _check_builder(part: PartSpec) -> Callable[..., Any]:
     """Import a part's builder and check its arguments (and the runner's keywords) against its signature."""
     builder = builder_of(part)
-    runner = {name: None for name in RUNNER_KEYWORDS.get(part.field, ())}
     positional = 1 if part.field.endswith('collate_fn') else 0  # called with the list of samples
-    head = part.field.split('.')[0].split('[')[0]
-    kind = _MAPPED_KINDS.get(head) or part.field.rsplit('.', 1)[-1].replace('_', ' ')
-    arguments = dict(part.arguments)
-    if part.entry is not None and part.entry.ledger_folder and arguments.get('folder') is None:
-        arguments['folder'] = None
+    head = part.field.split('.')[0].split('[')[0]  # a part of a mapping is named "the callback", "the logger"...
+    several = head in ('callbacks', 'loggers', 'algorithms', 'schedulers')
+    kind = head[:-1] if several else part.field.rsplit('.', 1)[-1].replace('_', ' ')
+    ledger = {'folder': None} if part.entry is not None and part.entry.ledger_folder else {}  # the runner fills it
+    runner = dict.fromkeys(RUNNER_KEYWORDS.get(part.field, ()))
     try:
-        check_arguments(builder, {**arguments, **runner}, f'the {kind}', positional)
+        check_arguments(builder, {**ledger, **part.arguments, **runner}, f'the {kind}', positional)
     except RegistryError as error:
         raise RecipeError(f'{part.field}: {error}') from None
     return builder

@@ -1,13 +1,12 @@
-"""The save and ledger folders as Composer fills them, what an earlier run left there, and what a crash left.
+"""The save and ledger folders as Composer fills them, and what an earlier run or a crash left in them.
 
-:func:`check_save_folders` refuses checkpoints a resume would write over, except one a save cut short left
-after the latest, which the runner moves aside.
+:func:`check_save_folders` refuses checkpoints that a resume would write over, except the one that a save cut
+short left after the latest, which the runner moves aside.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
     >>> recipe = load_recipe(None, ['save_folder=/nonexistent/runs/a'])
-    >>> folders = run_folders(recipe, None, None)
-    >>> later_checkpoints(recipe, folders, None) is None  # nothing to resume
+    >>> later_checkpoints(recipe, run_folders(recipe, None, None), None) is None  # nothing to resume
     True
 """
 
@@ -18,43 +17,47 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from composer_sampling._checkpoint.safe_load import CheckpointError, composer_load_path, download_scheme
+from composer_sampling._checkpoint.safe_load import download_scheme
 from composer_sampling.recipes.cut_short import cut_short, describe_file
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
-__all__ = ['CHECKPOINT_NAME', 'LATEST_NAME', 'LaterCheckpoints', 'RunFolders', 'check_save_folders',
-           'check_writable_folder', 'checkpoint_pattern', 'first_names', 'later_checkpoints', 'later_names',
-           'rank_zero_folder', 'resumed_file', 'run_folders']
+__all__ = ['CHECKPOINT_PATTERN', 'LATEST_NAME', 'LaterCheckpoints', 'RunFolders', 'check_save_folders',
+           'check_writable_folder', 'checkpoint_time', 'earlier_checkpoints', 'fill_rank_zero', 'first_names',
+           'later_checkpoints', 'later_names', 'rank_zero_folder', 'run_folders']
 
-#: The names Composer's Trainer gives checkpoints and the link to the latest (the runner keeps its defaults).
-CHECKPOINT_NAME = 'ep{epoch}-ba{batch}-rank{rank}.pt'
-LATEST_NAME = 'latest-rank{rank}.pt'
-#: The placeholders Composer fills in ``save_folder`` (``format_name_with_dist``).
-SAVE_FOLDER_FIELDS = ('run_name', 'rank', 'local_rank', 'node_rank', 'world_size', 'local_world_size')
+#: Rank 0's checkpoint names as Composer matches them (``ensure_folder_has_no_conflicting_files``), and its link to
+#: the latest; the runner keeps Composer's default names.
+CHECKPOINT_PATTERN = re.compile(r'^ep(?P<epoch>\d+)-ba(?P<batch>\d+)-rank0.pt$')
+LATEST_NAME = 'latest-rank0.pt'
+#: The placeholders Composer fills in a path (``format_name_with_dist``).
+PLACEHOLDERS = '{run_name}, {rank}, {local_rank}, {node_rank}, {world_size}, {local_world_size}'
+
+
+def fill_rank_zero(field: str, template: str, run_name: str | None) -> str:
+    """``template`` filled as Composer's ``format_name_with_dist`` fills it on rank 0; an unknown run name stays."""
+    from composer.utils import dist, partial_format
+
+    named = {} if run_name is None else {'run_name': run_name}
+    try:
+        return partial_format(template, rank=0, local_rank=0, node_rank=0, world_size=dist.get_world_size(),
+                              local_world_size=dist.get_local_world_size(), **named)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as error:
+        raise RecipeError(f'{field} {template!r} cannot be filled as Composer fills it ({error}); its placeholders '
+                          f'may be {PLACEHOLDERS}') from None
 
 
 def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:
-    """``template`` filled as Composer fills a save folder on rank 0 (a ``{run_name}`` not known yet is left in).
+    """A save folder filled for rank 0 (:func:`fill_rank_zero`), refused if Composer would read it as a URI.
 
     Example:
         >>> rank_zero_folder('save_folder', 'runs/{run_name}/rank{rank}', 'digits')
         'runs/digits/rank0'
     """
-    from composer.utils import dist, parse_uri, partial_format
+    from composer.utils import parse_uri
 
-    values: dict[str, Any] = {'rank': 0, 'local_rank': 0, 'node_rank': 0, 'world_size': dist.get_world_size(),
-                              'local_world_size': dist.get_local_world_size()}
-    if run_name is not None:
-        values['run_name'] = run_name
-    try:
-        folder = partial_format(template, **values)
-    except (ValueError, AttributeError, TypeError, IndexError) as error:
-        fields = ', '.join('{' + name + '}' for name in SAVE_FOLDER_FIELDS)
-        raise RecipeError(f'{field} {template!r} cannot be filled as Composer fills it ({error}); its placeholders '
-                          f'may be {fields}') from None
+    folder = fill_rank_zero(field, template, run_name)
     backend, _, path = parse_uri(folder)
     if not backend and path != folder:
         raise RecipeError(f'{field} {template!r}: Composer reads the local path {folder!r} as a URI, and would write '
@@ -65,12 +68,10 @@ def rank_zero_folder(field: str, template: str, run_name: str | None) -> str:
 
 @dataclass(frozen=True)
 class RunFolders:
-    """The save and ledger folders as Composer fills them for rank 0 (``None``: not set); a URI is ``remote``."""
+    """The save and ledger folders as Composer fills them for rank 0 (``None``: not set)."""
 
     save: str | None
     ledger: str | None
-    save_remote: bool = False
-    ledger_remote: bool = False
 
 
 def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None) -> RunFolders:
@@ -78,44 +79,45 @@ def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None)
 
     Example:
         >>> run_folders(Recipe(save_folder='s3://bucket/{run_name}'), None, 'digits')
-        RunFolders(save='s3://bucket/digits', ledger=None, save_remote=True, ledger_remote=False)
+        RunFolders(save='s3://bucket/digits', ledger=None)
     """
     save = None if recipe.save_folder is None else rank_zero_folder('save_folder', recipe.save_folder, run_name)
     ledger = None if ledger_folder is None else rank_zero_folder('the ledger folder', ledger_folder, run_name)
-    return RunFolders(save, ledger, save is not None and download_scheme(save) is not None,
-                      ledger is not None and download_scheme(ledger) is not None)
+    return RunFolders(save, ledger)
 
 
 def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFolders,
                        later: LaterCheckpoints | None) -> None:
-    """The save and ledger folders can be written, and the run would not write over an earlier run's checkpoints.
-
-    A fresh run refuses a save folder that holds checkpoints; a resume refuses checkpoints ``later`` than the one
-    it loads, unless they are what a save cut short left (:attr:`LaterCheckpoints.interrupted`).
-    """
-    for field, template, folder, remote in (('save_folder', recipe.save_folder, folders.save, folders.save_remote),
-                                            ('the ledger folder', ledger_folder, folders.ledger,
-                                             folders.ledger_remote)):
-        if folder is not None and not remote:
+    """The local save and ledger folders can be written, and hold no checkpoints for a fresh run, nor any
+    ``later`` than the one a resume loads unless a save cut them short (:attr:`LaterCheckpoints.interrupted`)."""
+    for field, template, folder in (('save_folder', recipe.save_folder, folders.save),
+                                    ('the ledger folder', ledger_folder, folders.ledger)):
+        if folder is not None and download_scheme(folder) is None:
             check_writable_folder(field, template or folder, folder)
     kept = _local_save_folder(recipe, folders)
     if kept is None:
         return
     shown = _shown(recipe.save_folder or str(kept), str(kept))
-    if recipe.load_path is None:
-        earlier = sorted(path.name for path in kept.glob('*.pt'))
-        if earlier:
-            raise RecipeError(f'save_folder {shown} holds the checkpoints of an earlier run ({first_names(earlier)}); '
-                              'Composer would refuse to write over them. Choose another save_folder, set '
-                              'save_overwrite: true to replace them, or load_path to resume')
-        return
-    if later is not None and later.files and not later.interrupted:
-        raise RecipeError(_later_problem(later, shown))
+    names = [path.name for path in kept.iterdir()]
+    refusal = earlier_checkpoints(shown, names) if recipe.load_path is None else _later_problem(later, shown)
+    if refusal is not None:
+        raise RecipeError(refusal)
 
 
-def _later_problem(later: LaterCheckpoints, shown: str) -> str:
-    """The refusal of checkpoints later than the one a resume loads, with the folder's latest link and ways out."""
-    names = first_names([path.name for path in later.files])
+def earlier_checkpoints(shown: str, names: list[str], over: str = 'write over them') -> str | None:
+    """The refusal of a fresh run's save folder ``shown`` that holds checkpoints among ``names``, else ``None``."""
+    earlier = sorted(name for name in names if name.endswith('.pt'))
+    if not earlier:
+        return None
+    return (f'save_folder {shown} holds the checkpoints of an earlier run ({first_names(earlier)}); Composer would '
+            f'refuse to {over}. Choose another save_folder, set save_overwrite: true to replace them, or load_path '
+            'to resume')
+
+
+def _later_problem(later: LaterCheckpoints | None, shown: str) -> str | None:
+    """The refusal of checkpoints later than the one a resume loads, unless a save cut them short, else ``None``."""
+    if later is None or not later.files or later.interrupted:
+        return None
     if later.latest:
         found = first_names([describe_file(path) for path in later.files])
         return (f'save_folder {shown} holds {found} after {later.resumed.name}, the latest checkpoint, which this run '
@@ -123,24 +125,19 @@ def _later_problem(later: LaterCheckpoints, shown: str) -> str:
                 '(0 bytes, or a zip without its end record); these were written by a run that went on, or by another '
                 'run, and this run would write them again (Composer refuses to write over them). Move them out of '
                 'the folder to keep them, choose another save_folder, or set save_overwrite: true to replace them')
-    ways = ['choose another save_folder for this run', 'set save_overwrite: true to replace them']
-    link = later.link
+    link, latest = later.link, ''
+    ways = 'choose another save_folder for this run, or set save_overwrite: true to replace them'
     if link.is_symlink() and link.exists() and link.resolve().parent == link.parent.resolve():
-        ways.insert(0, f"resume from the folder's latest (load_path={link})")
-        latest = ''
+        ways = f"resume from the folder's latest (load_path={link}), {ways}"
     elif link.is_symlink():
-        target = os.readlink(link)
-        latest = (f' ({link.name} links to {target}, which does not exist)' if not link.exists() else
-                  f' ({link.name} links to {target}, outside the folder)')
+        target = 'which does not exist' if not link.exists() else 'outside the folder'
+        latest = f' ({link.name} links to {os.readlink(link)}, {target})'
     elif link.exists():
         latest = (f' ({link.name} is a plain file, not a link, as a copy made with cp -L or rsync leaves it: which '
                   'checkpoint is the latest cannot be told)')
-    else:
-        latest = ''
-    return (f'save_folder {shown} holds {names}, checkpoints later than the one load_path resumes '
-            f'({later.resumed.name}){latest}, which this run would write again; Composer refuses to write over them. '
-            f'{ways[0][0].upper()}{ways[0][1:]}, {", ".join(ways[1:-1]) + ", " if len(ways) > 2 else ""}or '
-            f'{ways[-1]}')
+    return (f'save_folder {shown} holds {first_names([path.name for path in later.files])}, checkpoints later than '
+            f'the one load_path resumes ({later.resumed.name}){latest}, which this run would write again; Composer '
+            f'refuses to write over them. {ways[0].upper()}{ways[1:]}')
 
 
 def check_writable_folder(field: str, template: str, folder: str) -> None:
@@ -165,7 +162,7 @@ def check_writable_folder(field: str, template: str, folder: str) -> None:
 def _local_save_folder(recipe: Recipe, folders: RunFolders) -> Path | None:
     """The save folder as a local folder that exists and is not overwritten, else ``None``: nothing in it to refuse."""
     folder = folders.save
-    if folder is None or recipe.save_overwrite or folders.save_remote or '{run_name}' in folder or \
+    if folder is None or recipe.save_overwrite or download_scheme(folder) is not None or '{run_name}' in folder or \
             not Path(folder).is_dir():
         return None
     return Path(folder)
@@ -186,19 +183,6 @@ class LaterCheckpoints:
         return self.latest and len(self.files) == 1 and cut_short(self.files[0])
 
 
-def resumed_file(load_path: str | None, run_name: str | None) -> str | None:
-    """The file ``load_path`` names as Composer resolves it, or ``None`` (none, or refused by the checkpoint's check).
-
-    Example:
-        >>> resumed_file('runs/{run_name}/ep0-ba4-rank{rank}.pt', 'digits')
-        'runs/digits/ep0-ba4-rank0.pt'
-    """
-    try:
-        return composer_load_path(load_path, run_name) if load_path else None
-    except CheckpointError:
-        return None
-
-
 def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | None) -> LaterCheckpoints | None:
     """Rank 0's checkpoints in the save folder that Composer would refuse after loading ``resumed_path``, or ``None``.
 
@@ -207,18 +191,22 @@ def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | N
         True
     """
     folder = _local_save_folder(recipe, folders)
-    if folder is None or resumed_path is None or recipe.load_path is None:
+    # A resumed file that does not exist was refused by its check, or Composer downloads it: its name is all there is.
+    if folder is None or resumed_path is None or recipe.load_path is None or not Path(resumed_path).exists():
         return None
-    resumed = Path(resumed_path)
-    if not resumed.exists():
-        return None  # refused with the checkpoint's check, or downloaded by Composer: its name is all there is
-    if checkpoint_pattern().match(resumed.resolve().name) is None:  # its timestamp is not known here
+    resumed = Path(resumed_path).resolve()
+    if checkpoint_time(resumed.name) is None:
         return None
-    later = later_names([path.name for path in folder.iterdir()], resumed.resolve().name)
-    link = folder / LATEST_NAME.format(rank=0)
-    latest = (link.is_symlink() and link.resolve() == resumed.resolve()  # a link into this folder: Composer's own
-              and resumed.resolve().parent == folder.resolve())
-    return LaterCheckpoints(resumed.resolve(), link, latest, [folder / name for name in later])
+    link = folder / LATEST_NAME
+    latest = link.is_symlink() and link.resolve() == resumed and resumed.parent == folder.resolve()
+    later = later_names([path.name for path in folder.iterdir()], resumed.name)
+    return LaterCheckpoints(resumed, link, latest, [folder / name for name in later])
+
+
+def checkpoint_time(name: str) -> tuple[int, int] | None:
+    """The epoch and batch of rank 0's checkpoint ``name``, or ``None`` for another file."""
+    found = CHECKPOINT_PATTERN.match(name)
+    return None if found is None else (int(found['epoch']), int(found['batch']))
 
 
 def later_names(names: list[str], resumed: str) -> list[str]:
@@ -229,21 +217,12 @@ def later_names(names: list[str], resumed: str) -> list[str]:
         ...             'ep0-ba2-rank0.pt')
         ['ep1-ba4-rank0.pt']
     """
-    pattern = checkpoint_pattern()
-    found = pattern.match(resumed)
-    if found is None:
+    start = checkpoint_time(resumed)
+    if start is None:
         return []
-    epoch, batch = int(found['epoch']), int(found['batch'])
-    later = [(int(match['epoch']), int(match['batch']), name) for name in names
-             if (match := pattern.match(name)) is not None and (int(match['epoch']) > epoch or
-                                                                  int(match['batch']) > batch)]
-    return [name for *_, name in sorted(later)]
-
-
-def checkpoint_pattern() -> re.Pattern[str]:
-    """Composer's pattern for rank 0's checkpoint names (``ensure_folder_has_no_conflicting_files``)."""
-    pattern = f'^{CHECKPOINT_NAME}$'.replace('{epoch}', '(?P<epoch>\\d+)').replace('{batch}', '(?P<batch>\\d+)')
-    return re.compile(pattern.replace('{rank}', '0'))
+    later = [(time, name) for name in names
+             if (time := checkpoint_time(name)) is not None and (time[0] > start[0] or time[1] > start[1])]
+    return [name for _, name in sorted(later)]
 
 
 def _shown(template: str, folder: str) -> str:
@@ -259,7 +238,7 @@ def first_names(names: list[str]) -> str:
 
 
 def _writable(folder: Path) -> bool:
-    """Whether a folder can be made in ``folder`` (tried, and removed at once: the permission bits do not say it)."""
+    """Whether a folder can be made in ``folder``: tried and removed at once, since the permission bits do not say."""
     try:
         os.rmdir(tempfile.mkdtemp(prefix='.composer-sampling-', dir=folder))
     except OSError:

@@ -1,8 +1,7 @@
-"""A remote save or ledger folder, looked at before training as a local one is: what an earlier run left there.
+"""Remote save and ledger folders, looked at before training as local ones are: what an earlier run left there.
 
-Composer uploads into an object store without looking, so :func:`remote_refusal` applies the rules of a local save
-folder (:func:`~composer_sampling.recipes.folders.check_save_folders`) before training, and refuses a store that
-cannot be reached or listed. Only global rank 0 lists; :func:`share_refusal` hands its verdict to every rank.
+Composer uploads into an object store without looking, so global rank 0 applies the rules of a local save folder
+before training, and refuses a store that cannot be reached or listed.
 
 Example:
     >>> later_names(['ep0-ba2-rank0.pt', 'ep1-ba4-rank0.pt'], 'ep0-ba2-rank0.pt')
@@ -14,11 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from composer_sampling._checkpoint.safe_load import download_scheme
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import RunFolders, first_names, later_names
+from composer_sampling.recipes.folders import RunFolders, earlier_checkpoints, first_names, later_names
 from composer_sampling.recipes.resolve import RunSpec
 
-__all__ = ['later_names', 'remote_folders', 'remote_refusal', 'share_refusal']
+__all__ = ['list_folder', 'remote_folders', 'remote_refusal', 'share_refusal']
 
 
 def remote_folders(spec: RunSpec, folders: RunFolders) -> list[tuple[str, str, str]]:
@@ -34,19 +34,14 @@ def remote_folders(spec: RunSpec, folders: RunFolders) -> list[tuple[str, str, s
         >>> [(kind, uri) for kind, _, uri in remote_folders(spec, run_folders(spec.recipe, spec.ledger_folder, None))]
         [('save', 's3://bucket/a'), ('ledger', 's3://bucket/a/ledger')]
     """
-    found = []
-    if folders.save is not None and folders.save_remote:
-        found.append(('save', 'save_folder', folders.save))
-    if folders.ledger is not None and folders.ledger_remote:
-        found.append(('ledger', _ledger_field(spec), folders.ledger))
-    return [(kind, field, uri) for kind, field, uri in found if '{run_name}' not in uri]
+    found = [('save', 'save_folder', folders.save), ('ledger', _ledger_field(spec), folders.ledger)]
+    return [(kind, field, uri) for kind, field, uri in found
+            if uri is not None and download_scheme(uri) is not None and '{run_name}' not in uri]
 
 
 def remote_refusal(spec: RunSpec, folders: RunFolders, resumed: str | None) -> str | None:
-    """Rank 0's refusal of a remote folder it cannot reach or that holds what this run would write over.
-
-    Raised here in one process; returned on several ranks, for :func:`share_refusal` to raise on each.
-    """
+    """Rank 0's refusal of a remote folder it cannot reach or that holds what this run would write over: raised
+    in a run of one process, else returned for :func:`share_refusal` to raise on every rank."""
     from composer.utils import dist
 
     targets = remote_folders(spec, folders)
@@ -77,36 +72,32 @@ def _problem(spec: RunSpec, targets: list[tuple[str, str, str]], resumed: str | 
     """The first refusal of ``targets`` as one message, else ``None``."""
     recipe = spec.recipe
     for kind, field, uri in targets:
-        names = _listed(field, uri)
+        why = '; it is listed before training, to see what an earlier run left there'
+        names = list_folder(field, uri, why)
         if names is None or recipe.save_overwrite:
             continue
         shown = uri.rstrip('/')
-        if kind == 'ledger' and recipe.load_path is None:
-            ledgers = sorted(name for name in names if name.endswith('.bin'))
-            if ledgers:
-                return (f'{field} {shown} holds the ledger files of an earlier run ({first_names(ledgers)}); this run '
-                        'would upload its own among them. Choose another folder, set save_overwrite: true to record '
-                        'this run beside them as a new lineage, or load_path to resume that run')
-        elif kind == 'save' and recipe.load_path is None:
-            checkpoints = sorted(name for name in names if name.endswith('.pt'))
-            if checkpoints:
-                return (f'save_folder {shown} holds the checkpoints of an earlier run ({first_names(checkpoints)}); '
-                        'Composer would refuse to upload over them, after training. Choose another save_folder, set '
-                        'save_overwrite: true to replace them, or load_path to resume')
-        elif kind == 'save' and resumed is not None:
-            later = later_names(names, _resumed_name(resumed))
-            if later:
-                return (f'save_folder {shown} holds {first_names(later)}, checkpoints later than the one '
-                        f'{spec.load_path_field} resumes ({_resumed_name(resumed)}), which this run would write again; '
-                        'Composer refuses to upload over them, after training. Resume from the latest of them '
-                        f'(load_path={shown}/{later[-1]}), choose another save_folder for this run, or set '
-                        'save_overwrite: true to replace them')
+        ledgers = sorted(name for name in names if name.endswith('.bin'))
+        if kind == 'ledger' and recipe.load_path is None and ledgers:
+            return (f'{field} {shown} holds the ledger files of an earlier run ({first_names(ledgers)}); this run '
+                    'would upload its own among them. Choose another folder, set save_overwrite: true to record '
+                    'this run beside them as a new lineage, or load_path to resume that run')
+        if kind == 'save' and recipe.load_path is None:
+            refusal = earlier_checkpoints(shown, names, 'upload over them, after training')
+            if refusal is not None:
+                return refusal
+        elif kind == 'save' and resumed is not None and (later := later_names(names, _resumed_name(resumed))):
+            return (f'save_folder {shown} holds {first_names(later)}, checkpoints later than the one '
+                    f'{spec.load_path_field} resumes ({_resumed_name(resumed)}), which this run would write again; '
+                    'Composer refuses to upload over them, after training. Resume from the latest of them '
+                    f'(load_path={shown}/{later[-1]}), choose another save_folder for this run, or set '
+                    'save_overwrite: true to replace them')
     return None
 
 
-def _listed(field: str, uri: str) -> list[str] | None:
-    """The names of the objects directly in the folder ``uri`` (``None``: a store that cannot list), or the refusal
-    of a store that cannot be reached."""
+def list_folder(field: str, uri: str, why: str = '') -> list[str] | None:
+    """The names of the objects directly in the remote folder ``uri``, or ``None`` for a store that cannot list
+    (Composer refuses at upload time); a store that cannot be reached is refused, naming ``field``."""
     from composer_sampling._remote import RemoteError, describe, object_store_of, split_uri
 
     try:
@@ -118,10 +109,9 @@ def _listed(field: str, uri: str) -> list[str] | None:
     try:
         listed = store.list_objects(prefix)
     except NotImplementedError:
-        return None  # Composer's own refusal at upload time will do
+        return None
     except Exception as error:
-        raise RecipeError(f'{field}: {describe(uri, error)}; it is listed before training, to see what an earlier '
-                          'run left there') from None
+        raise RecipeError(f'{field}: {describe(uri, error)}{why}') from None
     return [name[len(prefix):] for name in listed if name.startswith(prefix) and '/' not in name[len(prefix):]]
 
 
@@ -136,8 +126,6 @@ def _ledger_field(spec: RunSpec) -> str:
 
 def _resumed_name(resumed: str) -> str:
     """The file name of the checkpoint resumed: a local link's target, or the last part of a URI."""
-    from composer_sampling._checkpoint.safe_load import download_scheme
-
     if download_scheme(resumed) is not None:
         return resumed.rstrip('/').rsplit('/', 1)[-1]
     return Path(resumed).resolve().name
