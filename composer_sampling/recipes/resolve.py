@@ -23,8 +23,7 @@ from composer_sampling._checkpoint.import_names import split_import_name
 from composer_sampling._validate import is_real
 from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.options import OptionError
-from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, RegistryError
+from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, OptionError, RegistryError
 from composer_sampling.recipes.run_fields import composer_run_name
 from composer_sampling.recipes.schema import MAPPED_SECTIONS, Recipe
 
