@@ -388,6 +388,7 @@ REGISTRIES = {'datasets': DATASETS, 'models': MODELS, 'samplers': SAMPLERS, 'col
               'algorithms': ALGORITHMS}
 #: The kind of part each recipe field names (callbacks, loggers and algorithms are mappings of their own,
 #: schedulers a list).
-PART_KINDS = {'train_loader.dataset': 'datasets', 'eval_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
-              'train_loader.collate_fn': 'collate_fns', 'eval_loader.collate_fn': 'collate_fns', 'model': 'models',
-              'optimizer': 'optimizers', 'scheduler': 'schedulers'}
+PART_KINDS = {'train_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
+              'train_loader.collate_fn': 'collate_fns', 'eval_loader.dataset': 'datasets',
+              'eval_loader.collate_fn': 'collate_fns', 'model': 'models', 'optimizer': 'optimizers',
+              'scheduler': 'schedulers'}
