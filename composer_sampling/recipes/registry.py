@@ -74,10 +74,6 @@ class Option:
     """An inline option of a registered part: its kind, default, range, and whether a recipe must give it.
 
     Example:
-        >>> Option('float', default=0.003, minimum=0, exclusive=True).check('lr', 0)
-        Traceback (most recent call last):
-        ...
-        composer_sampling.recipes.registry.OptionError: lr must be a number in (0, inf), got 0
         >>> Option('duration', minimum=0, exclusive=True).check('scheduler.t_max', '0ba')
         Traceback (most recent call last):
         ...
@@ -105,9 +101,6 @@ class Option:
         high = 'inf)' if self.maximum is None else f'{self.maximum:g}]'
         return f'{"an int" if self.kind == "int" else "a number"} in {low}, {high}'
 
-    def _above_minimum(self, value: float, minimum: float | None) -> bool:
-        return minimum is None or (value > minimum if self.exclusive else value >= minimum)
-
     def check(self, where: str, value: Any) -> Any:
         """``value`` if it keeps this option's rule; :class:`OptionError` naming ``where`` and the rule if not."""
         if value is None and not self.required:
@@ -115,23 +108,28 @@ class Option:
         if self.kind == 'durations' and isinstance(value, (list, tuple)):
             each = Option('duration', minimum=self.minimum, exclusive=self.exclusive)
             return [each.check(f'{where}[{k}]', item) for k, item in enumerate(value)]
-        wrong = (not isinstance(value, _KINDS[self.kind]) or (self.kind in ('int', 'float', 'key') and
-                                                              isinstance(value, bool)))
-        if self.kind in ('int', 'float') and not wrong:
-            wrong = ((self.kind == 'float' and not math.isfinite(value)) or not self._above_minimum(value, self.minimum)
-                     or (self.maximum is not None and value > self.maximum))
-        elif self.kind == 'fractions' and not wrong:
-            wrong = not value or any(not is_real(f) or not f > 0 for f in value) or abs(sum(value) - 1) > 1e-6
-        elif self.kind == 'duration' and not wrong:
+        if not self._keeps(value):
+            raise OptionError(f'{where} must be {self.rule()}, got {value!r}')
+        return value
+
+    def _keeps(self, value: Any) -> bool:
+        if not isinstance(value, _KINDS[self.kind]) or (isinstance(value, bool) and self.kind != 'bool'):
+            return False
+        if self.kind in ('int', 'float'):
+            return ((self.kind == 'int' or math.isfinite(value)) and self._above(value, self.minimum)
+                    and (self.maximum is None or value <= self.maximum))
+        if self.kind == 'fractions':
+            return bool(value) and all(is_real(f) and f > 0 for f in value) and abs(sum(value) - 1) <= 1e-6
+        if self.kind == 'duration':
             try:
                 amount, unit = parse_duration(value)
             except ValueError:
-                amount, unit = math.nan, ''
-            wrong = not (unit in SCHEDULE_UNITS and math.isfinite(amount) and
-                         self._above_minimum(amount, self.minimum or 0))
-        if wrong:
-            raise OptionError(f'{where} must be {self.rule()}, got {value!r}')
-        return value
+                return False
+            return unit in SCHEDULE_UNITS and math.isfinite(amount) and self._above(amount, self.minimum or 0)
+        return True
+
+    def _above(self, value: float, minimum: float | None) -> bool:
+        return minimum is None or (value > minimum if self.exclusive else value >= minimum)
 
 
 @dataclass(frozen=True)
