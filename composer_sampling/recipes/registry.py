@@ -113,7 +113,8 @@ class Option:
         return value
 
     def _keeps(self, value: Any) -> bool:
-        if not isinstance(value, _KINDS[self.kind]) or (isinstance(value, bool) and self.kind != 'bool'):
+        fits = isinstance(value, _KINDS[self.kind]) and not (isinstance(value, bool) and self.kind != 'bool')
+        if not fits:  # a variable, so that type checkers keep value as Any
             return False
         if self.kind in ('int', 'float'):
             return ((self.kind == 'int' or math.isfinite(value)) and self._above(value, self.minimum)

@@ -227,7 +227,8 @@ def _shape(hint: Any) -> str:
 
 
 def _kind(value: Any) -> str:
-    return {dict: 'mapping', list: 'list'}.get(type(value), 'value')
+    kinds: dict[type, str] = {dict: 'mapping', list: 'list'}
+    return kinds.get(type(value), 'value')
 
 
 def _check_shape(node: dict[str, Any], schema: Any, prefix: str, what: str) -> None:
