@@ -188,8 +188,6 @@ def walk_refused(where: str, name: str, error: OutsideAllowedError) -> NotAllowe
 def import_target(target: str, where: str = 'target', trusted: bool = False) -> Any:
     """The callable at ``'module:attribute'`` (the attribute may be dotted); ``trusted`` skips the allow-list.
 
-    A module that raises while imported gives an :class:`ImportTargetError` chained to its exception.
-
     Example:
         >>> import_target('collections:OrderedDict').__name__
         'OrderedDict'
@@ -218,9 +216,7 @@ def import_target(target: str, where: str = 'target', trusted: bool = False) -> 
 
 
 def check_arguments(builder: Callable[..., Any], arguments: Mapping[str, Any], what: str, positional: int = 0) -> None:
-    """Refuse keyword ``arguments`` that ``builder``'s signature cannot take, or required ones missing.
-
-    ``positional`` arguments come first (a collate function's list of samples).
+    """Refuse keyword ``arguments`` that ``builder`` cannot take after ``positional`` ones, or required ones missing.
 
     Example:
         >>> check_arguments(lambda size, seed=0: None, {'sise': 3}, 'the dataset')

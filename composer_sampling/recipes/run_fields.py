@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from collections.abc import Mapping
@@ -145,8 +146,6 @@ def check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
     """
     if not parallelism:
         return
-    import dataclasses
-
     from composer.utils.parallelism import FSDP2Config, FSDPConfig, TPConfig
 
     fsdp = (FSDPConfig, FSDP2Config) if _fsdp2_selected() else (FSDPConfig,)

@@ -115,9 +115,8 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         layer = _read_file(Path(path))
         merged = _merge(merged, layer, f'the recipe {path}', list(_sections_in(layer)))
     for item in overrides:
-        key, equals, _ = item.partition('=')
-        key = key.strip()
-        if not equals or not key:
+        key = item.partition('=')[0].strip()
+        if '=' not in item or not key:
             raise RecipeError(f'override {item!r} must look like field=value, e.g. max_duration=2ep')
         try:
             layer = OmegaConf.from_dotlist([item])
@@ -126,7 +125,14 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         part = key.rpartition('.')[0] if key.endswith(('.name', '.target')) else key
         merged = _merge(merged, layer, f'override {item!r}', [part] if part in PART_SECTIONS else [])
     where = (f'the recipe {path}' if path is not None else 'the recipe') + (' or its overrides' if overrides else '')
-    recipe = _to_recipe(merged, where)
+    try:
+        recipe = OmegaConf.to_object(merged)
+    except InterpolationResolutionError as error:
+        key = getattr(error, 'full_key', None) or '?'
+        raise RecipeError(f'{key}: {_first_line(error)} (in {where}); set the variable or write the value') from None
+    except OmegaConfBaseException as error:
+        raise RecipeError(_config_error_text(error, where)) from None
+    assert isinstance(recipe, Recipe)
     check_recipe(recipe)
     return recipe
 
@@ -173,18 +179,6 @@ def _merge(merged: DictConfig, layer: Any, what: str, replaced: list[str]) -> Di
         raise RecipeError(_config_error_text(error, what)) from None
     assert isinstance(result, DictConfig)
     return result
-
-
-def _to_recipe(merged: DictConfig, where: str) -> Recipe:
-    try:
-        recipe = OmegaConf.to_object(merged)
-    except InterpolationResolutionError as error:
-        key = getattr(error, 'full_key', None) or '?'
-        raise RecipeError(f'{key}: {_first_line(error)} (in {where}); set the variable or write the value') from None
-    except OmegaConfBaseException as error:
-        raise RecipeError(_config_error_text(error, where)) from None
-    assert isinstance(recipe, Recipe)
-    return recipe
 
 
 def _first_line(error: BaseException) -> str:
