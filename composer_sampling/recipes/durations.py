@@ -19,7 +19,7 @@ from composer_sampling.recipes.errors import RecipeError
 __all__ = ['DURATION_UNITS', 'SCHEDULE_UNITS', 'parse_duration', 'valid_duration']
 
 #: The units each duration field may use: not Composer's ``iter`` and wall-clock ``sec``, which a run does not count;
-#: ``dur``, a fraction of ``max_duration``, for intervals only; ``tok`` is checked against the batches once built.
+#: ``dur``, a fraction of ``max_duration``, for intervals only; ``tok`` needs batches whose tokens Composer counts.
 DURATION_UNITS = {
     'max_duration': ('ep', 'ba', 'sp', 'tok'),
     'eval_interval': ('ep', 'ba', 'sp', 'tok', 'dur'),
