@@ -1,6 +1,5 @@
-"""A part's builder: imported, then called with its arguments, a failure naming the part's field.
-
-A builder's own exception is chained, and its traceback shown with ``--verbose``.
+"""A part's builder: imported, then called with its arguments; a failure names the part's field, and ``--verbose``
+shows the builder's own traceback.
 
 Example:
     >>> from composer_sampling.recipes.resolve import resolve
@@ -19,13 +18,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.registry import ImportTargetError, NotAllowedError, RegistryError
-from composer_sampling.recipes.registry import import_target as _import_target
+from composer_sampling.recipes.registry import ImportTargetError, NotAllowedError, RegistryError, import_target
 from composer_sampling.recipes.resolve import PartSpec
 
 __all__ = ['RUNNER_KEYWORDS', 'VERBOSE_VARIABLE', 'bound_builder', 'builder_of', 'built', 'run_builder']
 
-#: Set it (or pass ``--verbose``) to see the traceback of a user's builder that failed.
+#: Set it, or pass ``--verbose``, to see the traceback of a user's builder that failed.
 VERBOSE_VARIABLE = 'COMPOSER_SAMPLING_VERBOSE'
 #: The keywords the runner passes to a part's builder besides the part's own arguments.
 RUNNER_KEYWORDS = {'train_loader.sampler': ('dataset', 'num_replicas', 'rank', 'seed', 'device_batch_size'),
@@ -35,7 +33,7 @@ RUNNER_KEYWORDS = {'train_loader.sampler': ('dataset', 'num_replicas', 'rank', '
 def builder_of(part: PartSpec) -> Callable[..., Any]:
     """Import a part's builder; a failing import names the part and chains the user's own error."""
     try:
-        return _import_target(part.target, f'{part.field}.target', trusted=part.trusted)
+        return import_target(part.target, f'{part.field}.target', trusted=part.trusted)
     except ImportTargetError as error:
         raise RecipeError(_with_traceback(f'{part.field}: {error}', error.__cause__)) from error.__cause__
     except NotAllowedError as error:

@@ -1,10 +1,7 @@
-"""The builders behind the registered sampler names (ours, torch's and the demo's) and the SGD that the
-optimizer table names.
+"""The builders behind the registered sampler names (ours, torch's and the demo's) and the optimizer ``sgd``.
 
-Every sampler builder takes the keywords the recipe runner passes to any sampler
-builder, ``dataset``, ``num_replicas``, ``rank``, ``seed`` and ``device_batch_size``,
-plus its inline options, and returns an index sampler (batched by the device
-batch) or a batch sampler that yields device batches.
+Every sampler builder takes the runner's keywords ``dataset``, ``num_replicas``, ``rank``, ``seed`` and
+``device_batch_size``, then its inline options, and returns an index sampler or a batch sampler of device batches.
 
 Example:
     >>> sampler = random(dataset=range(10), num_replicas=1, rank=0, seed=0, device_batch_size=5)
@@ -31,20 +28,18 @@ __all__ = ['custom_batch', 'distributed', 'mixture', 'nested_batch', 'random', '
 
 def resumable(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, shuffle: bool = True,
               drop_last: bool = False) -> ResumableDistributedSampler:
-    """The builder that a recipe's ``resumable`` calls: the runner's keywords, then the inline options."""
     return ResumableDistributedSampler(dataset, num_replicas, rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
 
 
 def sub_epoch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
               sub_epochs_per_epoch: int, shuffle: bool = True, drop_last: bool = False) -> SubEpochDistributedSampler:
-    """The builder that a recipe's ``sub_epoch`` calls: the runner's keywords, then the inline options."""
     return SubEpochDistributedSampler(dataset, sub_epochs_per_epoch, num_replicas, rank, shuffle=shuffle, seed=seed,
                                       drop_last=drop_last)
 
 
 def mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int,
             shuffle: bool = True, source_fractions: list[float] | None = None) -> MixtureDistributedSampler:
-    """The builder that a recipe's ``mixture`` calls, over the sources of ``dataset`` (a ``ConcatDataset`` of them)."""
+    """A mixture over the sources of ``dataset`` (a ``ConcatDataset`` of them)."""
     sizes = [len(source) for source in dataset.datasets]
     return MixtureDistributedSampler(sizes, batch_size=device_batch_size, num_replicas=num_replicas, rank=rank,
                                      shuffle=shuffle, seed=seed)
@@ -52,8 +47,7 @@ def mixture(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_
 
 def nested_batch(dataset: Any, num_replicas: int, rank: int, seed: int, device_batch_size: int, num_batches: int,
                  shuffle: bool = True, drop_last: bool = False) -> Any:
-    """The builder that a recipe's ``nested_batch`` calls: the Lightning-style batch of batches, written for one
-    process, then made distributed by ``distribute``."""
+    """The Lightning-style batch of batches, written for one process, then made distributed by ``distribute``."""
     if device_batch_size % num_batches:
         raise ValueError(f'num_batches={num_batches} does not divide the device batch {device_batch_size} '
                          f'(global_train_batch_size / world size); use a divisor of {device_batch_size}')

@@ -1,12 +1,7 @@
 """Composer's own parts by the snake-case names recipes give them: callbacks, schedulers, loggers and algorithms.
 
-Plain tables, nothing imported: each maps a recipe name to the class's name in its
-Composer package (``composer.callbacks``, ``composer.optim``, ``composer.loggers``,
-``composer.algorithms``); :mod:`~composer_sampling.recipes.registry` turns them into
-entries. What the runner must know beyond the name is here too: which arguments of a
-scheduler are Composer times (checked by ``plan``, without Composer), and which
-algorithms a recipe refuses, with the reason. ``tests/recipes/test_composer_parts.py`` holds
-the tables to Composer's own ``__all__`` and signatures.
+Plain tables that import nothing, each mapping a recipe name to the class's name in its Composer package, with what
+the runner must know beyond the name. ``tests/recipes/test_composer_parts.py`` holds them to Composer's own.
 
 Example:
     >>> SCHEDULERS['cosine_annealing_with_warmup']
@@ -23,15 +18,13 @@ __all__ = ['ALGORITHMS', 'ALGORITHM_CHOICES', 'BATCH_READERS', 'CALLBACKS', 'CHE
 
 #: Composer's callbacks (``composer.callbacks``).
 CALLBACKS = {
-    'activation_monitor': 'ActivationMonitor',
-    'checkpoint_saver': 'CheckpointSaver', 'early_stopper': 'EarlyStopper',
-    'export_for_inference': 'ExportForInferenceCallback',
-    'free_outputs': 'FreeOutputs', 'generate': 'Generate', 'image_visualizer': 'ImageVisualizer',
-    'lr_monitor': 'LRMonitor', 'load_checkpoint': 'LoadCheckpoint', 'memory_monitor': 'MemoryMonitor',
-    'memory_snapshot': 'MemorySnapshot', 'mlperf': 'MLPerfCallback', 'nan_monitor': 'NaNMonitor',
-    'oom_observer': 'OOMObserver', 'optimizer_monitor': 'OptimizerMonitor', 'runtime_estimator': 'RuntimeEstimator',
-    'speed_monitor': 'SpeedMonitor', 'system_metrics_monitor': 'SystemMetricsMonitor',
-    'threshold_stopper': 'ThresholdStopper',
+    'activation_monitor': 'ActivationMonitor', 'checkpoint_saver': 'CheckpointSaver', 'early_stopper': 'EarlyStopper',
+    'export_for_inference': 'ExportForInferenceCallback', 'free_outputs': 'FreeOutputs', 'generate': 'Generate',
+    'image_visualizer': 'ImageVisualizer', 'lr_monitor': 'LRMonitor', 'load_checkpoint': 'LoadCheckpoint',
+    'memory_monitor': 'MemoryMonitor', 'memory_snapshot': 'MemorySnapshot', 'mlperf': 'MLPerfCallback',
+    'nan_monitor': 'NaNMonitor', 'oom_observer': 'OOMObserver', 'optimizer_monitor': 'OptimizerMonitor',
+    'runtime_estimator': 'RuntimeEstimator', 'speed_monitor': 'SpeedMonitor',
+    'system_metrics_monitor': 'SystemMetricsMonitor', 'threshold_stopper': 'ThresholdStopper',
 }
 #: The argument of a Composer callback that names a checkpoint it unpickles (``torch.load(weights_only=False)``).
 CHECKPOINT_ARGUMENTS = {'LoadCheckpoint': 'load_path'}
@@ -52,11 +45,9 @@ SCHEDULERS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     'polynomial_with_warmup': ('PolynomialWithWarmupScheduler', ('t_warmup',), ('t_max',)),
     'multi_step_with_warmup': ('MultiStepWithWarmupScheduler', ('t_warmup', 'milestones'), ()),
 }
-#: The schedulers whose ``t_warmup`` and ``t_max`` Composer requires in one unit, once it has counted ``ep`` as
-#: batches and ``dur`` in max_duration's unit (``_raise_if_warmup_and_max_incompatible``).
+#: The schedulers whose ``t_warmup`` and ``t_max`` Composer requires in one unit (``ep`` counted as batches).
 SAME_UNIT_WARMUP = ('LinearWithWarmupScheduler', 'CosineAnnealingWithWarmupScheduler', 'PolynomialWithWarmupScheduler')
-#: Time arguments that may be 0 (no warmup, a milestone at the start); every other one must be positive (a period
-#: or a length Composer divides by).
+#: Time arguments that may be 0; every other one must be positive (a period or a length Composer divides by).
 TIMES_FROM_ZERO = ('t_warmup', 'milestones')
 #: Time arguments that are lists of times.
 TIME_LISTS = ('milestones',)
@@ -69,10 +60,9 @@ LOGGERS = {
     'remote_uploader_downloader': 'RemoteUploaderDownloader', 'mosaicml': 'MosaicMLLogger', 'slack': 'SlackLogger',
 }
 
-#: What Composer's loggers write on this machine: class -> (argument, its default, what it names). Composer fills a
-#: ``log file`` with ``format_name_with_dist`` and opens it with ``'w+'`` (FileLogger stores ``overwrite`` as a
-#: tuple, so it is always true); a ``run folder`` gets a folder named after the run inside it; a ``folder`` and a
-#: ``store`` (a path, or a ``file:`` URI) get new files with names of their own.
+#: What Composer's loggers write on this machine: class -> (argument, its default, what it names). Composer opens a
+#: ``log file`` with ``'w+'`` (FileLogger's ``overwrite`` is a tuple, always true); a ``run folder`` gets a folder
+#: named after the run; a ``folder`` and a ``store`` (a path or a ``file:`` URI) get files with names of their own.
 LOGGER_PATHS: dict[str, tuple[str, str | None, str]] = {
     'FileLogger': ('filename', '{run_name}/logs-rank{rank}.txt', 'log file'),
     'TensorboardLogger': ('log_dir', 'tensorboard_logs', 'run folder'),
@@ -93,8 +83,8 @@ ALGORITHMS = {
     'squeeze_excite': 'SqueezeExcite', 'stochastic_depth': 'StochasticDepth', 'swa': 'SWA',
     'weight_standardization': 'WeightStandardization',
 }
-#: Composer's algorithms that read the batch at their key arguments (``State.batch_get_item``, at every batch), and the
-#: dimensions their input must have at least (0: any); Composer finds a batch that does not fit only at the first one.
+#: Composer's algorithms that read the batch at their key arguments, and the dimensions their input must have at
+#: least (0: any); Composer finds a batch that does not fit only at the first one.
 BATCH_READERS: dict[str, tuple[tuple[str, ...], int]] = {
     'CutMix': (('input_key', 'target_key'), 4), 'CutOut': (('input_key',), 4),
     'ColOut': (('input_key', 'target_key'), 4), 'MixUp': (('input_key', 'target_key'), 0),
@@ -119,7 +109,7 @@ REFUSED_ALGORITHMS = {
 
 
 def refused_algorithm(algorithm: object) -> tuple[str, str, str] | None:
-    """The name, Composer's class and the reason when ``algorithm`` is (a subclass of) one a recipe refuses by name.
+    """The name, Composer's class and the reason when ``algorithm`` is an instance of one a recipe refuses.
 
     Example:
         >>> refused_algorithm(object()) is None

@@ -18,10 +18,8 @@ from composer_sampling.recipes.errors import RecipeError
 
 __all__ = ['DURATION_UNITS', 'SCHEDULE_UNITS', 'parse_duration', 'valid_duration']
 
-#: The units each duration field may use. Composer also reads ``iter`` and wall-clock
-#: ``sec``; a recipe's run counts neither. ``tok`` needs batches Composer counts tokens
-#: in (checked when the dataset is built); ``dur`` is a fraction of ``max_duration``,
-#: which Composer accepts for intervals only.
+#: The units each duration field may use: not Composer's ``iter`` and wall-clock ``sec``, which a run does not count;
+#: ``dur``, a fraction of ``max_duration``, for intervals only; ``tok`` needs batches whose tokens Composer counts.
 DURATION_UNITS = {
     'max_duration': ('ep', 'ba', 'sp', 'tok'),
     'eval_interval': ('ep', 'ba', 'sp', 'tok', 'dur'),
@@ -37,10 +35,9 @@ _NO_EFFECT = {'max_duration': 'would train nothing', 'eval_interval': 'would nev
 
 
 def parse_duration(text: str) -> tuple[int | float, str]:
-    """Read a Composer time string as ``composer.core.Time.from_timestring`` does.
+    """``(value, unit)`` of a Composer time string, read as ``Time.from_timestring`` reads it; ``ValueError`` if not.
 
-    A number followed by a unit, case-insensitive; every unit but ``dur`` needs a whole number. Wall-clock
-    strings are not read. Returns ``(value, unit)``, the unit in lower case; raises ``ValueError``.
+    The unit is read case-insensitively and returned in lower case; every unit but ``dur`` needs a whole number.
     """
     match = _DURATION.match(text)
     if match is None:
@@ -57,16 +54,11 @@ def parse_duration(text: str) -> tuple[int | float, str]:
     return int(value), unit
 
 
-def _rule(units: tuple[str, ...]) -> str:
-    whole = ', '.join(unit for unit in units if unit != 'dur')
-    rule = f'a whole number of at least 1 followed by {whole}'
-    return rule + (', or a fraction in (0, 1] of max_duration followed by dur' if 'dur' in units else '')
-
-
 def valid_duration(name: str, text: str) -> tuple[int | float, str]:
     """The duration field ``name`` read and checked: a unit this run counts and a positive amount."""
     units = DURATION_UNITS[name]
-    rule = _rule(units)
+    rule = (f'a whole number of at least 1 followed by {", ".join(unit for unit in units if unit != "dur")}'
+            + (', or a fraction in (0, 1] of max_duration followed by dur' if 'dur' in units else ''))
     try:
         value, unit = parse_duration(text)
     except ValueError as error:

@@ -1,32 +1,23 @@
 """The named parts a recipe can build, what each needs, and the one way a recipe imports code.
 
 Each :class:`Registry` holds our built-ins as import targets, imported only when used, then the entry points of
-its group. An :class:`Entry` says what the runner must know about a part, so that no runner code compares names.
-
-A package registers parts on install in its ``pyproject.toml``::
-
-    [project.entry-points."composer_sampling.samplers"]
-    my_mixture = "my_pkg.sampling:build_mixture"
-
-and may declare what the entry of a part says with an attribute of the builder,
-read when the part is used::
-
-    build_mixture.composer_sampling_entry = {'takes_sources': True,
-                                             'options': {'temperature': {'kind': 'float', 'minimum': 0}}}
-
-``import_target`` is the only place a recipe imports code; ``COMPOSER_SAMPLING_ALLOWED_MODULES`` limits it.
+its group; an entry point's builder may declare its :class:`Entry` fields in ``composer_sampling_entry``
+(``docs/recipes.md``). An :class:`Entry` says what the runner must know about a part, so that no runner code
+compares names. :func:`import_target` is the only place a recipe imports code, and
+``COMPOSER_SAMPLING_ALLOWED_MODULES`` limits it.
 
 Example:
     >>> SAMPLERS.entry('sub_epoch').options['sub_epochs_per_epoch'].check('sub_epochs_per_epoch', 0)
     Traceback (most recent call last):
     ...
-    composer_sampling.recipes.options.OptionError: sub_epochs_per_epoch must be an int in [1, inf), got 0
+    composer_sampling.recipes.registry.OptionError: sub_epochs_per_epoch must be an int in [1, inf), got 0
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import inspect
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,10 +30,11 @@ from composer_sampling._checkpoint.import_names import (
     in_packages,
     split_import_name,
 )
+from composer_sampling._validate import is_real
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.recipes import composer_names
 from composer_sampling.recipes.composer_names import CHECKPOINT_ARGUMENTS, REFUSED_ALGORITHMS, TIMES_FROM_ZERO
-from composer_sampling.recipes.options import Option, OptionError
+from composer_sampling.recipes.durations import SCHEDULE_UNITS, parse_duration
 
 __all__ = ['ALGORITHMS', 'ALLOWED_MODULES_VARIABLE', 'CALLBACKS', 'COLLATE_FNS', 'DATASETS', 'LOGGERS', 'MODELS',
            'OPTIMIZERS', 'PART_KINDS', 'REGISTRIES', 'SAMPLERS', 'SCHEDULERS', 'Entry', 'ImportTargetError',
@@ -63,6 +55,82 @@ class ImportTargetError(RegistryError):
 
 class NotAllowedError(RegistryError):
     """A module outside ``COMPOSER_SAMPLING_ALLOWED_MODULES``; the message names the field that named it."""
+
+
+class OptionError(ValueError):
+    """A value that breaks its option's rule; the message names where it was given and the rule."""
+
+
+_KINDS: dict[str, tuple[type, ...]] = {'int': (int,), 'float': (int, float), 'bool': (bool,), 'str': (str,),
+                                       'key': (str, int), 'fractions': (list, tuple), 'duration': (str,),
+                                       'durations': (list, tuple)}
+_RULES = {'bool': 'true or false', 'str': 'a string',
+          'key': 'a mapping key (a string) or a position in a tuple batch (an int)',
+          'fractions': 'a list of positive fractions summing to 1'}
+
+
+@dataclass(frozen=True)
+class Option:
+    """An inline option of a registered part: its kind, default, range, and whether a recipe must give it.
+
+    Example:
+        >>> Option('duration', minimum=0, exclusive=True).check('scheduler.t_max', '0ba')
+        Traceback (most recent call last):
+        ...
+        composer_sampling.recipes.registry.OptionError: scheduler.t_max must be a Composer time: a whole number > 0 ...
+    """
+
+    kind: str
+    default: Any = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive: bool = False  # the minimum itself is out of range
+    required: bool = False
+
+    def rule(self) -> str:
+        """The option's rule in words: ``an int in [1, inf)``."""
+        if self.kind in _RULES:
+            return _RULES[self.kind]
+        if self.kind in ('duration', 'durations'):
+            at_least = f'{">" if self.exclusive else "≥"} {self.minimum or 0:g}'
+            whole = f'{", ".join(SCHEDULE_UNITS[:-2])} or {SCHEDULE_UNITS[-2]}'
+            time = (f'a Composer time: a whole number {at_least} followed by {whole}, or a '
+                    f'number {at_least} followed by dur (a fraction of max_duration), e.g. 100ba or 0.1dur')
+            return time if self.kind == 'duration' else f'a list of times, each {time}'
+        low = '(-inf' if self.minimum is None else ('(' if self.exclusive else '[') + f'{self.minimum:g}'
+        high = 'inf)' if self.maximum is None else f'{self.maximum:g}]'
+        return f'{"an int" if self.kind == "int" else "a number"} in {low}, {high}'
+
+    def check(self, where: str, value: Any) -> Any:
+        """``value`` if it keeps this option's rule; :class:`OptionError` naming ``where`` and the rule if not."""
+        if value is None and not self.required:
+            return value
+        if self.kind == 'durations' and isinstance(value, (list, tuple)):
+            each = Option('duration', minimum=self.minimum, exclusive=self.exclusive)
+            return [each.check(f'{where}[{k}]', item) for k, item in enumerate(value)]
+        if not self._keeps(value):
+            raise OptionError(f'{where} must be {self.rule()}, got {value!r}')
+        return value
+
+    def _keeps(self, value: Any) -> bool:
+        fits = isinstance(value, _KINDS[self.kind]) and not (isinstance(value, bool) and self.kind != 'bool')
+        if not fits:  # a variable, so that type checkers keep value as Any
+            return False
+        if self.kind in ('int', 'float'):
+            return ((self.kind == 'int' or math.isfinite(value)) and self._above(value, self.minimum)
+                    and (self.maximum is None or value <= self.maximum))
+        if self.kind == 'fractions':
+            return bool(value) and all(is_real(f) and f > 0 for f in value) and abs(sum(value) - 1) <= 1e-6
+        if self.kind == 'duration':
+            try:
+                amount, unit = parse_duration(value)
+            except ValueError:
+                return False
+            return unit in SCHEDULE_UNITS and math.isfinite(amount) and self._above(amount, self.minimum or 0)
+        return True
+
+    def _above(self, value: float, minimum: float | None) -> bool:
+        return minimum is None or (value > minimum if self.exclusive else value >= minimum)
 
 
 @dataclass(frozen=True)
@@ -93,13 +161,7 @@ def allowed_modules() -> list[str] | None:
         True
     """
     listed = os.environ.get(ALLOWED_MODULES_VARIABLE)
-    if listed is None:
-        return None
-    return [name.strip() for name in listed.split(',') if name.strip()]
-
-
-def _listed(allowed: list[str]) -> str:
-    return f'{ALLOWED_MODULES_VARIABLE} ({", ".join(allowed) or "empty"})'
+    return None if listed is None else [name.strip() for name in listed.split(',') if name.strip()]
 
 
 def check_allowed(module_name: str, where: str) -> None:
@@ -110,9 +172,9 @@ def check_allowed(module_name: str, where: str) -> None:
     """
     allowed = allowed_modules()
     if allowed is not None and not in_packages(module_name, allowed):
-        raise NotAllowedError(f'{where} names the module {module_name!r}, which is not in {_listed(allowed)}; '
-                              f'nothing of it was imported. Add its package to {ALLOWED_MODULES_VARIABLE} if you '
-                              'trust it')
+        raise NotAllowedError(f'{where} names the module {module_name!r}, which is not in {ALLOWED_MODULES_VARIABLE} '
+                              f'({", ".join(allowed) or "empty"}); nothing of it was imported. Add its package to '
+                              f'{ALLOWED_MODULES_VARIABLE} if you trust it')
 
 
 def walk_refused(where: str, name: str, error: OutsideAllowedError) -> NotAllowedError:
@@ -124,9 +186,7 @@ def walk_refused(where: str, name: str, error: OutsideAllowedError) -> NotAllowe
 
 
 def import_target(target: str, where: str = 'target', trusted: bool = False) -> Any:
-    """The object at ``'module:attribute'`` (the attribute may be dotted); ``trusted`` skips the allow-list.
-
-    A module that raises while imported gives an :class:`ImportTargetError` chained to its exception.
+    """The callable at ``'module:attribute'`` (the attribute may be dotted); ``trusted`` skips the allow-list.
 
     Example:
         >>> import_target('collections:OrderedDict').__name__
@@ -137,11 +197,10 @@ def import_target(target: str, where: str = 'target', trusted: bool = False) -> 
         raise RegistryError(f"target {target!r} must look like 'package.module:callable', e.g. "
                             "'my_pkg.models:build_model'")
     module_name, attribute = parts
-    allowed = None if trusted else allowed_modules()
-    if allowed is not None:
+    if not trusted:
         check_allowed(module_name, where)
     try:
-        obj = import_name(module_name, attribute, allowed)
+        obj = import_name(module_name, attribute, None if trusted else allowed_modules())
     except OutsideAllowedError as error:
         raise walk_refused(where, target, error) from None
     except MissingAttributeError:
@@ -157,9 +216,7 @@ def import_target(target: str, where: str = 'target', trusted: bool = False) -> 
 
 
 def check_arguments(builder: Callable[..., Any], arguments: Mapping[str, Any], what: str, positional: int = 0) -> None:
-    """Refuse keyword ``arguments`` that ``builder``'s signature cannot take, or required ones missing.
-
-    ``positional`` arguments come first (a collate function's list of samples).
+    """Refuse keyword ``arguments`` that ``builder`` cannot take after ``positional`` ones, or required ones missing.
 
     Example:
         >>> check_arguments(lambda size, seed=0: None, {'sise': 3}, 'the dataset')
@@ -189,33 +246,23 @@ def check_arguments(builder: Callable[..., Any], arguments: Mapping[str, Any], w
         raise RegistryError(f'{label}: missing required keyword {missing[0]!r}; it takes: {valid}')
 
 
-def _entry_fields(declaration: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A declaration's fields of an :class:`Entry`, each of its ``options`` (the fields of an :class:`Option`) made one.
-
-    Example:
-        >>> _entry_fields({'options': {'size': {'kind': 'int', 'minimum': 1}}}, 'here')['options']['size'].rule()
-        'an int in [1, inf)'
-    """
-    options = declaration.get('options') or {}
-    try:
-        return {**{key: value for key, value in declaration.items() if key != 'options'},
-                'options': {name: Option(**rule) for name, rule in options.items()}}
-    except TypeError as error:
-        raise RegistryError(f'{where}: {error}') from None
-
-
-def _declared(target: str, where: str) -> dict[str, Any]:
-    """What an entry-point part declares of itself (its builder's ``composer_sampling_entry``), importing it."""
-    declaration = getattr(import_target(target, where, trusted=True), 'composer_sampling_entry', None) or {}
+def _declared(entry: Entry, where: str) -> Entry:
+    """An entry point's entry with the fields its builder declares in ``composer_sampling_entry`` (imported now)."""
+    declaration = getattr(import_target(entry.target, where, trusted=True), 'composer_sampling_entry', None) or {}
+    what = f'{entry.target}.composer_sampling_entry'
     if not isinstance(declaration, Mapping):
-        raise RegistryError(f'{target}.composer_sampling_entry must be a mapping, got {declaration!r}')
-    return _entry_fields(declaration, f'{target}.composer_sampling_entry')
+        raise RegistryError(f'{what} must be a mapping, got {declaration!r}')
+    fields = {key: value for key, value in declaration.items() if key != 'options'}
+    try:
+        options = {name: Option(**rule) for name, rule in (declaration.get('options') or {}).items()}
+        return Entry(entry.target, entry.description, options, from_entry_point=True,
+                     **{'open_options': not options, **fields})
+    except TypeError as error:
+        raise RegistryError(f'{what}: {error}') from None
 
 
 class Registry:
     """Parts of one kind by name: built-ins given as import targets, then the entry points of ``group``.
-
-    ``builtins`` may be a function giving them, called when first asked (the samplers' modules import torch).
 
     Example:
         >>> table = Registry('things', 'example.things', {'od': Entry('collections:OrderedDict', 'ordered dict')})
@@ -223,47 +270,30 @@ class Registry:
         ('OrderedDict', ['od'])
     """
 
-    def __init__(self, kind: str, group: str,
-                 builtins: Mapping[str, Entry] | Callable[[], Mapping[str, Entry]]) -> None:
+    def __init__(self, kind: str, group: str, builtins: Mapping[str, Entry]) -> None:
         self.kind = kind
         self.group = group
-        self._builtins = builtins
-        self._table: dict[str, Entry] | None = None
+        self._entries = dict(builtins)
         self._entry_points_read = False
         self._declarations_read: set[str] = set()
 
-    @property
-    def _entries(self) -> dict[str, Entry]:
-        if self._table is None:
-            self._table = dict(self._builtins() if callable(self._builtins) else self._builtins)
-        return self._table
-
-    def _read_entry_points(self) -> None:
-        if self._entry_points_read:
-            return
-        self._entry_points_read = True
-        for point in importlib.metadata.entry_points(group=self.group):
-            self._entries.setdefault(point.name, Entry(point.value.replace(' ', ''), f'from {point.value}',
-                                                       open_options=True, from_entry_point=True))
-
     def names(self) -> list[str]:
         """Every name: the built-ins first, then those from entry points."""
-        self._read_entry_points()
+        if not self._entry_points_read:
+            self._entry_points_read = True
+            for point in importlib.metadata.entry_points(group=self.group):
+                self._entries.setdefault(point.name, Entry(point.value.replace(' ', ''), f'from {point.value}',
+                                                           open_options=True, from_entry_point=True))
         return list(self._entries)
 
     def entry(self, name: str, declared: bool = True) -> Entry:
         """The entry of ``name``; an entry point's declaration is read when ``declared`` (which imports it)."""
-        if name not in self._entries:
-            self._read_entry_points()
-        if name not in self._entries:
+        if name not in self._entries and name not in self.names():
             raise RegistryError(f'{name!r} is not a registered {self.kind[:-1]}; choose one of: '
                                 f'{", ".join(self.names())}, or give target: \'module:callable\'')
         entry = self._entries[name]
         if entry.from_entry_point and declared and name not in self._declarations_read:
-            declaration = _declared(entry.target, f'the {self.kind[:-1]} {name!r}')
-            declaration.setdefault('open_options', not declaration['options'])
-            entry = Entry(entry.target, entry.description, from_entry_point=True, **declaration)
-            self._entries[name] = entry
+            entry = self._entries[name] = _declared(entry, f'the {self.kind[:-1]} {name!r}')
             self._declarations_read.add(name)
         return entry
 
@@ -353,6 +383,7 @@ REGISTRIES = {'datasets': DATASETS, 'models': MODELS, 'samplers': SAMPLERS, 'col
               'algorithms': ALGORITHMS}
 #: The kind of part each recipe field names (callbacks, loggers and algorithms are mappings of their own,
 #: schedulers a list).
-PART_KINDS = {'train_loader.dataset': 'datasets', 'eval_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
-              'train_loader.collate_fn': 'collate_fns', 'eval_loader.collate_fn': 'collate_fns', 'model': 'models',
-              'optimizer': 'optimizers', 'scheduler': 'schedulers'}
+PART_KINDS = {'train_loader.dataset': 'datasets', 'train_loader.sampler': 'samplers',
+              'train_loader.collate_fn': 'collate_fns', 'eval_loader.dataset': 'datasets',
+              'eval_loader.collate_fn': 'collate_fns', 'model': 'models', 'optimizer': 'optimizers',
+              'scheduler': 'schedulers'}

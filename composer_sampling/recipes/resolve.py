@@ -1,7 +1,6 @@
 """Resolve a recipe once into a frozen :class:`RunSpec`: every part with its builder, arguments and entry.
 
-Resolution reads the registry and imports no user code. It checks each part's ``name`` or ``target`` and
-options, and derives what the run needs beyond the parts; nothing asks the recipe again.
+Resolution checks each part's ``name`` or ``target`` and options against the registry, importing no user code.
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
@@ -16,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -23,19 +23,15 @@ from composer_sampling._checkpoint.import_names import split_import_name
 from composer_sampling._validate import is_real
 from composer_sampling.recipes.durations import DURATION_UNITS, parse_duration
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.options import OptionError
-from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, RegistryError
+from composer_sampling.recipes.registry import PART_KINDS, REGISTRIES, Entry, OptionError, RegistryError
 from composer_sampling.recipes.run_fields import composer_run_name
 from composer_sampling.recipes.schema import MAPPED_SECTIONS, Recipe
 
-__all__ = ['DATA_FIELDS', 'DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
+__all__ = ['DEFAULT_NAMES', 'PartSpec', 'RunSpec', 'SyncSpec', 'resolve']
 
 #: The registered name a part without ``name`` or ``target`` builds.
 DEFAULT_NAMES = {'train_loader.dataset': 'digits', 'train_loader.sampler': 'resumable', 'model': 'mlp',
                  'optimizer': 'adamw'}
-#: The parts that decide the data order: what ``plan`` builds or checks.
-DATA_FIELDS = ('train_loader.dataset', 'eval_loader.dataset', 'train_loader.sampler', 'train_loader.collate_fn',
-               'eval_loader.collate_fn')
 _PART_KEYS = ('name', 'target', 'kwargs')
 _LEGACY_FRACTION = 'eval_fraction'  # train_loader.dataset.eval_fraction, before eval_loader.eval_fraction
 
@@ -94,23 +90,12 @@ class RunSpec:
 
 def resolve(recipe: Recipe) -> RunSpec:
     """Resolve every part of ``recipe``, reading the declaration of each entry point it names."""
-    run_name = composer_run_name(recipe)  # found once: the folders, the checkpoints and the ledger take it from here
-    sections = {
-        'train_loader.dataset': recipe.train_loader.dataset,
-        'train_loader.sampler': recipe.train_loader.sampler,
-        'train_loader.collate_fn': recipe.train_loader.collate_fn,
-        'eval_loader.dataset': recipe.eval_loader.dataset,
-        'eval_loader.collate_fn': recipe.eval_loader.collate_fn,
-        'model': recipe.model,
-        'optimizer': recipe.optimizer,
-    }
-    dataset = recipe.train_loader.dataset
-    legacy_fraction = dataset.get(_LEGACY_FRACTION)
+    sections = {name: attrgetter(name)(recipe) for name in PART_KINDS if name != 'scheduler'}
+    dataset = sections['train_loader.dataset'] = dict(recipe.train_loader.dataset)
+    legacy_fraction = dataset.pop(_LEGACY_FRACTION, None)
     if legacy_fraction is not None and 'target' in dataset:
         raise RecipeError(f'train_loader.dataset.{_LEGACY_FRACTION}: with target, the only other key is kwargs; set '
                           'the held-out fraction as eval_loader.eval_fraction')
-    if _LEGACY_FRACTION in dataset:
-        sections['train_loader.dataset'] = {key: value for key, value in dataset.items() if key != _LEGACY_FRACTION}
     parts = {name: _part(name, PART_KINDS[name], section) for name, section in sections.items() if section is not None}
     callbacks = _mapped(recipe, 'callbacks')
     schedules = ([('scheduler', recipe.scheduler)] if recipe.scheduler is not None
@@ -120,34 +105,17 @@ def resolve(recipe: Recipe) -> RunSpec:
     sync, ledger_folder = _sync(recipe, callbacks), _ledger_folder(recipe, callbacks)
     held_out_field, fraction = _held_out(recipe, legacy_fraction)
     fractions = parts['train_loader.sampler'].arguments.get('source_fractions')
-    return RunSpec(
-        recipe=recipe,
-        parts=MappingProxyType(parts),
-        callbacks=callbacks,
-        schedulers=schedulers,
-        loggers=loggers,
-        algorithms=algorithms,
-        held_out_field=held_out_field,
-        held_out_fraction=fraction,
-        source_fractions=None if fractions is None else tuple(fractions),
-        durations=MappingProxyType({name: parse_duration(getattr(recipe, name)) for name in DURATION_UNITS}),
-        sync=sync,
-        ledger_folder=ledger_folder,
-        run_name=run_name,
-    )
+    return RunSpec(recipe=recipe, parts=MappingProxyType(parts), callbacks=callbacks, schedulers=schedulers,
+                   loggers=loggers, algorithms=algorithms, held_out_field=held_out_field, held_out_fraction=fraction,
+                   source_fractions=None if fractions is None else tuple(fractions),
+                   durations=MappingProxyType({name: parse_duration(getattr(recipe, name)) for name in DURATION_UNITS}),
+                   sync=sync, ledger_folder=ledger_folder, run_name=composer_run_name(recipe))
 
 
 def _mapped(recipe: Recipe, section_name: str) -> tuple[PartSpec, ...]:
     """The parts of a ``{label: part}`` field (callbacks, loggers, algorithms), each named by its label."""
-    return tuple(_part(f'{section_name}.{label}', section_name, _callback_section(label, section), default=label)
+    return tuple(_part(f'{section_name}.{label}', section_name, section or {}, default=label)
                  for label, section in getattr(recipe, section_name).items())
-
-
-def _callback_section(label: str, section: Any) -> dict[str, Any]:
-    arguments = dict(section or {})
-    if 'target' in arguments:
-        return arguments
-    return {'name': label, **arguments}
 
 
 def _part(field_name: str, kind: str, section: Mapping[str, Any], default: str | None = None) -> PartSpec:
@@ -157,7 +125,15 @@ def _part(field_name: str, kind: str, section: Mapping[str, Any], default: str |
         raise RecipeError(f'{field_name}.kwargs must be a mapping of arguments, got {kwargs!r}')
     name, target = section.pop('name', None), section.pop('target', None)
     if target is not None:
-        return _target_part(field_name, name, target, section, kwargs)
+        if name is not None:
+            raise RecipeError(f'{field_name} gives both name={name!r} and target={target!r}; give one')
+        if split_import_name(target) is None:
+            raise RecipeError(f"{field_name}.target must look like 'package.module:callable', e.g. "
+                              f"'my_pkg.models:build_model', got {target!r}")
+        if section:
+            raise RecipeError(f'{field_name}.{next(iter(section))}: with target, the only other key is kwargs; pass '
+                              f'every argument in {field_name}.kwargs')
+        return PartSpec(field_name, target, target, None, MappingProxyType(dict(kwargs)), trusted=False)
     name = name or DEFAULT_NAMES.get(field_name, default)
     table = REGISTRIES[kind]
     if not isinstance(name, str):
@@ -172,20 +148,6 @@ def _part(field_name: str, kind: str, section: Mapping[str, Any], default: str |
     return PartSpec(field_name, name, entry.target, entry, MappingProxyType(arguments), trusted=True)
 
 
-def _target_part(field_name: str, name: Any, target: Any, section: dict[str, Any],
-                 kwargs: Mapping[str, Any]) -> PartSpec:
-    if name is not None:
-        raise RecipeError(f'{field_name} gives both name={name!r} and target={target!r}; give one')
-    if split_import_name(target) is None:
-        raise RecipeError(f"{field_name}.target must look like 'package.module:callable', e.g. "
-                          f"'my_pkg.models:build_model', got {target!r}")
-    if section:
-        key = next(iter(section))
-        raise RecipeError(f'{field_name}.{key}: with target, the only other key is kwargs; pass every argument in '
-                          f'{field_name}.kwargs')
-    return PartSpec(field_name, target, target, None, MappingProxyType(dict(kwargs)), trusted=False)
-
-
 def _options(field_name: str, entry: Entry, inline: dict[str, Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The part's arguments: each option by its one rule, inline or in kwargs (not both), then the other kwargs."""
     for key in inline:
@@ -196,9 +158,6 @@ def _options(field_name: str, entry: Entry, inline: dict[str, Any], kwargs: Mapp
             raise RecipeError(f'unknown field {field_name}.{key} (valid: {", ".join(keys) or "none"})')
     arguments: dict[str, Any] = {}
     for option_name, option in entry.options.items():
-        if option_name in inline and option_name in kwargs:
-            raise RecipeError(f'{field_name}.{option_name} and {field_name}.kwargs.{option_name} both set '
-                              f'{option_name}; give it once')
         where = f'{field_name}.kwargs.{option_name}' if option_name in kwargs else f'{field_name}.{option_name}'
         value = kwargs.get(option_name, inline.get(option_name, option.default))
         if option.required and value is None:
@@ -245,10 +204,10 @@ def _sync(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> SyncSpec:
 
 def _ledger_folder(recipe: Recipe, callbacks: tuple[PartSpec, ...]) -> str | None:
     """The ledger folder: the callback's ``folder``, else ``{save_folder}/ledger`` for a callback that wants it."""
-    wanting = [part for part in callbacks if part.entry is not None and part.entry.ledger_folder]
-    if not wanting or wanting[0].arguments.get('folder') is not None:
-        return None if not wanting else wanting[0].arguments['folder']
+    wanting = next((part for part in callbacks if part.entry is not None and part.entry.ledger_folder), None)
+    if wanting is None or wanting.arguments.get('folder') is not None:
+        return None if wanting is None else wanting.arguments['folder']
     if recipe.save_folder is None:
-        raise RecipeError(f'{wanting[0].field} writes to {{save_folder}}/ledger: set save_folder, or give the callback '
+        raise RecipeError(f'{wanting.field} writes to {{save_folder}}/ledger: set save_folder, or give the callback '
                           'a folder')
     return f'{recipe.save_folder.rstrip("/")}/ledger'

@@ -1,7 +1,7 @@
 """The hardware a recipe trains on: ``device``, ``precision``, ``parallelism_config``, and ``autoresume``'s needs.
 
-:func:`check_run_fields` is the static check the schema runs, without importing torch;
-:func:`machine_device` is ``train``'s alone: the refusals only the machine can decide.
+:func:`check_run_fields` runs without importing torch; :func:`machine_device` makes the refusals only the machine
+can decide, for ``train`` alone.
 
 Example:
     >>> from types import SimpleNamespace
@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ from typing import Any
 from composer_sampling.recipes.errors import RecipeError
 
 __all__ = ['DEVICES', 'PARALLELISM_KEYS', 'PRECISIONS', 'check_parallelism_fields', 'check_run_fields',
-           'composer_run_name', 'fsdp2_selected', 'loads_sharded', 'machine_device']
+           'composer_run_name', 'loads_sharded', 'machine_device']
 
 #: The devices a recipe names (``auto``: the GPU when torch sees one, else the CPU, as Composer's ``get_device``).
 DEVICES = ('auto', 'cpu', 'gpu', 'mps')
@@ -33,14 +34,8 @@ PARALLELISM_KEYS = ('fsdp', 'tp')
 _CPU_ONLY_PRECISION = 'fp32'
 
 
-def fsdp2_selected() -> bool:
-    """Whether Composer builds FSDP2 from a ``parallelism_config.fsdp`` mapping: it does when ``FSDP_VERSION=2``.
-
-    Example:
-        >>> import os
-        >>> fsdp2_selected() == (os.environ.get('FSDP_VERSION', '1') == '2')
-        True
-    """
+def _fsdp2_selected() -> bool:
+    """Whether Composer builds FSDP2 from a ``parallelism_config.fsdp`` mapping: it does when ``FSDP_VERSION=2``."""
     return os.environ.get('FSDP_VERSION', '1') == '2'
 
 
@@ -52,9 +47,8 @@ def loads_sharded(parallelism: Mapping[str, Any] | None) -> bool:
         (True, False)
     """
     fsdp = (parallelism or {}).get('fsdp')
-    if not isinstance(fsdp, Mapping):
-        return False
-    return fsdp.get('state_dict_type', 'sharded' if fsdp2_selected() else 'full') == 'sharded'
+    default = 'sharded' if _fsdp2_selected() else 'full'
+    return isinstance(fsdp, Mapping) and fsdp.get('state_dict_type', default) == 'sharded'
 
 
 def composer_run_name(recipe: Any) -> str | None:
@@ -76,7 +70,13 @@ def check_run_fields(recipe: Any) -> None:
         raise RecipeError(f'precision must be one of {", ".join(PRECISIONS)} (Composer\'s names), or null for '
                           f'Composer\'s default for the device, got {recipe.precision!r}')
     _check_on_device(recipe.device, recipe.precision, recipe.parallelism_config)
-    _check_parallelism(recipe.parallelism_config)
+    for key, value in (recipe.parallelism_config or {}).items():
+        if key not in PARALLELISM_KEYS:
+            raise RecipeError(f'unknown field parallelism_config.{key} (valid: {", ".join(PARALLELISM_KEYS)}, '
+                              'as Composer\'s Trainer reads it)')
+        if value is not None and not isinstance(value, Mapping):
+            raise RecipeError(f'parallelism_config.{key} must be a mapping of Composer\'s '
+                              f'{"FSDPConfig" if key == "fsdp" else "TPConfig"} fields, got {value!r}')
     if recipe.autoresume:
         if recipe.save_folder is None:
             raise RecipeError('autoresume: true resumes from the latest checkpoint in save_folder, but save_folder is '
@@ -91,11 +91,11 @@ def _check_on_device(device: str, precision: str | None, parallelism: Mapping[st
     """The pairs Composer refuses on the CPU; ``shown`` names the device as the recipe asked for it."""
     if device != 'cpu':
         return
-    shown = shown or f'device={device}'
+    shown = shown or 'device=cpu'
     if precision is not None and precision != _CPU_ONLY_PRECISION:
         raise RecipeError(f'precision={precision} cannot train on {shown}: Composer trains on the CPU in fp32 '
                           'only; use precision: fp32 (or null), or a GPU device')
-    needs_gpu = [key for key in parallelism or {} if key == 'tp' or not fsdp2_selected()]
+    needs_gpu = [key for key in parallelism or {} if key == 'tp' or not _fsdp2_selected()]
     if needs_gpu:
         fsdp2 = ('; or, for fsdp, set FSDP_VERSION=2: Composer\'s FSDP2 trains on the CPU with gloo'
                  if 'fsdp' in needs_gpu else '')
@@ -103,20 +103,9 @@ def _check_on_device(device: str, precision: str | None, parallelism: Mapping[st
                           f'FSDP1 and tensor parallelism need GPUs; remove it, or use device: gpu{fsdp2}')
 
 
-def _check_parallelism(parallelism: Mapping[str, Any] | None) -> None:
-    for key, value in (parallelism or {}).items():
-        if key not in PARALLELISM_KEYS:
-            raise RecipeError(f'unknown field parallelism_config.{key} (valid: {", ".join(PARALLELISM_KEYS)}, '
-                              'as Composer\'s Trainer reads it)')
-        if value is not None and not isinstance(value, Mapping):
-            raise RecipeError(f'parallelism_config.{key} must be a mapping of Composer\'s '
-                              f'{"FSDPConfig" if key == "fsdp" else "TPConfig"} fields, got {value!r}')
-
-
 def machine_device(device: str, precision: str | None, parallelism: Mapping[str, Any] | None) -> str:
-    """The device this machine trains ``device`` on (``cpu``, ``gpu`` or ``mps``), or a refusal naming the fields.
-
-    ``auto`` is decided as Composer's ``get_device(None)`` decides; ``plan`` makes none of these refusals.
+    """The device this machine trains ``device`` on (``cpu``, ``gpu`` or ``mps``, ``auto`` as Composer's
+    ``get_device(None)`` decides), or a refusal naming the fields.
 
     Example:
         >>> machine_device('cpu', 'fp32', None)
@@ -146,9 +135,8 @@ def machine_device(device: str, precision: str | None, parallelism: Mapping[str,
 
 
 def check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
-    """Each ``parallelism_config`` section's keys are fields of Composer's config class for it.
-
-    Under ``FSDP_VERSION=2``, ``fsdp`` may hold the fields of ``FSDPConfig`` and ``FSDP2Config`` together.
+    """Each ``parallelism_config`` section's keys are fields of Composer's config class for it (``FSDPConfig`` and,
+    under ``FSDP_VERSION=2``, ``FSDP2Config``, for ``fsdp``).
 
     Example:
         >>> check_parallelism_fields({'tp': {'degree': 2}})
@@ -158,11 +146,9 @@ def check_parallelism_fields(parallelism: Mapping[str, Any] | None) -> None:
     """
     if not parallelism:
         return
-    import dataclasses
-
     from composer.utils.parallelism import FSDP2Config, FSDPConfig, TPConfig
 
-    fsdp = (FSDPConfig, FSDP2Config) if fsdp2_selected() else (FSDPConfig,)
+    fsdp = (FSDPConfig, FSDP2Config) if _fsdp2_selected() else (FSDPConfig,)
     for key, configs in (('fsdp', fsdp), ('tp', (TPConfig,))):
         section = parallelism.get(key) or {}
         fields = list(dict.fromkeys(item.name for config in configs for item in dataclasses.fields(config)

@@ -1,8 +1,7 @@
-"""The YAML recipe schema (an omegaconf structured config) and its loading: the first floor of the runner.
+"""The YAML recipe schema (an omegaconf structured config) and its loading, the first floor of the runner.
 
-Field names follow llm-foundry. :func:`load_recipe` names the field, file or override of every error. A *part*
-names a registered ``name`` with inline options, or an import ``target`` with ``kwargs``; its keys are checked
-when the recipe is resolved (:mod:`composer_sampling.recipes.resolve`).
+Field names follow llm-foundry. A *part* names a registered ``name`` with inline options, or an import ``target``
+with ``kwargs``; :mod:`~composer_sampling.recipes.resolve` checks its keys.
 
 Example:
     >>> recipe = load_recipe(None, ['global_train_batch_size=32', 'train_loader.sampler={name: random}'])
@@ -19,6 +18,7 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +35,16 @@ __all__ = ['MAPPED_SECTIONS', 'PART_SECTIONS', 'TRAINER_SEED_LIMIT', 'EvalLoader
 
 #: Composer seeds rank ``r`` with ``seed + r`` and refuses seeds of 2**32 and above.
 TRAINER_SEED_LIMIT = 2**32 - 1
-#: The fields that hold one part each (the callbacks, loggers and algorithms a mapping of them), with their value
-#: when not given. A part in the file or in an override replaces the whole field: another sampler does not inherit
-#: the last one's options. (``schedulers``, a list, is replaced whole by omegaconf itself.)
+#: The fields that hold one part each (or a mapping of parts), with their value when not given. A part in the file
+#: or in an override replaces the whole field, so another sampler does not inherit the last one's options.
 PART_SECTIONS: dict[str, dict[str, Any] | None] = {
     'train_loader.dataset': {}, 'train_loader.sampler': {}, 'train_loader.collate_fn': None,
     'eval_loader.dataset': None, 'eval_loader.collate_fn': None, 'model': {}, 'optimizer': {}, 'scheduler': None,
     'loggers': {}, 'algorithms': {}, 'callbacks': {}}
 #: The fields that map a label to a part: ``{label: {arguments}}``, the label a registered name unless a target.
 MAPPED_SECTIONS = ('loggers', 'algorithms', 'callbacks')
+_MINIMUMS = {'global_train_batch_size': 1, 'device_train_microbatch_size': 1, 'gradient_accumulation_steps': 1,
+             'device_eval_batch_size': 1, 'train_loader.num_workers': 0, 'dist_timeout': 1}
 
 
 @dataclass
@@ -105,22 +106,17 @@ class Recipe:
 def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
     """Read a YAML recipe (``None``: the defaults), apply ``field=value`` overrides, check the run's fields.
 
-    A part given in the file or by an override replaces that part whole, and so does
-    an override of its ``name`` or ``target``: ``train_loader.sampler.name=random``
-    drops the file's sampler options (give the new sampler's after it);
-    ``callbacks: {}`` means no callbacks, ``callbacks.NAME=...`` adds one.
-
-    Raises:
-        RecipeError: naming the field and the file or override it came from.
+    A part given in the file or by an override replaces that part whole, and so does an override of its ``name`` or
+    ``target``. ``callbacks: {}`` means no callbacks, and ``callbacks.NAME=...`` adds one. A
+    :class:`RecipeError` names the field and the file or override it came from.
     """
     merged = OmegaConf.structured(Recipe)
     if path is not None:
         layer = _read_file(Path(path))
         merged = _merge(merged, layer, f'the recipe {path}', list(_sections_in(layer)))
     for item in overrides:
-        key, equals, _ = item.partition('=')
-        key = key.strip()
-        if not equals or not key:
+        key = item.partition('=')[0].strip()
+        if '=' not in item or not key:
             raise RecipeError(f'override {item!r} must look like field=value, e.g. max_duration=2ep')
         try:
             layer = OmegaConf.from_dotlist([item])
@@ -129,7 +125,14 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         part = key.rpartition('.')[0] if key.endswith(('.name', '.target')) else key
         merged = _merge(merged, layer, f'override {item!r}', [part] if part in PART_SECTIONS else [])
     where = (f'the recipe {path}' if path is not None else 'the recipe') + (' or its overrides' if overrides else '')
-    recipe = _to_recipe(merged, where)
+    try:
+        recipe = OmegaConf.to_object(merged)
+    except InterpolationResolutionError as error:
+        key = getattr(error, 'full_key', None) or '?'
+        raise RecipeError(f'{key}: {_first_line(error)} (in {where}); set the variable or write the value') from None
+    except OmegaConfBaseException as error:
+        raise RecipeError(_config_error_text(error, where)) from None
+    assert isinstance(recipe, Recipe)
     check_recipe(recipe)
     return recipe
 
@@ -157,10 +160,7 @@ def _sections_in(layer: Any) -> Iterator[str]:
         return
     for name in PART_SECTIONS:
         head, _, tail = name.partition('.')
-        if head not in layer:
-            continue
-        section = layer.get(head)
-        if not tail or (isinstance(section, DictConfig) and tail in section):
+        if head in layer and (not tail or (isinstance(layer.get(head), DictConfig) and tail in layer.get(head))):
             yield name
 
 
@@ -181,26 +181,12 @@ def _merge(merged: DictConfig, layer: Any, what: str, replaced: list[str]) -> Di
     return result
 
 
-def _to_recipe(merged: DictConfig, where: str) -> Recipe:
-    try:
-        recipe = OmegaConf.to_object(merged)
-    except InterpolationResolutionError as error:
-        key = getattr(error, 'full_key', None) or '?'
-        raise RecipeError(f'{key}: {_first_line(error)} (in {where}); set the variable or write the value') from None
-    except OmegaConfBaseException as error:
-        raise RecipeError(_config_error_text(error, where)) from None
-    assert isinstance(recipe, Recipe)
-    return recipe
-
-
 def _first_line(error: BaseException) -> str:
     return str(getattr(error, 'msg', error)).strip().splitlines()[0]
 
 
 def yaml_problem(error: BaseException, marks: bool = True) -> str:
-    """The parser's reason for refusing a YAML text, with its line and column (1-based) when ``marks``.
-
-    A duplicate key (which omegaconf's loader refuses) is named with the key.
+    """The parser's reason for refusing a YAML text, with its line and column when ``marks``; a duplicate key is named.
 
     Example:
         >>> from omegaconf import OmegaConf
@@ -225,17 +211,10 @@ def yaml_problem(error: BaseException, marks: bool = True) -> str:
     return f'line {where.line + 1}, column {where.column + 1}: {reason}' if marks and where is not None else reason
 
 
-def _unwrap(hint: Any) -> Any:
-    """``X`` from ``X | None``; any other type hint unchanged."""
-    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
-        return args[0]
-    return hint
-
-
 def _shape(hint: Any) -> str:
     """What a schema type needs in the YAML: ``'mapping'``, ``'list'`` or ``'value'``."""
-    hint = _unwrap(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
     if dataclasses.is_dataclass(hint) or typing.get_origin(hint) is dict:
         return 'mapping'
     return 'list' if typing.get_origin(hint) is list else 'value'
@@ -254,33 +233,27 @@ def _check_shape(node: dict[str, Any], schema: Any, prefix: str, what: str) -> N
         if key not in hints:
             valid = ', '.join(f.name for f in dataclasses.fields(schema))
             raise RecipeError(f'unknown field {name!r} in {what}; valid fields here: {valid}')
-        shape, hint = _shape(hints[key]), _unwrap(hints[key])
-        if value is None and shape == 'mapping' and not _nullable(hints[key]):
+        hint, shape = hints[key], _shape(hints[key])
+        if value is None and shape == 'mapping' and type(None) not in typing.get_args(hint):
             raise RecipeError(f'{name} must be a mapping, got null (in {what}); write {name}: {{}} for an empty one')
-        if value is None or _kind(value) == shape:
-            if dataclasses.is_dataclass(hint) and value is not None:
-                _check_shape(value, hint, f'{name}.', what)
-            elif name in MAPPED_SECTIONS and value is not None:
-                for label, arguments in value.items():
-                    if arguments is not None and not isinstance(arguments, dict):
-                        raise RecipeError(f'{name}.{label} must be a mapping of arguments (or empty), got '
-                                          f'{arguments!r} (in {what})')
-            elif name == 'schedulers' and value is not None:
-                for k, part in enumerate(value):
-                    if not isinstance(part, dict):
-                        raise RecipeError(f'schedulers[{k}] must be a mapping (a scheduler part), got {part!r} '
-                                          f'(in {what})')
+        if value is None:
             continue
+        if _kind(value) != shape:
+            expected = (f'a mapping of fields ({", ".join(f.name for f in dataclasses.fields(hint))})'
+                        if dataclasses.is_dataclass(hint) else {'value': 'a single value'}.get(shape, f'a {shape}'))
+            got = f'a {_kind(value)} {value!r}' if isinstance(value, (dict, list)) else repr(value)
+            raise RecipeError(f'{name} must be {expected}, got {got} (in {what})')
         if dataclasses.is_dataclass(hint):
-            expected = f'a mapping of fields ({", ".join(f.name for f in dataclasses.fields(hint))})'
-        else:
-            expected = {'mapping': 'a mapping', 'list': 'a list', 'value': 'a single value'}[shape]
-        got = f'a {_kind(value)} {value!r}' if isinstance(value, (dict, list)) else repr(value)
-        raise RecipeError(f'{name} must be {expected}, got {got} (in {what})')
-
-
-def _nullable(hint: Any) -> bool:
-    return type(None) in typing.get_args(hint)
+            _check_shape(value, hint, f'{name}.', what)
+        elif name in MAPPED_SECTIONS:
+            for label, arguments in value.items():
+                if arguments is not None and not isinstance(arguments, dict):
+                    raise RecipeError(f'{name}.{label} must be a mapping of arguments (or empty), got '
+                                      f'{arguments!r} (in {what})')
+        elif name == 'schedulers':
+            for k, part in enumerate(value):
+                if not isinstance(part, dict):
+                    raise RecipeError(f'schedulers[{k}] must be a mapping (a scheduler part), got {part!r} (in {what})')
 
 
 def _config_error_text(error: OmegaConfBaseException, what: str) -> str:
@@ -288,31 +261,32 @@ def _config_error_text(error: OmegaConfBaseException, what: str) -> str:
     return f'invalid value for field {key!r} in {what}: {_first_line(error)}'
 
 
-def _float_fields(obj: Any, prefix: str = '') -> Iterator[tuple[str, Any]]:
-    """Every float in the recipe (dataclass fields, parts, list items) with its dotted name."""
-    items = ([(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj)
-             else list(obj.items()))
-    for key, value in items:
-        name = f'{prefix}{key}'
-        if isinstance(value, float):
-            yield name, value
-        elif dataclasses.is_dataclass(value) or isinstance(value, dict):
-            yield from _float_fields(value, f'{name}.')
-        elif isinstance(value, list):
-            for k, item in enumerate(value):
-                if isinstance(item, float):
-                    yield f'{name}[{k}]', item
-                elif isinstance(item, dict):
-                    yield from _float_fields(item, f'{name}[{k}].')
+def _floats(value: Any, name: str = '') -> Iterator[tuple[str, float]]:
+    """Every float in ``value`` (the recipe as a dict, its parts, their lists) with its dotted name."""
+    if isinstance(value, float):
+        yield name, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _floats(item, f'{name}.{key}' if name else key)
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            yield from _floats(item, f'{name}[{k}]')
 
 
-def _at_least(name: str, value: float | None, minimum: float) -> None:
-    if value is not None and value < minimum:
-        raise RecipeError(f'{name} must be at least {minimum}, got {value}')
-
-
-def _check_schedule(recipe: Recipe) -> None:
-    """One way to give the LR schedule, and a scale_schedule_ratio only where there is a schedule to scale."""
+def check_recipe(recipe: Recipe) -> None:
+    """The ranges of the run's own fields (a part's options are checked when it is resolved)."""
+    for name, value in _floats(dataclasses.asdict(recipe)):
+        if not math.isfinite(value):
+            raise RecipeError(f'{name} must be a finite number, got {value}')
+    if not 0 <= recipe.seed <= TRAINER_SEED_LIMIT:
+        raise RecipeError(f'seed must be in the interval [0, 2**32 - world size] ([0, {TRAINER_SEED_LIMIT}] on one '
+                          f'process), got {recipe.seed}')
+    for name, minimum in _MINIMUMS.items():
+        value = attrgetter(name)(recipe)
+        if value is not None and value < minimum:
+            raise RecipeError(f'{name} must be at least {minimum}, got {value}')
+    for name in DURATION_UNITS:
+        valid_duration(name, getattr(recipe, name))
     if recipe.scheduler is not None and recipe.schedulers:
         raise RecipeError('scheduler and schedulers both set the LR schedule; give one: scheduler (one part) or '
                           'schedulers (a list of parts)')
@@ -322,29 +296,6 @@ def _check_schedule(recipe: Recipe) -> None:
         raise RecipeError(f'scale_schedule_ratio={recipe.scale_schedule_ratio:g} scales the LR schedule and '
                           'max_duration, but the recipe sets no scheduler (Composer refuses a ratio with nothing to '
                           'scale); set scheduler, or leave scale_schedule_ratio at 1.0')
-
-
-def check_recipe(recipe: Recipe) -> None:
-    """The ranges of the run's own fields (a part's options are checked when it is resolved)."""
-    for name, value in _float_fields(recipe):
-        if not math.isfinite(value):
-            raise RecipeError(f'{name} must be a finite number, got {value}')
-    if not 0 <= recipe.seed <= TRAINER_SEED_LIMIT:
-        raise RecipeError(f'seed must be in the interval [0, 2**32 - world size] ([0, {TRAINER_SEED_LIMIT}] on one '
-                          f'process), got {recipe.seed}')
-    _at_least('global_train_batch_size', recipe.global_train_batch_size, 1)
-    _at_least('device_train_microbatch_size', recipe.device_train_microbatch_size, 1)
-    _at_least('gradient_accumulation_steps', recipe.gradient_accumulation_steps, 1)
-    _at_least('device_eval_batch_size', recipe.device_eval_batch_size, 1)
-    _at_least('train_loader.num_workers', recipe.train_loader.num_workers, 0)
-    _at_least('dist_timeout', recipe.dist_timeout, 1)
-    for name in DURATION_UNITS:
-        valid_duration(name, getattr(recipe, name))
-    for section in MAPPED_SECTIONS:
-        for name, arguments in getattr(recipe, section).items():
-            if arguments is not None and not isinstance(arguments, dict):
-                raise RecipeError(f'{section}.{name} must be a mapping of arguments (or empty), got {arguments!r}')
-    _check_schedule(recipe)
     check_run_fields(recipe)
     for k, spec in enumerate(recipe.checkpoint_safe_globals):
         if split_import_name(spec) is None:
