@@ -588,9 +588,10 @@ def _check_memory(dataset_len: int, last: Attempt) -> None:
     if needed > total:
         files = [str(scan.path) for _, scan in sorted(last.ranks.items())]
         shown = ', '.join(files[:3]) + (f' and {len(files) - 3} more' if len(files) > 3 else '')
-        raise LedgerError(f'dataset_len={dataset_len} in the headers of attempt {last.attempt}: audit counts an epoch '
-                          f'in 2 bits per sample, {needed} bytes, more than the {total} bytes of memory of this machine; '
-                          f'audit on a larger machine, or check the header of {shown}, which may be forged or damaged')
+        raise LedgerError(f'dataset_len={dataset_len} in the headers of attempt {last.attempt}: audit counts an '
+                          f'epoch in 2 bits per sample, {needed} bytes, more than the {total} bytes of memory of this '
+                          f'machine; audit on a larger machine, or check the header of {shown}, which may be forged or '
+                          'damaged')
 
 
 def _gathered(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> np.ndarray:

@@ -197,7 +197,7 @@ def build_run(spec: RunSpec, world_size: int | None = None, rank: int | None = N
     held_out = build_eval_loader(spec, data.held_out)
     where = Placement(batch_sizes.data_parallel, rank // batch_sizes.replication, prepared.data_seed)
     train = build_train_loader(spec, data.train, batch_sizes, where)
-    graph = check_train_graph(spec, checked, train, world_size, rank, spec.sync.allow_data_change)
+    graph = check_train_graph(spec, checked, train, world_size, rank)
     return Run(spec, batch_sizes, data.train, data.held_out, train, held_out, checked, device,
                later if later is not None and later.interrupted else None, graph, prepared.complete)
 
@@ -232,8 +232,8 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
     return plan_loaders(batch_sizes, seed, rank_loaders, epochs, proof=proof, workers=workers)
 
 
-def check_train_graph(spec: RunSpec, checked: Checked, loader: DataLoader, world_size: int, rank: int,
-                      allow_data_change: bool = False) -> GraphSnapshot:
+def check_train_graph(spec: RunSpec, checked: Checked, loader: DataLoader, world_size: int,
+                      rank: int) -> GraphSnapshot:
     """The graph of the train loader of ``rank``, walked once; refused unless it shards as ``world_size`` ranks need
     and keeps the order and data of the checkpoint at ``load_path``, as ``SamplerSync`` would refuse them."""
     from composer_sampling._fingerprint import dataset_fingerprint
@@ -256,7 +256,7 @@ def check_train_graph(spec: RunSpec, checked: Checked, loader: DataLoader, world
         if loaded.fingerprint is not None:  # an older checkpoint's note is SamplerSync's, at fit start
             with warnings.catch_warnings():
                 warnings.simplefilter('ignore')  # SamplerSync gives allow_data_change's warning at fit start
-                check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), allow_data_change)
+                check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), spec.sync.allow_data_change)
     except ResumeRefusedError as error:
         raise RecipeError(str(error)) from None
     return graph

@@ -226,7 +226,7 @@ def test_autoresume_picks_the_latest_checkpoint_and_falls_back_to_load_path(tmp_
 
 def test_a_resume_onto_other_data_is_refused_by_plan_and_train_unless_allowed(tmp_path: Path, capsys) -> None:
     """The same length, other content: both commands name the two fingerprints before training;
-    callbacks.sampler_sync.allow_data_change lets the run continue on the new data."""
+    callbacks.sampler_sync.allow_data_change lets both continue on the new data."""
     def dataset(seed: int) -> str:
         return ('train_loader.dataset={target: "composer_sampling.recipes.demo.data:SyntheticDataset", '
                 f'kwargs: {{size: 400, seed: {seed}}}}}')
@@ -241,4 +241,6 @@ def test_a_resume_onto_other_data_is_refused_by_plan_and_train_unless_allowed(tm
     refusal = capsys.readouterr().err
     assert "SyntheticDataset's own fingerprint 'ten Gaussian clusters in 64 dimensions, seed 0" in refusal
     assert "seed 1, 400 samples'" in refusal and 'callbacks.sampler_sync.allow_data_change: true' in refusal
-    assert train_main([DIGITS, *resumed, 'callbacks.sampler_sync.allow_data_change=true']) == 0
+    allowed = [*resumed, 'callbacks.sampler_sync.allow_data_change=true']
+    assert main(['plan', DIGITS, *allowed]) == 0, capsys.readouterr().err  # plan agrees with train
+    assert train_main([DIGITS, *allowed]) == 0
