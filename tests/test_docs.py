@@ -1,11 +1,11 @@
-"""The README stays short enough to finish, and no link or Python file named in it or in docs/ is dead.
+"""The README stays short enough to finish, and no link, page or Python file named in it or in docs/ is dead.
 
-A link is alive where the page is read: in the repository, relative links resolve; in an
-unpacked sdist too, because MANIFEST.in ships every page the README links to; and an
-absolute link into this repository (a URL that ``[project.urls]`` of pyproject.toml
-names, followed by ``/blob/REF/`` or ``/tree/REF/``) must name a file that exists here.
-PyPI renders the README of a wheel with its relative links broken, so once pyproject.toml
-names the repository, the README's links into it should be absolute.
+PyPI renders the README as the wheel's page, where a relative link is broken, so the
+README names the pages of docs/ as paths instead of linking them: the repository and the
+sdist hold them (MANIFEST.in), and the wheel installs them, which ``composer-sampling docs``
+prints. The pages of docs/ link each other relatively. An absolute link into this
+repository (a URL that ``[project.urls]`` of pyproject.toml names, followed by
+``/blob/REF/`` or ``/tree/REF/``) must name a file that exists here.
 """
 
 from __future__ import annotations
@@ -53,14 +53,26 @@ def test_every_python_file_named_exists(page: Path) -> None:
     assert not missing, f'{page.relative_to(ROOT)} names Python files that do not exist: {missing}'
 
 
-def test_every_page_of_docs_is_linked_from_the_readme() -> None:
-    linked = {(ROOT / target.split('#', 1)[0]).resolve() for target in _relative_links(ROOT / 'README.md')}
-    orphans = [page.name for page in PAGES[1:] if page.resolve() not in linked]
-    assert not orphans, f'docs pages no README link reaches: {orphans}'
+def _named_in_the_readme() -> set[str]:
+    """The files of the repository that the README names as paths: ``docs/NAME.md`` and ``BENCHMARKS.md``."""
+    return set(re.findall(r'`((?:docs/)?[\w.-]+\.md)`', (ROOT / 'README.md').read_text()))
+
+
+def test_the_readme_has_no_relative_link() -> None:
+    assert not _relative_links(ROOT / 'README.md'), 'PyPI shows the README with relative links broken: name the path'
+
+
+def test_every_page_of_docs_is_named_in_the_readme_and_every_page_named_exists() -> None:
+    named = _named_in_the_readme()
+    orphans = [page.name for page in PAGES[1:] if page.relative_to(ROOT).as_posix() not in named]
+    assert not orphans, f'docs pages the README does not name: {orphans}'
+    missing = sorted(path for path in named if not (ROOT / path).is_file())
+    assert not missing, f'README.md names pages that do not exist: {missing}'
 
 
 def test_the_link_pattern_finds_links() -> None:
-    assert _relative_links(ROOT / 'README.md'), 'no relative link found in README.md: the pattern is broken'
+    page = '[the order](docs/samplers.md#order) and [Composer](https://docs.mosaicml.com)\n```\nx[0](1)\n```'
+    assert LINK.findall(_without_code(page)) == ['docs/samplers.md#order', 'https://docs.mosaicml.com']
 
 
 def _repository_urls() -> list[str]:
@@ -113,8 +125,7 @@ def _shipped_in_the_sdist(path: str) -> bool:
     return False
 
 
-def test_the_sdist_carries_every_page_the_readme_links_to() -> None:
-    assert (ROOT / 'MANIFEST.in').is_file(), 'no MANIFEST.in: the sdist would lack the docs the README links to'
-    linked = sorted({target.split('#', 1)[0] for target in _relative_links(ROOT / 'README.md')})
-    missing = [path for path in linked if not _shipped_in_the_sdist(path)]
-    assert not missing, f'README.md links to files that MANIFEST.in leaves out of the sdist: {missing}'
+def test_the_sdist_carries_every_page_the_readme_names() -> None:
+    assert (ROOT / 'MANIFEST.in').is_file(), 'no MANIFEST.in: the sdist would lack the docs the README names'
+    missing = sorted(path for path in _named_in_the_readme() if not _shipped_in_the_sdist(path))
+    assert not missing, f'README.md names files that MANIFEST.in leaves out of the sdist: {missing}'

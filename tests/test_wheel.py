@@ -59,10 +59,12 @@ def _run(env: Path, args: list[str], cwd: Path, timeout: int = 400) -> subproces
     return subprocess.run(args, cwd=cwd, env=_outside_the_checkout(), capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_wheel_ships_the_recipes_and_the_license_but_no_tests(wheel: Path) -> None:
+def test_the_wheel_ships_the_recipes_the_docs_and_the_license_but_no_tests(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     recipes = {Path(name).name for name in names if name.startswith('composer_sampling/recipes/yamls/')}
     assert {'digits.yaml', 'mixture.yaml', 'sub-epoch.yaml'} <= recipes
+    pages = {Path(name).name for name in names if name.startswith('composer_sampling/docs/')}
+    assert pages == {path.name for path in (ROOT / 'docs').glob('*.md')}  # what composer-sampling docs prints
     assert any(name.endswith('licenses/LICENSE') for name in names)
     assert not any(name.startswith(('tests/', 'scripts/', 'examples/')) for name in names)
     metadata = next(name for name in names if name.endswith('METADATA'))
@@ -77,6 +79,8 @@ def test_a_recipe_trains_from_the_installed_wheel(fresh_env: Path, tmp_path: Pat
     copied = _run(fresh_env, [str(command), 'recipes', 'digits', '--to', str(tmp_path)], tmp_path)
     assert copied.returncode == 0, copied.stderr
     assert (tmp_path / 'digits.yaml').is_file()
+    page = _run(fresh_env, [str(command), 'docs', 'resume'], tmp_path)
+    assert page.returncode == 0 and page.stdout == (ROOT / 'docs' / 'resume.md').read_text(), page.stderr
     refused = _run(fresh_env, [str(command), 'train', 'digits.yaml', 'seed=-1'], tmp_path)
     assert refused.returncode == 2 and 'error: seed must be in the interval' in refused.stderr, refused.stderr
     # The module the launcher runs on every rank (composer -n N -m composer_sampling.train), here on one rank: the

@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     recipes.add_argument('name', nargs='?', help='a recipe to copy, e.g. digits (or digits.yaml)')
     recipes.add_argument('--to', default='.', metavar='DIR', help='where to copy it (default: the current folder)')
     recipes.add_argument('--force', action='store_true', help='replace a file of the same name')
+    docs = commands.add_parser('docs', help='list the reference pages installed with the package, or print one')
+    docs.add_argument('page', nargs='?', help='a page to print, e.g. resume (or resume.md)')
     return parser
 
 
@@ -88,6 +90,21 @@ def _recipes(args: argparse.Namespace) -> int:
     except OSError as error:
         raise RecipeError(f'--to {args.to}: cannot write {target} ({error.strerror})') from None
     print(f'wrote {target}; train it with: composer-sampling train {target}')
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    """List the reference pages that the wheel installs beside the code, or print one of them."""
+    pages = {path.stem: path for path in sorted((Path(__file__).resolve().parent.parent / 'docs').glob('*.md'))}
+    if args.page is None:
+        for name, path in pages.items():
+            print(f'{name:<16} {path.read_text().splitlines()[0].lstrip("# ")}')
+        print('\nprint one with: composer-sampling docs PAGE')
+        return 0
+    name = args.page.removesuffix('.md')
+    if name not in pages:
+        raise RecipeError(f'no page {args.page!r}; choose one of: {", ".join(pages)}')
+    print(pages[name].read_text(), end='')
     return 0
 
 
@@ -245,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return train_main([args.recipe, *args.overrides])
     try:
-        commands = {'plan': _plan, 'audit': _audit, 'recipes': _recipes}
+        commands = {'plan': _plan, 'audit': _audit, 'recipes': _recipes, 'docs': _docs}
         return commands[args.command](args)
     except (RecipeError, LedgerError) as error:
         print(f'error: {error}', file=sys.stderr)

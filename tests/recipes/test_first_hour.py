@@ -27,6 +27,18 @@ def test_the_recipe_list_prints_whole_sentences(capsys: pytest.CaptureFixture[st
     assert max(len(line) for line in out.splitlines()) <= 100
 
 
+def test_the_docs_command_lists_every_page_and_prints_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """The pages the README names are readable from an installed package (the wheel's copy: tests/test_wheel.py)."""
+    assert main(['docs']) == 0
+    listed = {line.split()[0]: line.split(None, 1)[1] for line in capsys.readouterr().out.split('\n\n')[0].splitlines()}
+    assert set(listed) == {path.stem for path in (ROOT / 'docs').glob('*.md')}
+    assert listed['resume'] == 'Resume: as if the run never stopped'
+    assert main(['docs', 'resume.md']) == 0
+    assert capsys.readouterr().out == (ROOT / 'docs' / 'resume.md').read_text()
+    assert main(['docs', 'tutorial']) == 2
+    assert capsys.readouterr().err.startswith("error: no page 'tutorial'; choose one of: layout, lightning, ")
+
+
 def test_a_copied_recipe_names_its_copy_in_its_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(['recipes', 'digits', '--to', str(tmp_path)]) == 0
     copied = (tmp_path / 'digits.yaml').read_text()
