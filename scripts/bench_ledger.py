@@ -212,14 +212,14 @@ checkpoint holds, which a resume trains again. A fit's first batch is still chec
 `index_key` stops the run there; a later index outside the dataset stops it at the write, before a checkpoint
 holds its batch, with the same message. `run_event` calls only the handlers that do something (9 of a batch's 13
 events have none). Asking the saver at each batch whether it is about to save was no option: its `save_interval`
-costs about 30 us a call here (Composer computes the elapsed fraction of the run), more than the ledger's budget;
+costs about 30 us per call here (Composer computes the elapsed fraction of the run), more than the ledger's budget;
 the saver itself pays that every batch (the "saver" rows).
 
 Side by side with the code before this change (commit 918245b, its package unpacked with `git archive` and imported
 instead, in alternating processes, three timed ledger fits and three fits with no callback each after a warm-up
 pair, five processes of each, while the machine ran at a load of 7-9 on its 2 cores, as in the run of the tables
-above, where the step took three times the 2 ms it takes on an idle machine): `batch_end` took 72-102 us a call
-before and 9-19 us after; the ledger's own time 104-156 us a batch before, 45-98 us after; as a share of the step
+above, where the step took three times the 2 ms it takes on an idle machine): `batch_end` took 72-102 us per call
+before and 9-19 us after; the ledger's own time 104-156 us per batch before, 45-98 us after; as a share of the step
 with no callback measured in the same process, 1.54-2.02% (median 1.86%) before and 0.93-1.05% (median 0.94%)
 after. The "SampleLedger - no callback" row holds more than the ledger's own time: the empty callback's engine cost
 and the index tap the ledger installs on the batch sampler (the listened walk above, which SamplerSync installs

@@ -7,7 +7,7 @@ generator from ``(data seed, epoch, index)`` before each read. In a DataLoader
 worker it only seeds (the worker's RNGs serve nothing else); in the main process
 it saves the three states before and restores them after, per sample through
 ``__getitem__``, once per batch through ``__getitems__`` (what a DataLoader calls).
-The target is under 10 us a sample in workers; a first prototype, which saved and
+The target is under 10 us per sample in workers; a first prototype, which saved and
 restored all three states around every sample, spent about 74 us.
 
 Measured over an in-memory dataset of 20,000 samples, each a row of 64 floats (a
@@ -250,7 +250,7 @@ def main() -> None:
         '| --- | ---: | ---: | ---: |',
         worker_single, worker_batched, main_single, main_batched,
         '',
-        f'In a worker PerSampleRNG adds {worker_added:.1f} us a sample through `__getitem__` and '
+        f'In a worker PerSampleRNG adds {worker_added:.1f} us per sample through `__getitem__` and '
         f'{worker_batched_added:.1f} us through `__getitems__` (target under {TARGET_US:g} us: {met}; the '
         f'prototype that saved and restored all three states per sample spent about {PROTOTYPE_US:g} us). In the '
         f'main process a sample costs {main_added:.1f} us one at a time and {main_batched_added:.1f} us in batches '

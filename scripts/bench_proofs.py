@@ -366,7 +366,7 @@ def main() -> None:
         'and their graphs; the proof itself is arithmetic on the parameters plus the guard (4,096 positions through '
         'the permutation and back per epoch, and the first indices of two ranks). The counted row is the same recipe '
         'with `--proof counted`.', '',
-        '### audit: ledger files of one epoch, 64 ranks, 1,024 indices a record', '',
+        '### audit: ledger files of one epoch, 64 ranks, 1,024 indices per record', '',
         *audit_rows, '',
         *audit_notes(args.audit_against),
     ])

@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=3)
     args = parser.parse_args()
     rows = [
-        f'Dataset of {SIZE:,} samples, batch {BATCH}: {PER_EPOCH} batches an epoch; resume in epoch 1 at batch k, '
+        f'Dataset of {SIZE:,} samples, batch {BATCH}: {PER_EPOCH} batches per epoch; resume in epoch 1 at batch k, '
         'the same `DataLoader(dataset, batch_size, sampler=...)` in every case. "spin cost" is the spin\'s time '
         'minus ResumableDistributedSampler\'s, against the model k x batch x read / workers; the two speed-ups are '
         'the spin\'s time over each SamplerSync case\'s.',

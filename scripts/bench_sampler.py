@@ -31,7 +31,7 @@ from bench_report import write_section
 WORLD = 8
 RANK = 3
 START_SIZES = (10**7, 10**8, 10**9, 10**10)
-TORCH_LIMIT = 10**8  # torch materializes randperm(N) and a list of N ints: ~53 bytes a sample, 1e9 needs ~50 GB
+TORCH_LIMIT = 10**8  # torch materializes randperm(N) and a list of N ints: ~53 bytes per sample, 1e9 needs ~50 GB
 
 CHILD = textwrap.dedent('''
     import json, resource, sys, time
@@ -94,7 +94,7 @@ def epoch_start(repeats: int, torch_repeats: int, *, sizes: tuple[int, ...] = ST
             their_time, their_rss = median(theirs, 'first_index_s'), median(theirs, 'extra_rss_mb')
             torch_cells = f'{their_time:.2f} s | {their_rss:,.0f} MB | {their_time / our_time:,.0f}x'
         else:
-            torch_cells = 'does not fit (~53 bytes a sample) | | '
+            torch_cells = 'does not fit (~53 bytes per sample) | | '
         lines.append(f'| {n:.0e} | {our_time * 1000:.1f} ms | {our_rss:.1f} MB | {torch_cells} |')
     return '\n'.join(lines)
 

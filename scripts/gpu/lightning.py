@@ -2,7 +2,7 @@
 
 It needs no Composer: the lent GPU machine's image has pytorch-lightning, so this part
 runs even where Composer cannot. A small MLP with dropout trains on synthetic data
-(64 batches an epoch) whole, then stopped right after its checkpoint at step 72 (epoch 1,
+(64 batches per epoch) whole, then stopped right after its checkpoint at step 72 (epoch 1,
 batch 8), then resumed from that checkpoint with ``ckpt_path``. The check compares the
 batches the two runs trained after step 72 and the final weights and optimizer state,
 bit for bit, under Lightning's ``deterministic=True``.

@@ -37,7 +37,7 @@ from composer_sampling.train import main as train_main
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
-#: The digits recipe on 400 synthetic samples (5 batches an epoch), FSDP2 with sharded checkpoints.
+#: The digits recipe on 400 synthetic samples (5 batches per epoch), FSDP2 with sharded checkpoints.
 SHARDED = [DIGITS, 'train_loader.dataset={name: synthetic, size: 400}', 'device=cpu', 'run_name=sharded',
            'parallelism_config={fsdp: {state_dict_type: sharded}}']
 #: Where the crafted entries go: keys a resuming Trainer's template holds, so Composer reads them.

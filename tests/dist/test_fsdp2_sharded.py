@@ -31,7 +31,7 @@ from gpu.resume import compare_states, final_state, sample_differences, trained_
 
 pytestmark = pytest.mark.world_size(2)
 
-#: The digits recipe on 400 synthetic samples: 320 trained at global batch 64, 5 batches an epoch, 2 epochs.
+#: The digits recipe on 400 synthetic samples: 320 trained at global batch 64, 5 batches per epoch, 2 epochs.
 COMMON = [str(ROOT / 'yamls' / 'digits.yaml'), 'train_loader.dataset={name: synthetic, size: 400}', 'device=cpu',
           'parallelism_config={fsdp: {state_dict_type: sharded}}', 'callbacks.sample_ledger={}', 'save_interval=7ba',
           'eval_interval=2ep']

@@ -186,7 +186,7 @@ def test_a_fits_ledger_is_the_bytes_of_one_write_per_record(tmp_path: Path) -> N
     assert (tmp_path / 'again.bin').read_bytes() == path.read_bytes()
 
 
-#: 320 training samples (of 400) at batch 64: 5 batches an epoch; checkpoints at batches 3 and 5 (the end).
+#: 320 training samples (of 400) at batch 64: 5 batches per epoch; checkpoints at batches 3 and 5 (the end).
 COMMON = ['yamls/digits.yaml', 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep',
           'save_interval=3ba', 'run_name=synthetic', 'callbacks.sample_ledger={}']
 

@@ -32,7 +32,7 @@ from support.launched_runs import SYNTHETIC_RECIPE, two_rank_synthetic
 from support.launcher import COMPOSER
 
 ROOT = Path(__file__).resolve().parents[2]
-#: 320 training samples (of 400) at global batch 64: 5 batches an epoch; checkpoints at batches 3 and 5 (the end).
+#: 320 training samples (of 400) at global batch 64: 5 batches per epoch; checkpoints at batches 3 and 5 (the end).
 COMMON = SYNTHETIC_RECIPE
 
 

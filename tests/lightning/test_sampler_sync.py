@@ -51,7 +51,7 @@ def test_a_mid_epoch_checkpoint_resumes_bit_for_bit(kind: str, tmp_path: Path) -
 
 
 def test_checkpoints_at_an_epochs_end_and_its_last_batch_resume_at_the_next_epoch(tmp_path: Path) -> None:
-    """12 batches an epoch: step 12 is the last batch of epoch 0, step 24 the last of epoch 1."""
+    """12 batches per epoch: step 12 is the last batch of epoch 0, step 24 the last of epoch 1."""
     whole = fit(loader('ours'), tmp_path / 'whole', max_steps=30)
     fit(loader('ours'), tmp_path / 'stopped', max_steps=25, save_every=12)
     for step in (12, 24):

@@ -28,7 +28,7 @@ from composer_sampling.recipes.schema import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
-#: 320 training samples at global batch 64: 5 batches an epoch.
+#: 320 training samples at global batch 64: 5 batches per epoch.
 SYNTHETIC = ['train_loader.dataset={name: synthetic, size: 400}', 'save_interval=1ba']
 
 

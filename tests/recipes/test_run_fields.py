@@ -32,7 +32,7 @@ from support.helpers import states_equal
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = str(ROOT / 'yamls' / 'digits.yaml')
-#: 320 training samples at global batch 64: 5 batches an epoch; checkpoints at batch 3 and at the epoch's end.
+#: 320 training samples at global batch 64: 5 batches per epoch; checkpoints at batch 3 and at the epoch's end.
 SYNTHETIC = [DIGITS, 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep', 'save_interval=3ba',
              'callbacks.sample_ledger={}']
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason='the refusals of a machine without a CUDA GPU')

@@ -20,7 +20,7 @@ from support.streaming_helpers import STREAMING_DEFAULT_SEED, streaming_loader, 
 
 pytestmark = pytest.mark.composer
 
-SIZE, BATCH = 48, 8  # 6 batches an epoch
+SIZE, BATCH = 48, 8  # 6 batches per epoch
 
 
 def loader() -> DataLoader:

@@ -179,7 +179,7 @@ def test_the_carried_wheels_are_pinned_and_none_is_in_the_image() -> None:
 
 def test_the_lightning_part_resumes_bit_for_bit_and_fails_a_fit_without_the_callback(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Lightning part for real at a tiny size (12 batches an epoch, a checkpoint at step 16 of 24): every row ok;
+    """The Lightning part for real at a tiny size (12 batches per epoch, a checkpoint at step 16 of 24): every row ok;
     with a plain Lightning callback in SamplerSync's place, Lightning starts epoch 1 again and both rows fail."""
     import pytorch_lightning as pl
 

@@ -16,7 +16,7 @@ import pytest
 
 from support.launcher import launch
 
-#: The digits recipe on 400 synthetic samples (320 trained, at global batch 64: 5 batches an epoch), one epoch,
+#: The digits recipe on 400 synthetic samples (320 trained, at global batch 64: 5 batches per epoch), one epoch,
 #: checkpoints at batches 3 and 5 (the end), the sample ledger beside them.
 SYNTHETIC_RECIPE = ['yamls/digits.yaml', 'train_loader.dataset={name: synthetic, size: 400}', 'max_duration=1ep',
                     'save_interval=3ba', 'run_name=synthetic', 'callbacks.sample_ledger={}']

@@ -59,7 +59,7 @@ def test_a_batch_of_batches_covers_every_sample_once_an_epoch_in_a_new_order_eac
 @pytest.mark.parametrize('workers', [0, 2])
 @pytest.mark.parametrize('kind', KINDS)
 def test_a_run_stopped_after_a_mid_epoch_checkpoint_resumes_bit_for_bit(kind: str, workers: int) -> None:
-    """96 samples, 8 a rank a batch: 6 batches an epoch. Stopped right after the checkpoint of step 8 (epoch 1,
+    """96 samples, 8 a rank a batch: 6 batches per epoch. Stopped right after the checkpoint of step 8 (epoch 1,
     batch 2), resumed with ckpt_path: every rank trains the batches of the run that never stopped, every sample once
     an epoch, and ends with its weights and momentum, dropout on."""
     folder = _shared_folder('resume')
