@@ -13,6 +13,7 @@ import re
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,21 +71,36 @@ def _description(path: Path) -> str:
     return re.split(r'(?<=[.!?])\s+', text, maxsplit=1)[0]
 
 
-def _recipes(args: argparse.Namespace) -> int:
-    recipes = {path.stem: path for path in sorted((Path(__file__).resolve().parent / 'yamls').glob('*.yaml'))}
-    if args.name is None:
-        for name, path in recipes.items():
-            lines = textwrap.wrap(_description(path), width=77) or ['']  # 100 columns, the name in 22 of them
+def _shipped(folder: str, suffix: str) -> dict[str, Path]:
+    """The files ending in ``suffix`` that the package ships in ``folder``, by name without the suffix."""
+    root = Path(__file__).resolve().parent.parent
+    return {path.stem: path for path in sorted((root / folder).glob(f'*{suffix}'))}
+
+
+def _list_or_choose(files: dict[str, Path], given: str | None, suffix: str, what: str,
+                    describe: Callable[[Path], str], hint: str) -> Path | None:
+    """Print ``files`` with their descriptions and ``hint`` when nothing is ``given``, else the file it names."""
+    if given is None:
+        for name, path in files.items():
+            lines = textwrap.wrap(describe(path), width=77) or ['']  # 100 columns, the name in 22 of them
             for k, line in enumerate(lines):
                 print(f'{name if k == 0 else "":<22} {line}')
-        print('\ncopy one out with: composer-sampling recipes NAME [--to DIR]')
+        print(f'\n{hint}')
+        return None
+    name = given.removesuffix(suffix)
+    if name not in files:
+        raise RecipeError(f'no {what} {given!r}; choose one of: {", ".join(files)}')
+    return files[name]
+
+
+def _recipes(args: argparse.Namespace) -> int:
+    recipe = _list_or_choose(_shipped('recipes/yamls', '.yaml'), args.name, '.yaml', 'packaged recipe',
+                             _description, 'copy one out with: composer-sampling recipes NAME [--to DIR]')
+    if recipe is None:
         return 0
-    name = args.name.removesuffix('.yaml')
-    if name not in recipes:
-        raise RecipeError(f'no packaged recipe {args.name!r}; choose one of: {", ".join(recipes)}')
-    target = _copy_target(Path(args.to), f'{name}.yaml', args.force)
+    target = _copy_target(Path(args.to), recipe.name, args.force)
     # The header's commands name the copy, not the bundled file.
-    text = recipes[name].read_text().replace(f'yamls/{name}.yaml', str(target))
+    text = recipe.read_text().replace(f'yamls/{recipe.name}', str(target))
     try:
         target.write_text(text)
     except OSError as error:
@@ -95,16 +111,11 @@ def _recipes(args: argparse.Namespace) -> int:
 
 def _docs(args: argparse.Namespace) -> int:
     """List the reference pages that the wheel installs beside the code, or print one of them."""
-    pages = {path.stem: path for path in sorted((Path(__file__).resolve().parent.parent / 'docs').glob('*.md'))}
-    if args.page is None:
-        for name, path in pages.items():
-            print(f'{name:<16} {path.read_text().splitlines()[0].lstrip("# ")}')
-        print('\nprint one with: composer-sampling docs PAGE')
-        return 0
-    name = args.page.removesuffix('.md')
-    if name not in pages:
-        raise RecipeError(f'no page {args.page!r}; choose one of: {", ".join(pages)}')
-    print(pages[name].read_text(), end='')
+    page = _list_or_choose(_shipped('docs', '.md'), args.page, '.md', 'page',
+                           lambda path: path.read_text().splitlines()[0].lstrip('# '),
+                           'print one with: composer-sampling docs PAGE')
+    if page is not None:
+        print(page.read_text(), end='')
     return 0
 
 
