@@ -490,7 +490,7 @@ def test_a_lineage_with_a_gap_or_a_damaged_ledger_exits_2(tmp_path: Path, capsys
         ({'attempt': 5}, 'has attempt=5 in its header; it must be a str'),
         ({'world_size': 2**40}, rf'attempt a1 ran on {2**40} ranks but only the ledgers of ranks \[0\] are in'),
         ({'dataset_len': 2**62}, rf'dataset_len={2**62} in the headers of attempt a1: audit counts an epoch in 2 bits '
-                                 rf'a sample, {2**60} bytes, more than the \d+ bytes of memory of this machine'),
+                                 rf'per sample, {2**60} bytes, more than the \d+ bytes of memory of this machine'),
     ],
 )
 def test_a_forged_header_with_a_valid_checksum_is_a_named_error(tmp_path: Path, capsys, changes: dict,
