@@ -98,8 +98,10 @@ def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFo
     if kept is None:
         return
     shown = _shown(recipe.save_folder or str(kept), str(kept))
-    names = [path.name for path in kept.iterdir()]
-    refusal = earlier_checkpoints(shown, names) if recipe.load_path is None else _later_problem(later, shown)
+    if recipe.load_path is None:
+        refusal = earlier_checkpoints(shown, [path.name for path in kept.iterdir()])
+    else:
+        refusal = _later_problem(later, shown)  # later_checkpoints listed the folder already
     if refusal is not None:
         raise RecipeError(refusal)
 
