@@ -42,8 +42,9 @@ export PYTHONDONTWRITEBYTECODE :=
 
 GPU_VENV := .venv-gpu
 GPU_STAMP := $(GPU_VENV)/.installed-stamp
-# Python 3.12, as on the GPU machine: pyenv's when it has one, else python3.12 on the PATH
-PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) python3.12)
+# Python 3.12, as on the GPU machine: pyenv's when it has one, else python3.12 on the PATH, else $(PYTHON)
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12) \
+	$(PYTHON))
 
 .PHONY: setup demo lint test test-oldest test-lightning test-fast gpu-rehearsal
 
@@ -97,7 +98,7 @@ LIGHTNING_ENV := -e '.[lightning,test-core]' 'torch==2.15.*'
 LIGHTNING_TESTS := tests/lightning tests/order tests/samplers tests/test_core_without_composer.py
 
 $(LIGHTNING_STAMP): pyproject.toml
-	$(call install,$(LIGHTNING),$(LIGHTNING_ENV))
+	$(call install,$(LIGHTNING),$(LIGHTNING_ENV),$(PYTHON312))
 	touch $(LIGHTNING_STAMP)
 
 test-lightning: $(LIGHTNING_STAMP)

@@ -204,8 +204,9 @@ def build_train_loader(spec: RunSpec, dataset: Dataset, batch_sizes: BatchSizes,
 def worker_start(num_workers: int, world_size: int, dataset: Any) -> dict[str, Any]:
     """The DataLoader keywords that start ``num_workers`` workers: on several ranks, from a fork server.
 
-    Forking a process that runs gloo's threads can copy a lock held by another thread, and the worker then hangs;
-    a fork server of one thread avoids that. The dataset must then be picklable by name. One rank keeps ``fork``.
+    Forking a process that runs gloo's threads can copy a lock held by another thread, and the worker then hangs:
+    on Python 3.11.7 and older, the interpreter's own lock of its thread list (CPython issue gh-112275). A fork
+    server of one thread avoids that. The dataset must then be picklable by name. One rank keeps ``fork``.
 
     Example:
         >>> worker_start(0, 2, range(4)), worker_start(2, 1, range(4))

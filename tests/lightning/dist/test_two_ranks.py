@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ pytestmark = [pytest.mark.world_size(2), pytest.mark.lightning]
 
 @pytest.fixture(autouse=True)
 def _process_group() -> None:
-    """The gloo group torchrun's environment describes, started before the first fit (Lightning then takes it)."""
+    """The gloo group torchrun's environment describes, started before the first fit (Lightning then takes it). A
+    collective whose peer has failed raises after two minutes instead of gloo's default of thirty."""
     if not torch_dist.is_initialized():
-        torch_dist.init_process_group('gloo')
+        torch_dist.init_process_group('gloo', timeout=timedelta(minutes=2))
 
 
 def _gathered(value: Any) -> list[Any]:
