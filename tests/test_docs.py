@@ -11,6 +11,8 @@ repository (a URL that ``[project.urls]`` of pyproject.toml names, followed by
 from __future__ import annotations
 
 import fnmatch
+import functools
+import os
 import re
 import sys
 from pathlib import Path
@@ -47,10 +49,21 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 @pytest.mark.parametrize('page', PAGES, ids=lambda page: page.name)
 def test_every_python_file_named_exists(page: Path) -> None:
-    files = {path.relative_to(ROOT).as_posix() for path in ROOT.rglob('*.py') if '.venv' not in path.parts}
+    files = _python_files()
     named = set(re.findall(r'`([\w./-]+\.py)`', page.read_text()))
     missing = sorted(name for name in named if not any(f == name or f.endswith('/' + name) for f in files))
     assert not missing, f'{page.relative_to(ROOT)} names Python files that do not exist: {missing}'
+
+
+@functools.cache
+def _python_files() -> frozenset[str]:
+    """The repository's Python files, relative to its root; hidden folders such as ``.git`` and the virtual
+    environments ``.venv*`` are not walked (the environments hold thousands, some of them named as ours are)."""
+    found = set()
+    for folder, subfolders, names in os.walk(ROOT):
+        subfolders[:] = [name for name in subfolders if not name.startswith('.')]
+        found.update(Path(folder, name).relative_to(ROOT).as_posix() for name in names if name.endswith('.py'))
+    return frozenset(found)
 
 
 def _named_in_the_readme() -> set[str]:
