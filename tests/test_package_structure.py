@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / 'composer_sampling'
 #: samplers on them, the proofs and the resume decision on those, the callbacks and the audit, the runner, the
 #: package's lazy front.
 FLOORS = {
-    'permutation': 0, '_pointers': 0, '_requires': 0, '_fingerprint': 0, '_s3_reader': 0,
+    'permutation': 0, '_pointers': 0, '_requires': 0, '_fingerprint': 0, '_s3_reader': 0, 'errors': 0,
     '_validate': 1, 'positions': 1, '_remote': 1,
     'protocols': 2, 'batching': 2, 'per_sample_rng': 2, '_checkpoint': 2,
     'ledger_format': 3, '_graph': 3,

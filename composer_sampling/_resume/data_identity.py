@@ -54,23 +54,33 @@ def agreed_fingerprint(dataset: Any, ranks: Ranks) -> Fingerprint:
                                            f'{prints[0].source}', all(item.covers_content for item in prints))
 
 
-def check_data(saved: Fingerprint | None, now: Fingerprint, allow_change: bool) -> None:
+def check_data(saved: Fingerprint | None, now: Fingerprint, allow_change: bool, required: bool = False) -> None:
     """Refuse a resume onto data whose fingerprint differs from the checkpoint's, or warn when ``allow_change``.
 
-    A checkpoint without a fingerprint, written before it existed, resumes with a note.
+    ``required``: the checkpoint's state is of a version that records the fingerprint at
+    every fit, so a state without one was edited, or comes from a fit that placed no
+    train loader; that is refused like a changed fingerprint. A state of an older
+    version, written before the fingerprint existed, resumes with a note.
 
     Raises:
-        ResumeRefusedError: the fingerprints differ and ``allow_change`` is false.
+        ResumeRefusedError: the fingerprints differ (or ``required`` and none was saved) and ``allow_change`` is
+            false.
     """
-    if saved is None:
+    if saved is None and not required:
         warnings.warn(f'SamplerSync: the checkpoint carries no fingerprint of the train dataset because it was '
                       f'written before the fingerprint existed, so this resume cannot check that the data is the one '
                       f'it trained on; the checkpoints this run writes carry it: {now}', stacklevel=3)
         return
-    if saved.digest == now.digest:
+    if saved is not None and saved.digest == now.digest:
         return
-    message = (f'SamplerSync: the train dataset is not the one the checkpoint trained on: its fingerprint was '
-               f'{saved}, it is now {now}; the resumed indices would continue onto other samples')
+    if saved is None:
+        message = ('SamplerSync: the checkpoint\'s state holds no data_fingerprint (None), though its version records '
+                   'the train dataset\'s fingerprint at every fit: it was edited, or saved before any fit placed the '
+                   f'train dataloader, so this resume cannot check that the data is the one it trained on; the data '
+                   f'is now {now}')
+    else:
+        message = (f'SamplerSync: the train dataset is not the one the checkpoint trained on: its fingerprint was '
+                   f'{saved}, it is now {now}; the resumed indices would continue onto other samples')
     if allow_change:
         warnings.warn(f'{message}. Continuing, because allow_data_change is true', stacklevel=3)
         return

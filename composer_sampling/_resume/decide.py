@@ -44,14 +44,15 @@ from composer_sampling._graph.grouping import grouping
 from composer_sampling._graph.index_tap import IndexTap
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._graph.walk import describe
+from composer_sampling.errors import DataOrderError
 from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
 
 __all__ = ['Continuation', 'Layout', 'Position', 'ResumeRefusedError', 'continuation']
 
 
-class ResumeRefusedError(ValueError):
+class ResumeRefusedError(DataOrderError):
     """A fit start that would repeat or skip samples (a resume that cannot continue the epoch exactly, a graph that
-    does not shard by rank); the message says what would work. SamplerSync raises it as its ``DataOrderError``."""
+    does not shard by rank); the message says what would work."""
 
 
 @dataclasses.dataclass(frozen=True)

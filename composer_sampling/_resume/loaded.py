@@ -13,7 +13,7 @@ from composer_sampling._resume.decide import Layout, ResumeRefusedError
 from composer_sampling._validate import valid_int
 from composer_sampling.permutation import MAX_DATA_SEED
 
-__all__ = ['SYNC_STATE', 'LoadedSync', 'sync_state']
+__all__ = ['FINGERPRINT_SINCE', 'SYNC_STATE', 'LoadedSync', 'other_trainer', 'sync_state']
 
 
 def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +33,30 @@ def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
 # step (device batch x world size / replication); adds 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and
 # 'epoch_seeds'. 2 added 'replication' and 'global_batch'. Versions 1 to 4 load with defaults (version 1 states
 # without 'version').
-SYNC_STATE = VersionPolicy(current=5, missing_version=1, upgrade=_upgrade)
+SYNC_STATE = VersionPolicy(current=5, missing_version=1, upgrade=_upgrade, kind_of=lambda payload: other_trainer(
+    payload, 'Composer SamplerSync'))
+
+#: The first version of SamplerSync's state that records the train dataset's fingerprint.
+FINGERPRINT_SINCE = 5
+
+#: The keys only one trainer's SamplerSync writes: a state holding one of them is that trainer's.
+_OWN_KEYS = {'Lightning SamplerSync': ('epoch', 'batches', 'epoch_done'),
+             'Composer SamplerSync': ('replication', 'epoch_seeds', 'rng_batch')}
+
+
+def other_trainer(payload: dict[str, Any], reader: str) -> str | None:
+    """The SamplerSync that wrote ``payload``, when its keys say it is another trainer's than ``reader``'s.
+
+    Example:
+        >>> other_trainer({'epoch': 1, 'batches': 3, 'epoch_done': False}, 'Composer SamplerSync')
+        'Lightning SamplerSync'
+        >>> other_trainer({'data_seed': 3}, 'Composer SamplerSync') is None
+        True
+    """
+    for writer, keys in _OWN_KEYS.items():
+        if writer != reader and any(key in payload for key in keys):
+            return writer
+    return None
 
 
 def _entry(value: Any) -> Any:
@@ -85,7 +108,8 @@ class LoadedSync:
     replication: int
     layout: Layout  # the global batch and data-parallel ranks it trained with (None: not recorded)
     epoch_seeds: dict[str, Any] | None  # an epoch in flight that kept its samplers' own seeds (adoption)
-    fingerprint: Fingerprint | None = None  # the train dataset's (None: written before version 5)
+    fingerprint: Fingerprint | None = None  # the train dataset's (None: written before any fit, or before version 5)
+    fingerprint_required: bool = False  # whether the state's version records a fingerprint at every fit
 
     @classmethod
     def read(cls, state: dict[str, Any], error: type[Exception]) -> LoadedSync:
@@ -94,12 +118,22 @@ class LoadedSync:
         ``error`` is raised for a version this release cannot read; a value of the wrong
         type or range raises ``TypeError`` or ``ValueError`` naming the key.
         """
-        return cls.from_payload(read_state(state, 'SamplerSync', SYNC_STATE, error=error))
+        payload = read_state(state, 'Composer SamplerSync', SYNC_STATE, error=error)
+        version = int(state.get('version', 1))  # a state before version 2 may have none
+        return cls.from_payload(payload, fingerprint_since=FINGERPRINT_SINCE if version >= FINGERPRINT_SINCE else None)
 
     @classmethod
-    def from_payload(cls, state: dict[str, Any]) -> LoadedSync:
+    def from_payload(cls, state: dict[str, Any], fingerprint_since: int | None) -> LoadedSync:
         """Check the values of a state already read from its envelope (the Lightning callback's state holds the same
-        keys); a value of the wrong type or range raises ``TypeError`` or ``ValueError`` naming the key."""
+        keys); a value of the wrong type or range raises ``TypeError`` or ``ValueError`` naming the key.
+
+        ``fingerprint_since``: the first version of this kind of state that records the fingerprint, when the state
+        is of that version or newer (its ``data_fingerprint`` key must then be there); ``None`` for older states.
+        """
+        if fingerprint_since is not None and 'data_fingerprint' not in state:
+            raise ValueError(f'SamplerSync state has no data_fingerprint, which every state of version '
+                             f'{fingerprint_since} or newer holds: the state was edited or comes from elsewhere. '
+                             'Resume from a checkpoint this release wrote')
         seed = state.get('data_seed')
         if seed is not None:
             seed = valid_int('SamplerSync state data_seed', seed, 0, MAX_DATA_SEED)
@@ -126,7 +160,8 @@ class LoadedSync:
             raise TypeError(f'SamplerSync state epoch_seeds must be a dict with an epoch or None, got '
                             f'{epoch_seeds!r:.200}')
         fingerprint = read_fingerprint(state.get('data_fingerprint'), 'SamplerSync state data_fingerprint')
-        return cls(seed, signatures, replication, Layout(global_batch, ranks), epoch_seeds, fingerprint)
+        return cls(seed, signatures, replication, Layout(global_batch, ranks), epoch_seeds, fingerprint,
+                   fingerprint_since is not None)
 
     def check_graph(self, current: list[dict[str, Any]]) -> None:
         """Refuse a graph whose order signatures differ from the checkpoint's: the one resume check."""

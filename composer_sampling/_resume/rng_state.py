@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ['capture', 'restore']
+__all__ = ['capture', 'check', 'restore']
 
 
 def capture() -> dict[str, Any]:
@@ -48,3 +48,30 @@ def restore(state: dict[str, Any]) -> None:
     torch.set_rng_state(state['torch'])
     if state.get('cuda') and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state['cuda'])
+
+
+def check(state: Any, name: str) -> None:
+    """Refuse an RNG state that :func:`restore` could not set, naming it: tried on this process's generators, which
+    are then set back as they were.
+
+    Raises:
+        ValueError: ``state`` is not a state :func:`capture` wrote; the message names ``name`` and the problem.
+
+    Example:
+        >>> check(capture(), 'rank 0')
+        >>> check({'python': [3]}, 'rank 1')
+        Traceback (most recent call last):
+        ...
+        ValueError: rank 1 is not an RNG state this package wrote (ValueError: not enough values to unpack \
+(expected 3, got 1)); it holds python
+    """
+    if not isinstance(state, dict):
+        raise ValueError(f'{name} is not an RNG state this package wrote: a {type(state).__name__}, not a dict')
+    here = capture()
+    try:
+        restore(state)
+    except Exception as error:  # any malformed value: the setters of random, NumPy and torch raise their own types
+        raise ValueError(f'{name} is not an RNG state this package wrote ({type(error).__name__}: {error}); it '
+                         f'holds {", ".join(sorted(map(str, state)))}') from None
+    finally:
+        restore(here)

@@ -25,14 +25,11 @@ from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
 from composer_sampling.callbacks._one_per_trainer import SecondCallbackError, refuse_a_second
 from composer_sampling.callbacks._remote_saves import shared_start_problem
 from composer_sampling.callbacks._top_tap import end_top_tap
+from composer_sampling.errors import DataOrderError
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.protocols import EpochAware, supports
 
 __all__ = ['DataOrderError', 'SamplerSync', 'SecondCallbackError']
-
-
-class DataOrderError(ValueError):
-    """A train dataloader or checkpoint ``SamplerSync`` refuses at fit start: the message says what would work."""
 
 
 class SamplerSync(Callback):
@@ -168,7 +165,8 @@ class SamplerSync(Callback):
             fit.epoch_set = epoch
             if not graph.map_style:
                 if loaded is not None and resumed:
-                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change)
+                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change,
+                               loaded.fingerprint_required)
                 fit.seed = self._seeds.order_iterable(loader.dataset, seed, epoch, adopting, self.data_seed)
                 logger.log_hyperparameters({'data_seed': fit.seed})
                 self._rng.fit_start(state, spin_skipped='train' in state.dataset_resumption)
@@ -183,7 +181,8 @@ class SamplerSync(Callback):
             if loaded is not None:
                 loaded.check_graph(fit.signatures)  # names what changed in the order first
                 if resumed:
-                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change)
+                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change,
+                               loaded.fingerprint_required)
             fit.layout = current_layout(graph, self.replication, dist.get_world_size())
             graph.set_epoch(epoch)
             undo, fit.took_over_spin = fit.took_over_spin, False

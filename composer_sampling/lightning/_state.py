@@ -21,16 +21,22 @@ from typing import Any
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
 from composer_sampling._fingerprint import Fingerprint
+from composer_sampling._resume import rng_state
 from composer_sampling._resume.data_identity import fingerprint_entry
 from composer_sampling._resume.decide import Layout
-from composer_sampling._resume.loaded import LoadedSync
+from composer_sampling._resume.loaded import LoadedSync, other_trainer
 from composer_sampling._validate import valid_bool, valid_int
 
 __all__ = ['LIGHTNING_STATE', 'LoadedLightning', 'Where', 'lightning_state']
 
 #: 2: adds 'data_fingerprint', the train dataset's fingerprint (a version 1 state has none: its resume says so).
 #: 1: the first version.
-LIGHTNING_STATE = VersionPolicy(current=2)
+LIGHTNING_STATE = VersionPolicy(current=2, kind_of=lambda payload: other_trainer(payload, 'Lightning SamplerSync'))
+
+#: The keys every state holds, in every version; 'data_fingerprint' from version 2.
+_KEYS = ('data_seed', 'order_signatures', 'global_batch', 'data_parallel_ranks', 'epoch', 'batches', 'epoch_done',
+         'rng')
+_FINGERPRINT_SINCE = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,16 +75,26 @@ class LoadedLightning:
 
     @classmethod
     def read(cls, state: Any) -> LoadedLightning:
-        """Read and check a state this callback wrote; a value of the wrong type or range raises naming the key."""
-        payload = read_state(state, 'the Lightning SamplerSync', LIGHTNING_STATE)
-        sync = LoadedSync.from_payload(payload)  # the keys it shares with Composer's state, read the same way
-        where = Where(valid_int('SamplerSync state epoch', payload.get('epoch', 0), minimum=0),
-                      valid_int('SamplerSync state batches', payload.get('batches', 0), minimum=0),
-                      valid_bool('SamplerSync state epoch_done', payload.get('epoch_done', False)))
-        rng = payload.get('rng')
+        """Read and check a state this callback wrote; a missing key, or a value of the wrong type or range, raises
+        naming the key; every rank's RNG state is checked here, before the fit starts."""
+        payload = read_state(state, 'Lightning SamplerSync', LIGHTNING_STATE)
+        version = state['version']
+        missing = [key for key in (*_KEYS, *(('data_fingerprint',) if version >= _FINGERPRINT_SINCE else ()))
+                   if key not in payload]
+        if missing:
+            raise ValueError(f'Lightning SamplerSync state (version {version}) has no {", ".join(missing)}, which '
+                             'every state of its version holds: it was edited or comes from elsewhere. Resume from '
+                             'a checkpoint SamplerSync wrote, or from one saved at an epoch\'s end without it')
+        sync = LoadedSync.from_payload(payload, _FINGERPRINT_SINCE if version >= _FINGERPRINT_SINCE else None)
+        where = Where(valid_int('SamplerSync state epoch', payload['epoch'], minimum=0),
+                      valid_int('SamplerSync state batches', payload['batches'], minimum=0),
+                      valid_bool('SamplerSync state epoch_done', payload['epoch_done']))
+        rng = payload['rng']
         if rng is not None:
             if not isinstance(rng, (list, tuple)) or not all(isinstance(item, dict) for item in rng):
                 raise TypeError(f'SamplerSync state rng must be a list of dicts (one per rank) or None, got '
                                 f'{rng!r:.100}')
             rng = list(rng)
+            for rank, entry in enumerate(rng):
+                rng_state.check(entry, f'SamplerSync state rng[{rank}], the RNG state of rank {rank},')
         return cls(sync, where, rng)

@@ -253,10 +253,11 @@ def check_train_graph(spec: RunSpec, checked: Checked, loader: DataLoader, world
     try:
         loaded = LoadedSync.read(resumed.sync_state, error=ValueError)
         loaded.check_graph(graph.signatures())
-        if loaded.fingerprint is not None:  # an older checkpoint's note is SamplerSync's, at fit start
+        if loaded.fingerprint is not None or loaded.fingerprint_required:  # an older one's note is at fit start
             with warnings.catch_warnings():
                 warnings.simplefilter('ignore')  # SamplerSync gives allow_data_change's warning at fit start
-                check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), spec.sync.allow_data_change)
+                check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), spec.sync.allow_data_change,
+                           loaded.fingerprint_required)
     except ResumeRefusedError as error:
         raise RecipeError(str(error)) from None
     return graph
