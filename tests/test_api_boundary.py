@@ -45,8 +45,9 @@ SAMPLER_MODULES = {info.name for info in pkgutil.iter_modules(composer_sampling.
 PUBLIC_MODULES |= SAMPLER_MODULES  # distribute (a function beside the samplers) is listed above by hand
 
 #: The names of the design and the types users catch or pass, beside every sampler (``samplers.__all__``).
-TOP_LEVEL = {'CheckpointError', 'DataOrderError', 'PerSampleRNG', 'SampleLedger', 'SamplerSync', '__version__', 'check_checkpoint',
-             'check_plan', 'distribute', 'iter_samplers', 'summarize'} | set(composer_sampling.samplers.__all__)
+TOP_LEVEL = {'CheckpointError', 'DataOrderError', 'PerSampleRNG', 'SampleLedger', 'SamplerSync', '__version__',
+             'check_checkpoint', 'check_plan', 'distribute', 'iter_samplers', 'summarize'} | \
+    set(composer_sampling.samplers.__all__)
 #: Names the docs, README and earlier releases show at the top level that must stay there, whatever the rule gives.
 DOCUMENTED_TOP_LEVEL = {'DistributedBatchAdapter', 'MixtureDistributedSampler', 'NestedBatchSampler',
                         'ResumableDistributedSampler', 'SubEpochDistributedSampler'}

@@ -42,10 +42,13 @@ from torch.utils.data import Sampler
 
 from composer_sampling._validate import valid_bool, valid_int
 
-__all__ = ['IndexTap', 'Listener', 'install_tap']
+__all__ = ['HeadCheck', 'IndexTap', 'Listener', 'install_tap']
 
 #: Receives ``(pass number, indices of one batch)`` for every batch a tap's pass yields.
 Listener = Callable[[int, list[int]], None]
+#: Receives the batches of indices a window's skip drops, all of them, before the pass yields anything; raises to
+#: stop the pass.
+HeadCheck = Callable[[Iterator[list[int]]], None]
 
 
 class IndexTap(Sampler):
@@ -73,6 +76,7 @@ class IndexTap(Sampler):
         self.passes = 0  # passes started
         self._skip = 0
         self._limit: int | None = None
+        self._check: HeadCheck | None = None
         self._listeners: list[Listener] = [] if listener is None else [listener]
 
     @property
@@ -80,10 +84,15 @@ class IndexTap(Sampler):
         """The pending ``(skip, limit)`` of the next pass; ``(0, None)`` is the whole pass."""
         return self._skip, self._limit
 
-    def set_window(self, skip: int, limit: int | None = None) -> None:
-        """Drop the first ``skip`` items of the next pass and yield at most ``limit`` after them."""
+    def set_window(self, skip: int, limit: int | None = None, check: HeadCheck | None = None) -> None:
+        """Drop the first ``skip`` items of the next pass and yield at most ``limit`` after them.
+
+        ``check``, when given, receives the dropped items as the DataLoader would have batched them (one flat list of
+        indices per ``group`` items), before the pass yields anything, and may raise to stop the pass.
+        """
         self._skip = valid_int('skip', skip)
         self._limit = None if limit is None else valid_int('limit', limit)
+        self._check = check
 
     def listen(self, listener: Listener) -> None:
         """Tell ``listener`` every batch of indices from the next pass on (once, however often it is given)."""
@@ -100,10 +109,15 @@ class IndexTap(Sampler):
         return self._pass()
 
     def _pass(self) -> Iterator[Any]:
-        skip, limit = self._skip, self._limit
-        self._skip, self._limit = 0, None
+        skip, limit, check = self._skip, self._limit, self._check
+        self._skip, self._limit, self._check = 0, None, None
         self.passes += 1
-        items = itertools.islice(self.sampler, skip, None if limit is None else skip + limit)
+        if check is None:
+            items: Iterator[Any] = itertools.islice(self.sampler, skip, None if limit is None else skip + limit)
+        else:
+            stream = iter(self.sampler)
+            check(self._batches(itertools.islice(stream, skip)))
+            items = stream if limit is None else itertools.islice(stream, limit)
         if not self._listeners:
             yield from items
             return
@@ -113,12 +127,7 @@ class IndexTap(Sampler):
         batch: list[int] = []
         count = 0
         for item in items:  # a batch is told before its last item leaves: before the DataLoader can use it
-            if isinstance(item, int):
-                batch.append(item)
-            elif getattr(item, 'ndim', None) == 0:  # a numpy integer or a 0-d tensor: one index, as an int
-                batch.append(operator.index(item))
-            else:
-                batch.extend(int(index) for index in item)
+            _extend(batch, item)
             count += 1
             if count == self.group:
                 self._tell(number, batch)
@@ -126,6 +135,19 @@ class IndexTap(Sampler):
             yield item
         if count and self.keep_partial:
             self._tell(number, batch)
+
+    def _batches(self, items: Iterable[Any]) -> Iterator[list[int]]:
+        """``items`` as the DataLoader batches them: one flat list of indices per ``group`` items."""
+        batch: list[int] = []
+        count = 0
+        for item in items:
+            _extend(batch, item)
+            count += 1
+            if count == self.group:
+                yield batch
+                batch, count = [], 0
+        if count and self.keep_partial:
+            yield batch
 
     def _tell(self, number: int, batch: list[int]) -> None:
         for listener in self._listeners:
@@ -136,6 +158,16 @@ class IndexTap(Sampler):
 
     def __repr__(self) -> str:
         return f'IndexTap(sampler={self.sampler!r}, group={self.group})'
+
+
+def _extend(batch: list[int], item: Any) -> None:
+    """Add an item of a tapped edge to ``batch``: an index, or a list of them."""
+    if isinstance(item, int):
+        batch.append(item)
+    elif getattr(item, 'ndim', None) == 0:  # a numpy integer or a 0-d tensor: one index, as an int
+        batch.append(operator.index(item))
+    else:
+        batch.extend(int(index) for index in item)
 
 
 def install_tap(parent: Any, attribute: str, group: int | None = None, keep_partial: bool | None = None,

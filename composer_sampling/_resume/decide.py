@@ -47,7 +47,7 @@ from composer_sampling._graph.walk import describe
 from composer_sampling.errors import DataOrderError
 from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
 
-__all__ = ['Continuation', 'Layout', 'Position', 'ResumeRefusedError', 'continuation']
+__all__ = ['Continuation', 'Layout', 'Position', 'ResumeRefusedError', 'blockers', 'continuation']
 
 
 class ResumeRefusedError(DataOrderError):
@@ -96,7 +96,9 @@ def _orders_by_epoch(node: Any, generator_driven: set[int]) -> bool:
             or is_torch_own(node, SequentialSampler))
 
 
-def _blockers(graph: GraphSnapshot) -> list[Any]:
+def blockers(graph: GraphSnapshot) -> list[Any]:
+    """The deciding nodes whose order may depend on the passes they made before: neither ``set_epoch``, nor a
+    ``generator``, nor ours (a resume can only draw their trained batches again)."""
     generator_driven = {id(node) for node in graph.generator_nodes(active_only=True)}
     return [node for node in graph.deciding() if not _orders_by_epoch(node, generator_driven)]
 
@@ -110,9 +112,9 @@ def continuation(loader: DataLoader, position: Position, saved: Layout | None, n
     """
     graph = take_snapshot(loader) if graph is None else graph
     root = graph.root
-    blockers = _blockers(graph)
-    if blockers:
-        return Continuation('spin', reason=f'{describe(blockers[0])} has neither set_epoch nor a generator, so its '
+    found = blockers(graph)
+    if found:
+        return Continuation('spin', reason=f'{describe(found[0])} has neither set_epoch nor a generator, so its '
                                            'order may depend on the passes it made before')
     if position.batches == 0:
         return Continuation('start')

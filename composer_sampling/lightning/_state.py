@@ -29,14 +29,17 @@ from composer_sampling._validate import valid_bool, valid_int
 
 __all__ = ['LIGHTNING_STATE', 'LoadedLightning', 'Where', 'lightning_state']
 
+#: 3: adds 'batch_digests', every rank's digest of the index lists its epoch trained before the checkpoint, where a
+#: node of the graph orders by nothing SamplerSync can set (None otherwise; see ``_resume/redraw.py``).
 #: 2: adds 'data_fingerprint', the train dataset's fingerprint (a version 1 state has none: its resume says so).
 #: 1: the first version.
-LIGHTNING_STATE = VersionPolicy(current=2, kind_of=lambda payload: other_trainer(payload, 'Lightning SamplerSync'))
+LIGHTNING_STATE = VersionPolicy(current=3, kind_of=lambda payload: other_trainer(payload, 'Lightning SamplerSync'))
 
 #: The keys every state holds, in every version; 'data_fingerprint' from version 2.
 _KEYS = ('data_seed', 'order_signatures', 'global_batch', 'data_parallel_ranks', 'epoch', 'batches', 'epoch_done',
          'rng')
 _FINGERPRINT_SINCE = 2
+_DIGESTS_SINCE = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +52,10 @@ class Where:
 
 
 def lightning_state(data_seed: int | None, signatures: list[dict[str, Any]] | None, layout: Layout, where: Where,
-                    rng: list[dict[str, Any]] | None, fingerprint: Fingerprint | None = None) -> dict[str, Any]:
-    """The state the Lightning SamplerSync saves, in the current version (``rng``: every rank's, in rank order)."""
+                    rng: list[dict[str, Any]] | None, fingerprint: Fingerprint | None = None,
+                    digests: list[str | None] | None = None) -> dict[str, Any]:
+    """The state the Lightning SamplerSync saves, in the current version (``rng`` and ``digests``: every rank's, in
+    rank order)."""
     return write_state(LIGHTNING_STATE.current, {
         'data_seed': data_seed,
         'order_signatures': None if signatures is None else tuple(signatures),
@@ -61,6 +66,7 @@ def lightning_state(data_seed: int | None, signatures: list[dict[str, Any]] | No
         'epoch_done': where.epoch_done,
         'rng': None if rng is None else tuple(rng),
         'data_fingerprint': fingerprint_entry(fingerprint),
+        'batch_digests': None if digests is None else tuple(digests),
     })
 
 
@@ -72,6 +78,7 @@ class LoadedLightning:
     sync: LoadedSync
     where: Where
     rng: list[dict[str, Any]] | None
+    digests: list[str | None] | None = None  # every rank's digest of its trained index lists (None: not kept)
 
     @classmethod
     def read(cls, state: Any) -> LoadedLightning:
@@ -79,8 +86,9 @@ class LoadedLightning:
         naming the key; every rank's RNG state is checked here, before the fit starts."""
         payload = read_state(state, 'Lightning SamplerSync', LIGHTNING_STATE)
         version = state['version']
-        missing = [key for key in (*_KEYS, *(('data_fingerprint',) if version >= _FINGERPRINT_SINCE else ()))
-                   if key not in payload]
+        expected = (*_KEYS, *(('data_fingerprint',) if version >= _FINGERPRINT_SINCE else ()),
+                    *(('batch_digests',) if version >= _DIGESTS_SINCE else ()))
+        missing = [key for key in expected if key not in payload]
         if missing:
             raise ValueError(f'Lightning SamplerSync state (version {version}) has no {", ".join(missing)}, which '
                              'every state of its version holds: it was edited or comes from elsewhere. Resume from '
@@ -97,4 +105,11 @@ class LoadedLightning:
             rng = list(rng)
             for rank, entry in enumerate(rng):
                 rng_state.check(entry, f'SamplerSync state rng[{rank}], the RNG state of rank {rank},')
-        return cls(sync, where, rng)
+        digests = payload.get('batch_digests')
+        if digests is not None:
+            if not isinstance(digests, (list, tuple)) or not all(
+                    item is None or (isinstance(item, str) and len(item) == 32) for item in digests):
+                raise TypeError(f'SamplerSync state batch_digests must be None or a list of 32-digit digests (or '
+                                f'None), one per rank, got {digests!r:.100}')
+            digests = list(digests)
+        return cls(sync, where, rng, digests)

@@ -9,11 +9,13 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
+from composer_sampling._graph.walk import describe
 from composer_sampling._resume import rng_state
 from composer_sampling._resume.data_identity import agreed_fingerprint, check_data
-from composer_sampling._resume.decide import Layout, Position, ResumeRefusedError
+from composer_sampling._resume.decide import Layout, Position, ResumeRefusedError, blockers
 from composer_sampling._resume.place import current_layout, place_in_epoch, tap_at_top
 from composer_sampling._resume.ranks import Ranks, torch_ranks
+from composer_sampling._resume.redraw import BatchChain, head_check
 from composer_sampling._resume.seeds import Seeder, agreed_seed, set_dataset_epochs
 from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.errors import DataOrderError
@@ -177,15 +179,20 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         checkpoint, before or after this one's hooks.
         """
         fit, trainer = self._fit, self._trainer
-        rng = torch_ranks().all_gather(rng_state.capture()) if 'seed' in fit else None
+        ranks = torch_ranks()
+        rng = ranks.all_gather(rng_state.capture()) if 'seed' in fit else None
+        digests = None
         if trainer is not None and 'seed' in fit:
             place, done = saved_place(trainer)
             where = Where(place.epoch, place.batches, done)
             _warn_between_steps(trainer, place, done)
+            chain = fit.get('chain')
+            if chain is not None:
+                digests = ranks.all_gather(None if done else chain.after(place.batches))
         else:
             where = Where(0, 0, False)
         return lightning_state(fit.get('seed', self.data_seed), fit.get('signatures'),
-                               fit.get('layout', Layout(None, None)), where, rng, fit.get('fingerprint'))
+                               fit.get('layout', Layout(None, None)), where, rng, fit.get('fingerprint'), digests)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         try:
@@ -241,18 +248,21 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         ended = place.after_batches(batches_in_epoch)
         if place.batches and not stateful:
             self._fit['first'] = Place(place.epoch + 1, 0) if ended else place
-        if place.batches == 0 or stateful:
-            place_in_epoch(graph, Position(0, 0), None, now, top=lambda: None)  # clears an earlier fit's offset
-            self._pending_rng(loaded, place, ended, ranks)
-            return loader
         rebuilt: list[DataLoader] = []
+        chain = self._fit['chain'] = BatchChain() if blockers(graph) and not stateful else None
 
         def top() -> Any:
-            tap, new = tap_at_top(loader, graph)
+            tap, new = tap_at_top(loader, graph, chain)
             if new is not None:
                 rebuilt.append(new)
             return tap
 
+        if place.batches == 0 or stateful:
+            place_in_epoch(graph, Position(0, 0), None, now, top=lambda: None)  # clears an earlier fit's offset
+            if chain is not None:
+                top()  # the chain listens from the first batch
+            self._pending_rng(loaded, place, ended, ranks)
+            return rebuilt[0] if rebuilt else loader
         if ended:  # Lightning resumes at the epoch's end: the rest of this epoch is empty
             place_in_epoch(graph, Position(0, 0), None, now, top=lambda: None)
             tap = top()
@@ -261,6 +271,9 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
                                          f'draw one more batch from {type(loader).__name__}, whose top cannot be '
                                          'emptied; resume from the next epoch\'s first checkpoint')
             tap.set_window(0, 0)
+        elif chain is not None:
+            place_in_epoch(graph, Position(0, 0), None, now, top=lambda: None)  # clears an earlier fit's offset
+            self._redraw(graph, place, loaded, saved, now, ranks, chain, top)
         else:
             samples = place.batches * (saved.global_batch or now.global_batch or 0)
             chosen = place_in_epoch(graph, Position(place.batches, samples), saved, now, top)
@@ -271,6 +284,33 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
                                          'sampler of ours')
         self._pending_rng(loaded, place, ended, ranks)
         return rebuilt[0] if rebuilt else loader
+
+    @staticmethod
+    def _redraw(graph: GraphSnapshot, place: Place, loaded: LoadedLightning | None, saved: Layout, now: Layout,
+                ranks: Ranks, chain: BatchChain, top: Any) -> None:
+        """Continue a graph that orders by nothing of ours: its trained batches are drawn again and dropped, once
+        their digest matches the checkpoint's (see ``_resume/redraw.py``)."""
+        found = blockers(graph)[0]
+        digests = None if loaded is None else loaded.digests
+        if digests is None or len(digests) != ranks.world_size or digests[ranks.rank] is None:
+            why = ('holds no digest of the index lists trained before it (it was saved by an older release, on '
+                   'another number of ranks, or long after its batches were drawn)')
+            raise ResumeRefusedError(f'SamplerSync: {describe(found)} has neither set_epoch nor a generator, and the '
+                                     f'checkpoint {why}, so the rest of epoch {place.epoch} cannot be checked to '
+                                     f'continue after batch {place.batches}; give it set_epoch(epoch), or resume '
+                                     'from a checkpoint saved at an epoch\'s end')
+        if saved.global_batch not in (None, now.global_batch):
+            raise ResumeRefusedError(f'SamplerSync: {describe(found)} decides the order of whole batches, so a resume '
+                                     f'must continue at batch {place.batches} of the same batches: the checkpoint '
+                                     f'trained {saved.global_batch} distinct samples a step, this run '
+                                     f'{now.global_batch}. Resume with global batch {saved.global_batch}')
+        tap = top()
+        if tap is None:
+            raise ResumeRefusedError(f'SamplerSync: {describe(found)} is the top of a loader SamplerSync cannot '
+                                     'rebuild, so its trained batches cannot be drawn again')
+        expected = digests[ranks.rank]
+        assert expected is not None
+        tap.set_window(place.batches * tap.group, None, head_check(expected, f'rank {ranks.rank}', chain))
 
     def _pending_rng(self, loaded: LoadedLightning | None, place: Place, ended: bool, ranks: Ranks) -> None:
         """This rank's RNG state of the checkpoint, restored where the run that never stopped had it: now, before

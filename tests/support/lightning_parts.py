@@ -123,22 +123,57 @@ def nested_loader(size: int = 90) -> DataLoader:
     return distribute(one_process, world_size, rank)
 
 
+class BatchOfBatchesSampler(Sampler[list[int]]):
+    """The write-up's batch of batches: ``num_batches`` consecutive batches of ``batch_sampler`` as one, with neither
+    ``set_epoch`` nor a generator of its own; with ``drifting``, each pass starts one batch later than the pass
+    before (an order that depends on the passes made, which a resume cannot continue)."""
+
+    def __init__(self, batch_sampler: Sampler[list[int]], num_batches: int, drifting: bool = False) -> None:
+        self.batch_sampler = batch_sampler
+        self.num_batches = num_batches
+        self.drifting = drifting
+        self.passes = 0
+
+    def __iter__(self) -> Any:
+        batches = list(self.batch_sampler)
+        if self.drifting:
+            shift = self.passes % len(batches)
+            batches = batches[shift:] + batches[:shift]
+        self.passes += 1
+        for start in range(0, len(batches), self.num_batches):
+            yield [index for batch in batches[start:start + self.num_batches] for index in batch]
+
+    def __len__(self) -> int:
+        return -(-len(self.batch_sampler) // self.num_batches)  # type: ignore[arg-type]
+
+
+def batch_of_batches_loader(size: int = 96, drifting: bool = False) -> DataLoader:
+    """One process's batch of batches: 2 batches of 4 samples of a seeded ``RandomSampler`` a batch."""
+    data = Named(size)
+    inner = BatchSampler(RandomSampler(data, generator=torch.Generator().manual_seed(5)), 4, drop_last=False)
+    return DataLoader(data, batch_sampler=BatchOfBatchesSampler(inner, 2, drifting))
+
+
 def fit(train_loader: DataLoader, folder: Path, max_steps: int = -1, max_epochs: int = 3, ckpt_path: str | None = None,
-        save_every: int | None = None, seed: int = 17, reload: int = 0, **callback: Any) -> Model:
+        save_every: int | None = None, seed: int = 17, reload: int = 0, sync: bool = True, accumulate: int = 1,
+        save_epochs: bool = False, callbacks: tuple[Any, ...] = (), **callback: Any) -> Model:
     """One fit of a real Lightning Trainer with ``SamplerSync`` (a checkpoint every ``save_every`` steps into
-    ``folder``), after ``seed_everything(seed)``, on every rank of this process's launch. ``train_loader`` may be a
-    ``LightningDataModule``, rebuilt every ``reload`` epochs when ``reload`` is positive."""
+    ``folder``, and at every epoch's end with ``save_epochs``), after ``seed_everything(seed)``, on every rank of this
+    process's launch. ``train_loader`` may be a ``LightningDataModule``, rebuilt every ``reload`` epochs when
+    ``reload`` is positive. ``sync=False`` fits without ``SamplerSync``; ``callbacks`` are added after it."""
     pl.seed_everything(seed, verbose=False)
     model = Model()
-    callbacks: list[Any] = [SamplerSync(**callback)]
+    every: list[Any] = [SamplerSync(**callback)] if sync else []
     if save_every is not None:
-        callbacks.append(ModelCheckpoint(dirpath=folder, every_n_train_steps=save_every, save_top_k=-1,
-                                         filename='{step}'))
+        every.append(ModelCheckpoint(dirpath=folder, every_n_train_steps=save_every, save_top_k=-1,
+                                     filename='{step}'))
+    if save_epochs:
+        every.append(ModelCheckpoint(dirpath=folder, every_n_epochs=1, save_top_k=-1, filename='end-{step}'))
     world_size, _ = world()
     trainer = pl.Trainer(max_steps=max_steps, max_epochs=max_epochs, devices=world_size, use_distributed_sampler=False,
-                         strategy='ddp' if world_size > 1 else 'auto', callbacks=callbacks,
-                         enable_checkpointing=save_every is not None, reload_dataloaders_every_n_epochs=reload,
-                         **QUIET)
+                         strategy='ddp' if world_size > 1 else 'auto', callbacks=[*every, *callbacks],
+                         enable_checkpointing=save_every is not None or save_epochs,
+                         reload_dataloaders_every_n_epochs=reload, accumulate_grad_batches=accumulate, **QUIET)
     trainer.fit(model, train_loader, ckpt_path=ckpt_path)
     model.optimizer_state = trainer.optimizers[0].state_dict()  # the momentum buffers, for the comparison
     return model
