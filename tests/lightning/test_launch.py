@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from support.launcher import free_port
+from support.lightning_parts import fit, loader, nested_loader
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The tests of tests/lightning/dist, each run on both ranks.
-TWO_RANK_TESTS = 9
+TWO_RANK_TESTS = 11
 #: Seconds one test may take on a rank (each takes a few seconds alone, up to about 30 on a loaded machine).
 RANK_TEST_TIMEOUT = 150
 #: Seconds the whole launch may take (about 20 alone).
@@ -26,10 +28,15 @@ pytestmark = [pytest.mark.lightning, pytest.mark.launcher]
 
 def test_two_ranks_of_lightning(tmp_path: Path) -> None:
     """Each rank stops at its first failure, and a test that hangs on a rank fails after RANK_TEST_TIMEOUT seconds with
-    every thread's stack in that rank's log: a rank left waiting for its peer then fails too, and the launch ends."""
+    every thread's stack in that rank's log: a rank left waiting for its peer then fails too, and the launch ends.
+
+    Around the launch, one process changes the world size of a resume: a one-rank checkpoint for the ranks to refuse,
+    and the ranks' checkpoint resumed here on one rank, every sample of the resumed epoch trained once."""
+    fit(loader('ours'), tmp_path / 'one', max_steps=3, save_every=2)
     env = {key: value for key, value in os.environ.items()
            if key not in ('WORLD_SIZE', 'RANK', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')}
     env['PYTHONWARNINGS'] = 'ignore'
+    env['LIGHTNING_SHARED'] = str(tmp_path)
     command = [sys.executable, '-m', 'torch.distributed.run', '--nproc-per-node', '2', '--master-addr', '127.0.0.1',
                '--master-port', str(free_port()),
                '--log-dir', str(tmp_path), '--redirects', '3',
@@ -44,6 +51,14 @@ def test_two_ranks_of_lightning(tmp_path: Path) -> None:
     output = result.stdout + result.stderr + ranks
     assert result.returncode == 0, output[-8000:]
     assert re.findall(r'(\d+) passed', ranks) == [str(TWO_RANK_TESTS)] * 2, output[-8000:]
+    two = tmp_path / 'two'
+    before = [indices for rank in json.loads((two / 'trained.json').read_text()) for _, _, indices in rank[:1]]
+    with pytest.warns(UserWarning, match='holds the RNG states of 2 ranks and this run has 1'):
+        resumed = fit(nested_loader(), tmp_path / 'resumed', max_epochs=1, ckpt_path=str(two / 'step=1.ckpt'))
+    assert [batch for _, batch, _ in resumed.trained] == [1, 2, 3, 4]
+    after = [indices for _, _, indices in resumed.trained]
+    assert sorted(index for indices in [*before, *after] for index in indices) == list(range(90)), \
+        'every sample of the resumed epoch once'
 
 
 def _rank_logs(folder: Path) -> str:

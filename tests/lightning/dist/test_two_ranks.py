@@ -3,6 +3,7 @@ runs on both ranks (``tests/lightning/test_launch.py`` launches them), and gathe
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from datetime import timedelta
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 import torch.distributed as torch_dist
+
+from composer_sampling import DataOrderError
 
 from support.lightning_parts import KINDS, fit, loader, nested_loader, same_weights
 
@@ -74,3 +77,20 @@ def test_a_run_stopped_after_a_mid_epoch_checkpoint_resumes_bit_for_bit(kind: st
     epochs = _per_epoch(_gathered(whole.trained))
     assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(96)), 'every sample once an epoch, across ranks'
     assert _gathered(same_weights(whole, resumed)) == [True, True]
+
+
+def test_a_two_rank_checkpoint_for_one_rank_to_resume() -> None:
+    """The batch of batches on two ranks, a checkpoint after the first batch of each rank (30 samples of 90);
+    tests/lightning/test_launch.py resumes it on one rank, and checks every sample of the epoch is trained once."""
+    folder = Path(os.environ['LIGHTNING_SHARED']) / 'two'
+    trained = _gathered(fit(nested_loader(), folder, max_steps=2, save_every=1).trained)
+    if torch_dist.get_rank() == 0:
+        (folder / 'trained.json').write_text(json.dumps(trained))
+
+
+def test_a_resume_onto_more_ranks_inside_an_epoch_is_refused() -> None:
+    """The one-rank checkpoint test_launch.py wrote after 2 of 12 batches: on two ranks, Lightning would count the rest
+    of the epoch from batch 2 of 6 and end it before every sample was trained."""
+    checkpoint = Path(os.environ['LIGHTNING_SHARED']) / 'one' / 'step=2.ckpt'
+    with pytest.raises(DataOrderError, match=r'saved at epoch 0, batch 2 on 1 ranks to 2: Lightning counts the rest'):
+        fit(loader('ours'), _shared_folder('more'), max_steps=20, ckpt_path=str(checkpoint))
