@@ -284,3 +284,12 @@ def test_a_bool_ledger_format_version_is_refused(tmp_path: Path) -> None:
                                                     'composer-sampling reads versions 2 to 3 (version 1 has no '
                                                     'header checksum)')):
         read_ledger(path)
+
+
+def test_a_lightning_state_given_to_the_composer_callback_is_named_as_such() -> None:
+    """Its epoch and batch count would be dropped if it were read as an older Composer state."""
+    lightning = {'version': 2, 'data_seed': 17, 'order_signatures': None, 'global_batch': 8, 'data_parallel_ranks': 1,
+                 'epoch': 1, 'batches': 3, 'epoch_done': False, 'rng': None, 'data_fingerprint': None}
+    with pytest.raises(DataOrderError, match=r'^this is a Lightning SamplerSync state, not a Composer SamplerSync '
+                                             r'state$'):
+        SamplerSync().load_state_dict(lightning)

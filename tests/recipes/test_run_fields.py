@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -244,3 +245,25 @@ def test_a_resume_onto_other_data_is_refused_by_plan_and_train_unless_allowed(tm
     allowed = [*resumed, 'callbacks.sampler_sync.allow_data_change=true']
     assert main(['plan', DIGITS, *allowed]) == 0, capsys.readouterr().err  # plan agrees with train
     assert train_main([DIGITS, *allowed]) == 0
+
+
+@pytest.mark.parametrize(('edit', 'message'), [
+    (lambda state: {**state, 'data_fingerprint': None}, 'holds no data_fingerprint (None)'),
+    (lambda state: {key: value for key, value in state.items() if key != 'data_fingerprint'},
+     'SamplerSync state has no data_fingerprint, which every state of version 5 or newer holds'),
+], ids=['None', 'removed'])
+def test_a_state_whose_version_records_the_fingerprint_refuses_one_removed(edit: Any, message: str,
+                                                                          tmp_path: Path, capsys) -> None:
+    """A version-5 state edited to hold no fingerprint would resume onto any data: plan and train refuse it."""
+    assert train_main([DIGITS, 'max_duration=4ba', 'save_interval=2ba', f'save_folder={tmp_path}/run']) == 0
+    whole = torch.load(tmp_path / 'run' / 'ep0-ba4-rank0.pt', weights_only=False)
+    callbacks = whole['state']['callbacks']
+    (key,) = [key for key in callbacks if 'SamplerSync' in key]
+    callbacks[key] = edit(callbacks[key])
+    torch.save(whole, tmp_path / 'edited.pt')
+    resumed = ['max_duration=6ba', f'load_path={tmp_path}/edited.pt', f'save_folder={tmp_path}/again']
+    capsys.readouterr()
+    assert main(['plan', DIGITS, *resumed]) == 2
+    assert message in capsys.readouterr().err
+    assert train_main([DIGITS, *resumed]) == 2
+    assert message in capsys.readouterr().err
