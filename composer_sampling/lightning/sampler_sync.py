@@ -190,14 +190,14 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
                            'fingerprint': fingerprint}
         if not graph.map_style:
             if loaded is not None:
-                check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change)
+                check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change, mid_epoch=where.batches > 0)
             self._seeds.order_iterable(loader.dataset, seed, where.epoch, False, self.data_seed)
             return loader
         self._seeds.seed_graph(graph, seed, where.epoch, where.batches > 0, self.data_seed)
         fit['signatures'] = graph.signatures()
         if loaded is not None:
             loaded.sync.check_graph(fit['signatures'])  # names what changed in the order first
-            check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change)
+            check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change, mid_epoch=where.batches > 0)
         fit['layout'] = now = current_layout(graph, 1, ranks.world_size)
         graph.set_epoch(where.epoch)
         placed = self._resume(graph, loader, where, loaded, now, ranks)
