@@ -101,7 +101,7 @@ WHOLE_ENTRIES = 2**16
 #: The bytes read at each end of a local shard file of a ``StreamingDataset``.
 SHARD_EDGE_BYTES = 4 * 2**10
 #: At most this many local shard files are read; above it, this many at a fixed stride over all of them.
-READ_SHARDS = 2**14
+READ_SHARDS = 2**12
 #: The deepest chain of datasets fingerprinted (a wrapper of a ``Subset`` of a ``ConcatDataset`` of ...).
 MAX_DEPTH = 32
 #: The attribute a wrapper sets to ``True`` to say that its sample ``i`` is read from sample ``i`` of its ``dataset``.

@@ -16,7 +16,6 @@ from torch.utils.data import ConcatDataset, Dataset, Subset, TensorDataset
 from composer_sampling import _fingerprint
 from composer_sampling._fingerprint import Fingerprint, dataset_fingerprint
 
-
 WHOLE = _fingerprint.WHOLE_ENTRIES
 
 
