@@ -1,4 +1,4 @@
-"""The fingerprint of a train dataset: what identifies its content, computed without reading a sample.
+"""The fingerprint of a train dataset: what identifies its content, computed without reading a sample through it.
 
 A resume is exact only when the indices it continues with point at the samples the
 checkpoint trained. :func:`dataset_fingerprint` summarizes a dataset's content in one
@@ -19,10 +19,11 @@ local mosaicml-streaming shards, in a bounded read of each shard file:
   proportion, repeat and choose settings; then, for every stream whose shards are
   local (no ``remote``, or a ``remote`` equal to its ``local``), the size and the first
   and last :data:`SHARD_EDGE_BYTES` bytes of each shard file (the compressed file when
-  the index lists one), at most :data:`READ_SHARDS` files at a fixed stride. A stream
-  with a remote downloads its shards lazily, so its local folder is a cache whose files
-  come and go between runs: none of them is read, and the index's hashes stand for its
-  content. A shard whose index records no hash leaves the content not covered: a sample
+  the index lists one), at most :data:`READ_SHARDS` files (above it, that many at a
+  fixed stride over all the local shard files, so a file between them is not read).
+  A stream with a remote downloads its shards lazily, so its local folder is a cache
+  whose files come and go between runs: none of them is read, and the index's hashes
+  stand for its content. A shard whose index records no hash leaves the content not covered: a sample
   rewritten at the same size inside it, between the edges that are read, is not seen.
   The folders are not part of the fingerprint, so a copy of the same shards elsewhere
   has the same fingerprint;
