@@ -80,6 +80,10 @@ class PerSampleRNG(Dataset):
         seed (int): the data seed, in ``[0, 2**64 - 1]``; ``SamplerSync`` replaces it. Default: ``0``.
     """
 
+    #: Its sample ``i`` is sample ``i`` of ``dataset``: the train dataset's fingerprint sees through it, so adding or
+    #: removing it is not a change of data.
+    passes_indices_through = True
+
     def __init__(self, dataset: Any, seed: int = 0) -> None:
         if not callable(getattr(dataset, '__getitem__', None)):
             raise TypeError(f'dataset must be a map-style dataset with __getitem__, got {type(dataset).__name__}')

@@ -13,7 +13,9 @@ fixed stride instead.
 * ``Subset``: a Python list of ``--samples`` indices over that dataset;
 * ``ConcatDataset``: two TensorDatasets of half the samples each;
 * ``StreamingDataset``: one stream whose index lists 10,000 shards of ``--samples / 10,000``
-  samples each (the index file only; the shard files are never opened);
+  samples each (the index file only: the stream has a remote, so the shard files, never
+  written, are never opened; ``bench_fingerprint_shards.py`` measures the read of local
+  shard files);
 * a folder dataset: ``samples`` of ``--samples`` ``(path, label)`` entries over 1,000 real
   files (the fingerprint takes the size of 65,536 of them at a fixed stride);
 * a Hugging Face ``datasets.Dataset`` of 1e6 rows (its own fingerprint: the cost does not
@@ -82,8 +84,9 @@ class Opaque(Dataset):
 
 
 def streaming_dataset(folder: Path, samples: int) -> Any:
-    """A StreamingDataset whose index lists :data:`SHARDS` shards; their files are never written nor read."""
-    from streaming import StreamingDataset
+    """A StreamingDataset whose index lists :data:`SHARDS` shards; their files are never written nor read (the stream
+    has a remote, ``folder``, so its shards would be downloaded when a sample is read)."""
+    from streaming import Stream, StreamingDataset
 
     per_shard = samples // SHARDS
     shards = [{'column_encodings': ['int'], 'column_names': ['value'], 'column_sizes': [8], 'compression': None,
@@ -93,7 +96,8 @@ def streaming_dataset(folder: Path, samples: int) -> Any:
                'samples': per_shard, 'size_limit': 1 << 26, 'version': 2, 'zip_data': None}
               for number in range(SHARDS)]
     (folder / 'index.json').write_text(json.dumps({'shards': shards, 'version': 2}))
-    return StreamingDataset(local=str(folder), batch_size=1, shuffle=False)
+    return StreamingDataset(streams=[Stream(remote=str(folder), local=str(folder / 'cache'))], batch_size=1,
+                            shuffle=False)
 
 
 def folder_dataset(folder: Path, samples: int) -> Folder:

@@ -91,6 +91,7 @@ SHARED_RESOURCES = {
     # unlocked (streaming's ``get_shm_prefix``), so two processes doing so at once take the same one and one fails
     # (``FileExistsError: '/000807_locals'``).
     'streaming-shared-memory': ('tests/neighbours/test_streaming.py::', 'tests/resume/test_adoption.py::',
+                                'tests/resume/test_stream_fingerprint.py::',
                                 'tests/neighbours/test_llmfoundry.py::',
                                 'tests/neighbours/test_launcher.py::test_two_rank_suite'),
     # pip builds the wheel in the checkout's build/ folder, which two builds at once would share.

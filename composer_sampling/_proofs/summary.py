@@ -80,7 +80,8 @@ def _iterable_summary(dataloader: DataLoader, data_seed: int | None, seed_source
 
 
 def fingerprint_text(dataset: Any) -> str:
-    """The dataset's fingerprint as the summary prints it, or why there is none (its own one is not a string).
+    """The dataset's fingerprint as the summary prints it, or why there is none (its own one is not a string or
+    raises, or its chain of datasets loops).
 
     Example:
         >>> fingerprint_text(range(3)).endswith('class and length only; its content is not covered, which a '
@@ -89,7 +90,7 @@ def fingerprint_text(dataset: Any) -> str:
     """
     try:
         return str(dataset_fingerprint(dataset))
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
         return f'none: {error}'
 
 

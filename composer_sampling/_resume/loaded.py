@@ -25,19 +25,23 @@ def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-# 5: adds 'data_fingerprint', the train dataset's fingerprint as a (digest, source, covers content) tuple; a state
-# of an earlier version has none, and its resume says so once. 4: 'order_signatures', 'epoch_seeds' and 'rng' are
-# written as tuples ('epoch_seeds' as its (key, value) pairs): torch.distributed.checkpoint stores a tuple as one
-# entry, where it splits a list of mappings, or a mapping, into one entry per item, which a sharded checkpoint's
-# load template (the state before any fit, None there) cannot match. 3: 'global_batch' counts distinct samples a
-# step (device batch x world size / replication); adds 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and
-# 'epoch_seeds'. 2 added 'replication' and 'global_batch'. Versions 1 to 4 load with defaults (version 1 states
-# without 'version').
-SYNC_STATE = VersionPolicy(current=5, missing_version=1, upgrade=_upgrade, kind_of=lambda payload: other_trainer(
+# 6: 'data_fingerprint' holds a fourth value, the dataset's sample count (None where unknown), and the fingerprint
+# reads the edges of local stream shards and names a wrapper that does not declare passes_indices_through: a
+# version 5 fingerprint of such data differs, and its refusal says why. 5: adds 'data_fingerprint', the train
+# dataset's fingerprint as a (digest, source, covers content) tuple; a state of an earlier version has none, and its
+# resume says so once. 4: 'order_signatures', 'epoch_seeds' and 'rng' are written as tuples ('epoch_seeds' as its
+# (key, value) pairs): torch.distributed.checkpoint stores a tuple as one entry, where it splits a list of mappings,
+# or a mapping, into one entry per item, which a sharded checkpoint's load template (the state before any fit, None
+# there) cannot match. 3: 'global_batch' counts distinct samples a step (device batch x world size / replication);
+# adds 'data_parallel_ranks', the RNG copy ('rng', 'rng_batch') and 'epoch_seeds'. 2 added 'replication' and
+# 'global_batch'. Versions 1 to 5 load with defaults (version 1 states without 'version').
+SYNC_STATE = VersionPolicy(current=6, missing_version=1, upgrade=_upgrade, kind_of=lambda payload: other_trainer(
     payload, 'Composer SamplerSync'))
 
 #: The first version of SamplerSync's state that records the train dataset's fingerprint.
 FINGERPRINT_SINCE = 5
+#: The first version whose fingerprint follows this release's rules (stream shard edges, wrappers named).
+FINGERPRINT_RULES_SINCE = 6
 
 #: The keys only one trainer's SamplerSync writes: a state holding one of them is that trainer's.
 _OWN_KEYS = {'Lightning SamplerSync': ('epoch', 'batches', 'epoch_done'),
@@ -110,6 +114,7 @@ class LoadedSync:
     epoch_seeds: dict[str, Any] | None  # an epoch in flight that kept its samplers' own seeds (adoption)
     fingerprint: Fingerprint | None = None  # the train dataset's (None: written before any fit, or before version 5)
     fingerprint_required: bool = False  # whether the state's version records a fingerprint at every fit
+    fingerprint_rules_older: bool = False  # whether its fingerprint was computed by an earlier release's rules
 
     @classmethod
     def read(cls, state: dict[str, Any], error: type[Exception]) -> LoadedSync:
@@ -120,7 +125,9 @@ class LoadedSync:
         """
         payload = read_state(state, 'Composer SamplerSync', SYNC_STATE, error=error)
         version = int(state.get('version', 1))  # a state before version 2 may have none
-        return cls.from_payload(payload, fingerprint_since=FINGERPRINT_SINCE if version >= FINGERPRINT_SINCE else None)
+        since = FINGERPRINT_SINCE if version >= FINGERPRINT_SINCE else None
+        loaded = cls.from_payload(payload, fingerprint_since=since)
+        return dataclasses.replace(loaded, fingerprint_rules_older=version < FINGERPRINT_RULES_SINCE)
 
     @classmethod
     def from_payload(cls, state: dict[str, Any], fingerprint_since: int | None) -> LoadedSync:

@@ -9,7 +9,6 @@ read with ``index_key`` (``batch``).
 from __future__ import annotations
 
 import collections
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -210,12 +209,13 @@ def dataset_fields(graph: GraphSnapshot | None, stream: Any, world_size: int, ra
 
 
 def ledger_fingerprint(loader: Any) -> dict[str, Any] | None:
-    """The train dataset's fingerprint as a ledger header keeps it, the same on every rank (a collective), or
-    ``None`` for a train dataloader that is not a torch DataLoader or a dataset whose own fingerprint is not a
-    string (SamplerSync refuses that one at fit start, naming it)."""
+    """The train dataset's fingerprint as a ledger header keeps it (its digest, source and whether it covers the
+    content), the same on every rank (a collective), or ``None`` for a train dataloader that is not a torch
+    DataLoader or a dataset that cannot be fingerprinted (SamplerSync refuses that one at fit start, naming it)."""
     if not isinstance(loader, DataLoader):
         return None
     try:
-        return dataclasses.asdict(agreed_fingerprint(loader.dataset, composer_ranks()))
-    except TypeError:
+        fingerprint = agreed_fingerprint(loader.dataset, composer_ranks())
+    except (TypeError, ValueError):
         return None
+    return {field: getattr(fingerprint, field) for field in ('digest', 'source', 'covers_content')}

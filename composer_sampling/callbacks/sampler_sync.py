@@ -165,8 +165,9 @@ class SamplerSync(Callback):
             fit.epoch_set = epoch
             if not graph.map_style:
                 if loaded is not None and resumed:
-                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change,
-                               loaded.fingerprint_required)
+                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change, mid_epoch=in_flight and (
+                        state.dataloader_len is None or state.timestamp.batch_in_epoch < state.dataloader_len),
+                        required=loaded.fingerprint_required, older_rules=loaded.fingerprint_rules_older)
                 fit.seed = self._seeds.order_iterable(loader.dataset, seed, epoch, adopting, self.data_seed)
                 logger.log_hyperparameters({'data_seed': fit.seed})
                 self._rng.fit_start(state, spin_skipped='train' in state.dataset_resumption)
@@ -181,8 +182,9 @@ class SamplerSync(Callback):
             if loaded is not None:
                 loaded.check_graph(fit.signatures)  # names what changed in the order first
                 if resumed:
-                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change,
-                               loaded.fingerprint_required)
+                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change, mid_epoch=in_flight and (
+                        state.dataloader_len is None or state.timestamp.batch_in_epoch < state.dataloader_len),
+                        required=loaded.fingerprint_required, older_rules=loaded.fingerprint_rules_older)
             fit.layout = current_layout(graph, self.replication, dist.get_world_size())
             graph.set_epoch(epoch)
             undo, fit.took_over_spin = fit.took_over_spin, False

@@ -30,7 +30,9 @@ from composer_sampling._validate import valid_bool, valid_int
 __all__ = ['LIGHTNING_STATE', 'LoadedLightning', 'Where', 'lightning_state']
 
 #: 3: adds 'batch_digests', every rank's digest of the index lists its epoch trained before the checkpoint, where a
-#: node of the graph orders by nothing SamplerSync can set (None otherwise; see ``_resume/redraw.py``).
+#: node of the graph orders by nothing SamplerSync can set (None otherwise; see ``_resume/redraw.py``); and
+#: 'data_fingerprint' holds a fourth value, the sample count, computed by the rules that read the edges of local
+#: stream shards and name undeclared wrappers (a version 2 fingerprint of such data differs, and its refusal says why).
 #: 2: adds 'data_fingerprint', the train dataset's fingerprint (a version 1 state has none: its resume says so).
 #: 1: the first version.
 LIGHTNING_STATE = VersionPolicy(current=3, kind_of=lambda payload: other_trainer(payload, 'Lightning SamplerSync'))
@@ -93,7 +95,9 @@ class LoadedLightning:
             raise ValueError(f'Lightning SamplerSync state (version {version}) has no {", ".join(missing)}, which '
                              'every state of its version holds: it was edited or comes from elsewhere. Resume from '
                              'a checkpoint SamplerSync wrote, or from one saved at an epoch\'s end without it')
-        sync = LoadedSync.from_payload(payload, _FINGERPRINT_SINCE if version >= _FINGERPRINT_SINCE else None)
+        sync = dataclasses.replace(
+            LoadedSync.from_payload(payload, _FINGERPRINT_SINCE if version >= _FINGERPRINT_SINCE else None),
+            fingerprint_rules_older=version < _DIGESTS_SINCE)
         where = Where(valid_int('SamplerSync state epoch', payload['epoch'], minimum=0),
                       valid_int('SamplerSync state batches', payload['batches'], minimum=0),
                       valid_bool('SamplerSync state epoch_done', payload['epoch_done']))

@@ -222,7 +222,9 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
             if not graph.map_style:
                 if loaded is not None:
                     check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change,
-                               loaded.sync.fingerprint_required)
+                               mid_epoch=0 < place.batches < batches_in_epoch,
+                               required=loaded.sync.fingerprint_required,
+                           older_rules=loaded.sync.fingerprint_rules_older)
                 self._seeds.order_iterable(loader.dataset, seed, place.epoch, False, self.data_seed)
                 return loader
             self._seeds.seed_graph(graph, seed, place.epoch, 0 < place.batches < batches_in_epoch, self.data_seed)
@@ -230,7 +232,8 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
             if loaded is not None:
                 loaded.sync.check_graph(fit['signatures'])  # names what changed in the order first
                 check_data(loaded.sync.fingerprint, fingerprint, self.allow_data_change,
-                           loaded.sync.fingerprint_required)
+                           mid_epoch=0 < place.batches < batches_in_epoch, required=loaded.sync.fingerprint_required,
+                           older_rules=loaded.sync.fingerprint_rules_older)
             fit['layout'] = now = current_layout(graph, 1, ranks.world_size)
             stateful = hasattr(loader, 'state_dict') and hasattr(loader, 'load_state_dict')
             saved = check_resume(trainer, place, batches_in_epoch, loaded, now, stateful)

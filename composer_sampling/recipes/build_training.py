@@ -257,7 +257,7 @@ def check_train_graph(spec: RunSpec, checked: Checked, loader: DataLoader, world
             with warnings.catch_warnings():
                 warnings.simplefilter('ignore')  # SamplerSync gives allow_data_change's warning at fit start
                 check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), spec.sync.allow_data_change,
-                           loaded.fingerprint_required)
+                           required=loaded.fingerprint_required, older_rules=loaded.fingerprint_rules_older)
     except ResumeRefusedError as error:
         raise RecipeError(str(error)) from None
     return graph

@@ -220,9 +220,9 @@ def test_set_epoch_reaches_every_node_once_per_epoch() -> None:
     ('state', 'error', 'message'),
     [
         (None, TypeError, 'expects a dict, got None'),
-        ({'version': 99}, ValueError, 'version 99; this version of composer-sampling reads versions 1 to 5'),
+        ({'version': 99}, ValueError, 'version 99; this version of composer-sampling reads versions 1 to 6'),
         ({'version': 5, 'data_fingerprint': ('x', 'y', True)}, TypeError,
-         'data_fingerprint must be None or a .digest, source, covers content. triple'),
+         'data_fingerprint must be None, a .digest, source, covers content. triple'),
         ({'version': 1, 'data_seed': 'x'}, TypeError, 'data_seed must be an int'),
         ({'version': 1, 'data_seed': -3}, ValueError, 'data_seed must be in the interval'),
         ({'version': 1, 'order_signatures': 5}, TypeError, 'order_signatures must be a list of dicts or None'),

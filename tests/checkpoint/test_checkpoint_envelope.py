@@ -201,6 +201,7 @@ SYNC_FLAT = {
         'epoch_seeds': (('epoch', 1), ('samplers', [3])), 'rng': tuple(RNG), 'rng_batch': 6},
 }
 SYNC_FLAT[5] = {**SYNC_FLAT[4], 'version': 5, 'data_fingerprint': ('ab' * 16, 'TensorDataset of 1 tensor', True)}
+SYNC_FLAT[6] = {**SYNC_FLAT[4], 'version': 6, 'data_fingerprint': ('ab' * 16, 'TensorDataset of 1 tensor', True, 8)}
 
 
 def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
@@ -214,7 +215,7 @@ def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
     ('version', 'expected'),
     [(1, (11, 1, None, None, None, None)), (2, (11, 2, 16, None, None, None)),
      (3, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6)), (4, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6)),
-     (5, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6))],
+     (5, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6)), (6, (11, 2, 16, 4, {'epoch': 1, 'samplers': [3]}, 6))],
 )
 def test_every_sampler_sync_version_loads(version: int, expected: tuple[Any, ...]) -> None:
     sync = SamplerSync()
@@ -222,11 +223,13 @@ def test_every_sampler_sync_version_loads(version: int, expected: tuple[Any, ...
     assert _loaded(sync) == expected, 'version 2 counted a replication group R times: 32 // 2 distinct'
     assert sync._loaded is not None
     fingerprint = sync._loaded.fingerprint
-    assert (fingerprint is None) == (version < 5), 'only version 5 carries a fingerprint'
+    assert (fingerprint is None) == (version < 5), 'versions 5 and 6 carry a fingerprint'
     if fingerprint is not None:
         assert (fingerprint.digest, fingerprint.source, fingerprint.covers_content) == \
             SYNC_FLAT[5]['data_fingerprint']
-    if version in (1, 4, 5):
+        assert fingerprint.samples == (8 if version == 6 else None), 'version 6 adds the sample count'
+        assert sync._loaded.fingerprint_rules_older == (version < 6)
+    if version in (1, 4, 5, 6):
         assert sync._loaded is not None and sync._loaded.signatures == list(SYNC_FLAT[version]['order_signatures'])
     if version >= 3:
         assert sync._rng._loaded == RNG
@@ -241,14 +244,14 @@ def test_sampler_sync_version_4_refuses_what_version_3_refused() -> None:
         SamplerSync().load_state_dict({**SYNC_FLAT[4], 'rng': (3,)})
 
 
-def test_sampler_sync_writes_version_5_and_refuses_newer() -> None:
+def test_sampler_sync_writes_version_6_and_refuses_newer() -> None:
     state = SamplerSync(data_seed=9).state_dict()
     assert list(state) == ['version', 'data_seed', 'order_signatures', 'replication', 'global_batch',
                            'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch', 'data_fingerprint'] and \
-        state['version'] == 5
-    with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 6; this version of '
-                                                       'composer-sampling reads versions 1 to 5. Upgrade')):
-        SamplerSync().load_state_dict({'version': 6})
+        state['version'] == 6
+    with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 7; this version of '
+                                                       'composer-sampling reads versions 1 to 6. Upgrade')):
+        SamplerSync().load_state_dict({'version': 7})
 
 
 # ---------------------------------------------------------------------------------------------------------------

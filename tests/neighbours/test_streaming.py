@@ -128,8 +128,9 @@ def test_mid_epoch_resume_trains_exactly_the_rest(mds: Path, tmp_path: Path, sto
 
 
 def test_a_resume_onto_rewritten_shards_is_refused(tmp_path: Path) -> None:
-    """Shards written again with other samples of the same size: the index's hashes differ, so the fingerprint does;
-    shards rewritten without hashes in their index look the same, as docs/resume.md says."""
+    """Shards written again with other samples of the same size: the index's hashes differ, so the fingerprint does
+    (shards without hashes in their index are seen only at the edges of each local shard file, as docs/resume.md
+    says)."""
     first = write_mds(tmp_path / 'first', seed=0, hashes=('sha1',))
     train(streaming_loader(first), '5ba', folder=tmp_path / 'run', seed=1)
     rewritten = write_mds(tmp_path / 'rewritten', seed=1, hashes=('sha1',))
@@ -138,6 +139,24 @@ def test_a_resume_onto_rewritten_shards_is_refused(tmp_path: Path) -> None:
         train(streaming_loader(rewritten), '2ep', load=checkpoint(tmp_path / 'run', 5), seed=1)
     copy = write_mds(tmp_path / 'copy', seed=0, hashes=('sha1',))  # the same shards in another folder
     assert len(train(streaming_loader(copy), '1ep', load=checkpoint(tmp_path / 'run', 5), seed=1).batches) == 7
+
+
+def test_a_stream_whose_length_changed_is_refused_mid_epoch_and_named_a_change_of_length(tmp_path: Path) -> None:
+    """The issue's case: shards written again with one sample fewer. In the middle of an epoch the epoch's order
+    cannot continue, so the resume is refused whatever allow_data_change says; at an epoch's end allow_data_change
+    continues with a warning that names the change of length, and the next epoch covers the new length."""
+    first = write_mds(tmp_path / 'first', hashes=('sha1',))
+    train(streaming_loader(first), f'{SIZE // BATCH + 2}ba', folder=tmp_path / 'run', seed=1)
+    shorter = write_mds(tmp_path / 'shorter', size=SIZE - 1, hashes=('sha1',))
+    length = f'the train dataset has {SIZE - 1} samples, the checkpoint trained on {SIZE}: a change of length'
+    with pytest.raises(DataOrderError, match=length) as refused:
+        train(streaming_loader(shorter), '2ep', load=checkpoint(tmp_path / 'run', SIZE // BATCH + 2), seed=1,
+              sync=SamplerSync(allow_data_change=True))
+    assert 'whatever allow_data_change says' in str(refused.value)
+    with pytest.warns(UserWarning, match=f'{length}.*Continuing at the start of an epoch, because allow_data_change'):
+        resumed = train(streaming_loader(shorter), '2ep', load=checkpoint(tmp_path / 'run', SIZE // BATCH), seed=1,
+                        sync=SamplerSync(allow_data_change=True))
+    assert sorted(resumed.trained[1]) == list(range(SIZE - 1)), 'epoch 1 trains every sample of the new length once'
 
 
 # With workers, streaming restores the checkpointed shuffle_seed only in the worker copies of the dataset, for

@@ -215,6 +215,20 @@ def test_two_to_the_62_samples_on_1024_ranks_are_proved_in_seconds() -> None:
                               'identical seeds')
 
 
+def test_the_plan_of_a_recipe_at_two_to_the_62_samples_on_16384_ranks_holds(capsys) -> None:
+    """The issue's command: the recipe runner holds out a share of the synthetic dataset as a Subset over a range of
+    2**62 indices, whose fingerprint once picked its positions in float64 and ended in an IndexError."""
+    started = time.perf_counter()
+    code = main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), '--world-size', '16384',
+                 'train_loader.dataset={name: synthetic, size: 5764607523034234880}', 'global_train_batch_size=262144'])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert time.perf_counter() - started < 60  # about 3 s here
+    assert 'data fingerprint    bb3e28a9613a332d, from the Subset of 4,611,686,018,427,387,904 indices of ' in out
+    assert out.rstrip().splitlines()[-1] == ('every guarantee holds: every sample exactly once per epoch, no overlap '
+                                             'between ranks, identical seeds')
+
+
 def test_the_cli_names_the_proof(capsys) -> None:
     assert main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), '--world-size', '4', '--epochs', '1']) == 0
     assert '\nproof: by construction (every rank: ResumableDistributedSampler under BatchSampler)\n' in (

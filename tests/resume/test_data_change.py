@@ -118,3 +118,55 @@ def test_a_later_fit_may_train_other_data(tmp_path: Path) -> None:
     trainer.fit()
     trainer.fit(train_dataloader=_loader(SyntheticDataset(48, seed=1)), duration='1ep')
     assert int(trainer.state.timestamp.epoch) == 2
+
+
+def test_a_fit_on_two_to_the_62_samples_computes_its_fingerprint_at_fit_start() -> None:
+    """The issue's regression through a real Composer fit: SamplerSync fingerprints the train dataset at fit start,
+    here a Subset over a range of 2**62 indices, whose positions once went through float64 (IndexError)."""
+    from torch.utils.data import Subset
+
+    from support.helpers import IndexLedger, make_trainer
+
+    dataset = Subset(SyntheticDataset(5 * 2**60), range(2**62))
+    ledger, sync = IndexLedger(), SamplerSync()
+    make_trainer(_loader(dataset), max_duration='1ba', callbacks=[sync, ledger]).fit()
+    assert len(ledger.batches) == 1 and all(0 <= index < 2**62 for index in ledger.batches[0][1])
+    state = sync.state_dict()
+    assert state['data_fingerprint'][3] == 2**62, 'the sample count the checkpoint keeps'
+
+
+def test_a_change_of_length_is_named_and_refused_in_the_middle_of_an_epoch_whatever_allow_data_change_says() -> None:
+    from composer_sampling._fingerprint import Fingerprint
+    from composer_sampling._resume.data_identity import check_data
+    from composer_sampling._resume.decide import ResumeRefusedError
+
+    saved, now = Fingerprint('ab' * 16, 'a stream', True, 27), Fingerprint('cd' * 16, 'a stream', True, 26)
+    length = 'SamplerSync: the train dataset has 26 samples, the checkpoint trained on 27: a change of length'
+    for allow in (False, True):
+        with pytest.raises(ResumeRefusedError, match=length) as refused:
+            check_data(saved, now, allow, mid_epoch=True)
+        assert 'the rest of that epoch cannot continue on 26 samples, whatever allow_data_change says' in \
+            str(refused.value)
+    with pytest.raises(ResumeRefusedError, match=length) as refused:
+        check_data(saved, now, False, mid_epoch=False)
+    assert 'SamplerSync(allow_data_change=True)' in str(refused.value)
+    with pytest.warns(UserWarning, match=f'{length}.*Continuing at the start of an epoch, because allow_data_change '
+                                         'is true: its order is drawn over the 26 samples'):
+        check_data(saved, now, True, mid_epoch=False)
+    unknown = Fingerprint('ef' * 16, 'a stream', True, None)  # a checkpoint written before the count was kept
+    with pytest.raises(ResumeRefusedError, match='the train dataset is not the one the checkpoint trained on'):
+        check_data(unknown, now, False, mid_epoch=True)
+
+
+def test_the_checkpoint_entry_keeps_the_sample_count_and_reads_the_triples_of_older_checkpoints() -> None:
+    from composer_sampling._fingerprint import Fingerprint
+    from composer_sampling._resume.data_identity import fingerprint_entry, read_fingerprint
+
+    fingerprint = Fingerprint('ab' * 16, 'a test', True, 12)
+    assert fingerprint_entry(fingerprint) == ('ab' * 16, 'a test', True, 12)
+    assert read_fingerprint(fingerprint_entry(fingerprint), 'state') == fingerprint
+    assert read_fingerprint(['ab' * 16, 'a test', True], 'state') == Fingerprint('ab' * 16, 'a test', True, None)
+    for wrong in (('ab' * 16, 'a test', True, -1), ('ab' * 16, 'a test', True, True), ('ab' * 16, 'a test', True, 1.0),
+                  ('ab' * 16, 'a test', True, 1, 2)):
+        with pytest.raises(TypeError, match=r'state must be None, a \(digest, source, covers content\) triple or a '):
+            read_fingerprint(wrong, 'state')

@@ -3,6 +3,7 @@ same data rebuilt elsewhere the same one, and a dataset's own fingerprint wins o
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,8 @@ from torch.utils.data import ConcatDataset, Dataset, Subset, TensorDataset
 
 from composer_sampling import _fingerprint
 from composer_sampling._fingerprint import Fingerprint, dataset_fingerprint
+
+WHOLE = _fingerprint.WHOLE_ENTRIES
 
 
 def _digest(dataset: object) -> str:
@@ -64,6 +67,27 @@ def test_long_subset_indices_are_sampled_at_a_fixed_stride(monkeypatch: pytest.M
     indices = list(range(1000))
     assert _digest(Subset(base, indices)) != _digest(Subset(base, [*indices[:-1], 0])), 'the last entry is sampled'
     assert _digest(Subset(base, indices)) != _digest(Subset(base, indices[:-1])), 'the length counts'
+
+
+def test_a_subset_of_two_to_the_62_indices_is_fingerprinted_in_integers_quickly() -> None:
+    """The issue's regression: the fixed-stride positions went through float64, which rounded the last one past the
+    end of a range of 2**62 indices (IndexError)."""
+    started = time.perf_counter()
+    first = dataset_fingerprint(Subset(Plain(), range(2**62)))
+    assert time.perf_counter() - started < 5  # about 0.1 s here
+    assert first.samples == 2**62 and first.source.startswith('Subset of 4,611,686,018,427,387,904 indices of Plain')
+    assert first.digest != _digest(Subset(Plain(), range(1, 2**62 + 1))), 'the last index is hashed'
+    assert first.digest != _digest(Subset(Plain(), range(2**62 - 1)))
+
+
+@pytest.mark.parametrize('count', [WHOLE + 1, 3 * WHOLE + 7, 10**8 + 3, 12_345_678_901])
+def test_the_positions_in_integers_are_the_ones_float_arithmetic_picked_where_it_was_exact(count: int) -> None:
+    """So that a checkpoint written before keeps its fingerprint: below about 3e10 entries the float64 positions
+    were exact."""
+    assert _fingerprint._positions(count) == np.linspace(0, count - 1, WHOLE).round().astype(np.int64).tolist()
+    slices = _fingerprint._spread(count - _fingerprint.SLICE_BYTES, _fingerprint.SAMPLED_SLICES + 2).tolist()
+    assert slices == np.linspace(0, count - _fingerprint.SLICE_BYTES,
+                                 _fingerprint.SAMPLED_SLICES + 2).round().astype(np.int64).tolist()
 
 
 class Owned(Dataset):
@@ -125,7 +149,10 @@ def test_anything_else_is_its_class_and_length_and_says_so() -> None:
 
 
 class Wrapper(Dataset):
-    """A user's wrapper (an augmentation, a reader that logs) that keeps the dataset it reads."""
+    """A user's wrapper (an augmentation, a reader that logs) that keeps the dataset it reads, and says that its
+    sample ``i`` is sample ``i`` of that dataset."""
+
+    passes_indices_through = True
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
@@ -137,15 +164,209 @@ class Wrapper(Dataset):
         return self.dataset[index]
 
 
-def test_a_wrapper_is_seen_through() -> None:
+def test_a_wrapper_that_passes_indices_through_is_seen_through() -> None:
     from composer_sampling import PerSampleRNG
 
     base = TensorDataset(torch.arange(12))
     assert _digest(Wrapper(base)) == _digest(base) == _digest(Wrapper(Wrapper(base)))
-    assert _digest(PerSampleRNG(base)) == _digest(base)
+    assert _digest(PerSampleRNG(base)) == _digest(base) == _digest(PerSampleRNG(Wrapper(base)))
     assert _digest(Wrapper(TensorDataset(torch.arange(1, 13)))) != _digest(base)
     assert dataset_fingerprint(Wrapper(base)).source.endswith(', read through Wrapper')
+    assert dataset_fingerprint(PerSampleRNG(base)).covers_content
     assert not dataset_fingerprint(Wrapper(Plain())).covers_content
+
+
+class Permuted(Dataset):
+    """A wrapper that reorders its dataset: its sample ``i`` is ``dataset[order[i]]``."""
+
+    def __init__(self, dataset: Dataset, order: object) -> None:
+        self.dataset = dataset
+        self.order = order
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> object:
+        return self.dataset[int(self.order[index])]  # type: ignore[index]
+
+
+class Drawn(Dataset):
+    """A wrapper that reorders its dataset by an order it draws from a seed when a sample is read."""
+
+    def __init__(self, dataset: Dataset, seed: int) -> None:
+        self.dataset = dataset
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> object:
+        order = np.random.default_rng(self.seed).permutation(len(self))
+        return self.dataset[int(order[index])]
+
+
+@pytest.mark.parametrize('kind', [list, np.asarray, torch.tensor])
+def test_a_wrapper_that_may_reorder_has_its_class_and_index_arrays_in_the_fingerprint(kind: object) -> None:
+    """The issue's case: the same dataset read in another permutation, through a wrapper of the same length."""
+    base = TensorDataset(torch.arange(12))
+    order, other = list(range(12))[::-1], [*range(1, 12), 0]
+    first = Permuted(base, kind(order))  # type: ignore[operator]
+    assert _digest(first) == _digest(Permuted(TensorDataset(torch.arange(12)), kind(order)))  # type: ignore[operator]
+    assert _digest(first) != _digest(Permuted(base, kind(other))), 'another permutation'  # type: ignore[operator]
+    assert _digest(first) != _digest(base), 'adding or removing a wrapper that may reorder is a change'
+    fingerprint = dataset_fingerprint(first)
+    assert fingerprint.covers_content
+    assert fingerprint.source.endswith(', read through Permuted, whose class name and index arrays (order) join the '
+                                       'fingerprint')
+
+
+def test_a_wrapper_whose_order_the_fingerprint_cannot_see_says_that_it_does_not_cover_the_content() -> None:
+    base = TensorDataset(torch.arange(12))
+    fingerprint = dataset_fingerprint(Drawn(base, seed=3))
+    assert not fingerprint.covers_content
+    assert ('its content is not covered: Drawn is not declared passes_indices_through = True, and its attributes '
+            'seed are not index arrays, so an order they make is not seen') in fingerprint.source
+    assert fingerprint.digest != _digest(base)
+
+
+class Typo(Dataset):
+    """A dataset whose fingerprint property has a typo inside: reading it raises AttributeError."""
+
+    def __init__(self) -> None:
+        self.version = 'v1'
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    @property
+    def fingerprint(self) -> str:
+        return f'corpus {self.versoin}'  # type: ignore[attr-defined]
+
+
+class Boom(Typo):
+    @property
+    def fingerprint(self) -> str:
+        raise RuntimeError('boom')
+
+
+class BoomMethod(Typo):
+    def fingerprint(self) -> str:  # type: ignore[override]
+        raise RuntimeError('boom')
+
+
+@pytest.mark.parametrize(('dataset', 'raised'), [
+    (Typo(), "AttributeError: 'Typo' object has no attribute 'versoin'"),
+    (Boom(), 'RuntimeError: boom'),
+    (BoomMethod(), 'RuntimeError: boom'),
+], ids=['typo inside a property', 'another exception', 'a method'])
+def test_an_own_fingerprint_that_raises_is_named_never_swallowed(dataset: Dataset, raised: str) -> None:
+    name = type(dataset).__name__
+    with pytest.raises(TypeError, match=rf'{name}\.fingerprint(\(\))? .*raised {raised}') as refused:
+        dataset_fingerprint(dataset)
+    assert isinstance(refused.value.__cause__, (AttributeError, RuntimeError))
+
+
+def _on_two_ranks(datasets: list[object]) -> list[object]:
+    """``agreed_fingerprint`` on two ranks, one thread each, gathering through a barrier: each rank's fingerprint or
+    the exception it raised (a rank left waiting in the gather ends with BrokenBarrierError after 5 s)."""
+    import threading
+
+    from composer_sampling._resume.data_identity import agreed_fingerprint
+    from composer_sampling._resume.ranks import Ranks
+
+    barrier, slots, outcomes = threading.Barrier(2, timeout=5), [None, None], [None, None]
+
+    def rank_of(rank: int) -> None:
+        def gather(value: object) -> list[object]:
+            slots[rank] = value  # type: ignore[call-overload]
+            barrier.wait()
+            gathered = list(slots)
+            barrier.wait()
+            return gathered
+
+        try:
+            outcomes[rank] = agreed_fingerprint(datasets[rank], Ranks(2, rank, gather))  # type: ignore[call-overload]
+        except Exception as error:
+            outcomes[rank] = error  # type: ignore[call-overload]
+
+    threads = [threading.Thread(target=rank_of, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_every_rank_gets_the_same_refusal_when_one_ranks_fingerprint_raises() -> None:
+    base = TensorDataset(torch.arange(3))
+    for failing, kind in ((Boom(), TypeError), (Typo(), TypeError)):
+        outcomes = _on_two_ranks([base, failing])
+        assert all(isinstance(outcome, kind) for outcome in outcomes), outcomes
+        assert str(outcomes[0]) == str(outcomes[1])
+        assert str(outcomes[0]).startswith(f'SamplerSync (rank 1): reading {type(failing).__name__}.fingerprint ')
+
+
+class Broken(Dataset):
+    """A dataset whose length raises something that is neither a TypeError nor a ValueError."""
+
+    def __len__(self) -> int:
+        raise RuntimeError('the index server is down')
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def test_any_other_exception_while_fingerprinting_is_a_value_error_naming_the_dataset_on_every_rank() -> None:
+    outcomes = _on_two_ranks([Broken(), Broken()])
+    assert all(isinstance(outcome, ValueError) for outcome in outcomes), outcomes
+    assert str(outcomes[1]) == ('SamplerSync (rank 0): fingerprinting the train dataset Broken raised RuntimeError: '
+                                'the index server is down')
+
+
+class Chained(Dataset):
+    """A wrapper whose ``dataset`` can be pointed anywhere, a loop included."""
+
+    passes_indices_through = True
+
+    def __init__(self, dataset: object) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, index: int) -> object:
+        return index
+
+
+class Endless(Chained):
+    """A wrapper whose ``dataset`` is a new wrapper each time it is read."""
+
+    @property  # type: ignore[misc]
+    def dataset(self) -> object:
+        return Endless(None)
+
+    @dataset.setter
+    def dataset(self, value: object) -> None:
+        pass
+
+
+def test_a_chain_of_datasets_that_loops_is_a_named_error() -> None:
+    first = Chained(None)
+    second = Chained(first)
+    first.dataset = second
+    with pytest.raises(ValueError, match=r'the train dataset is a chain of datasets that loops: Chained.dataset is '
+                                         r'Chained, Chained.dataset is Chained, which was met before'):
+        dataset_fingerprint(first)
+    looped = Subset(Chained(None), [0, 1, 2, 3])
+    looped.dataset.dataset = looped  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r'loops: Subset.dataset is Chained, Chained.dataset is Subset'):
+        dataset_fingerprint(looped)
+    with pytest.raises(ValueError, match=rf'a chain of more than {_fingerprint.MAX_DEPTH} datasets \(Endless.dataset '
+                                         r'is Endless'):
+        dataset_fingerprint(Endless(None))
 
 
 def _folder(root: Path, sizes: dict[str, int]) -> object:
@@ -158,6 +379,19 @@ def _folder(root: Path, sizes: dict[str, int]) -> object:
     return DatasetFolder(str(root), loader=lambda path: path, extensions=('.txt',))
 
 
+def test_a_folder_dataset_without_root_says_that_it_hashes_absolute_paths(tmp_path: Path) -> None:
+    files = {'cat/a.txt': 3, 'dog/c.txt': 5}
+    folder = _folder(tmp_path / 'one', files)
+    del folder.root  # type: ignore[attr-defined]
+    fingerprint = dataset_fingerprint(folder)
+    assert 'DatasetFolder over 2 files: absolute paths (it has no root, so a copy elsewhere differs), sizes and ' \
+           'labels' in fingerprint.source
+    assert 'relative' not in fingerprint.source
+    moved = _folder(tmp_path / 'moved', files)
+    del moved.root  # type: ignore[attr-defined]
+    assert _digest(moved) != fingerprint.digest, 'as the source says: the paths are absolute'
+
+
 def test_a_folder_dataset_covers_relative_paths_sizes_and_labels(tmp_path: Path) -> None:
     files = {'cat/a.txt': 3, 'cat/b.txt': 4, 'dog/c.txt': 5}
     first = _folder(tmp_path / 'one', files)
@@ -165,33 +399,6 @@ def test_a_folder_dataset_covers_relative_paths_sizes_and_labels(tmp_path: Path)
     assert _digest(first) != _digest(_folder(tmp_path / 'grown', {**files, 'dog/c.txt': 6}))
     assert _digest(first) != _digest(_folder(tmp_path / 'renamed', {'cat/a.txt': 3, 'cat/b2.txt': 4, 'dog/c.txt': 5}))
     assert 'DatasetFolder over 3 files: relative paths, sizes and labels' in dataset_fingerprint(first).source
-
-
-def _streaming(root: Path, texts: list[str], local: Path | None = None, **stream: object) -> object:
-    from streaming import MDSWriter, Stream, StreamingDataset
-
-    if not (root / 'index.json').exists():
-        with MDSWriter(out=str(root), columns={'text': 'str'}, size_limit=1 << 10, hashes=['sha1']) as writer:
-            for text in texts:
-                writer.write({'text': text})
-    streams = [Stream(local=str(local or root), **stream)]  # type: ignore[arg-type]
-    if local is not None and not local.exists():
-        import shutil
-
-        shutil.copytree(root, local)
-    return StreamingDataset(streams=streams, batch_size=1, shuffle=False)
-
-
-def test_a_streaming_dataset_covers_its_index_files_and_stream_settings(tmp_path: Path) -> None:
-    texts = [f'sample {k:04d} ' * 8 for k in range(60)]
-    first = _streaming(tmp_path / 'first', texts)
-    copied = _streaming(tmp_path / 'first', texts, local=tmp_path / 'copy')
-    assert _digest(first) == _digest(copied), 'the same shards in another folder'
-    changed = _streaming(tmp_path / 'changed', [*texts[:-1], 'another sample' * 8])
-    assert len(changed) == len(first) and _digest(changed) != _digest(first)  # type: ignore[arg-type]
-    repeated = _streaming(tmp_path / 'first', texts, local=tmp_path / 'copy2', repeat=2)
-    assert _digest(repeated) != _digest(first), 'the stream settings count'
-    assert 'StreamingDataset of 1 stream' in dataset_fingerprint(first).source
 
 
 def test_a_hugging_face_dataset_brings_its_own_fingerprint() -> None:

@@ -37,6 +37,8 @@ from composer_sampling.train import train
 
 
 class LoggedReads(Dataset):
+    passes_indices_through = True  # sample i is sample i of its dataset: the fingerprint sees through it
+
     def __init__(self, dataset: Dataset, path: Path) -> None:
         self.dataset = dataset
         self.log = path.open('a', buffering=1)

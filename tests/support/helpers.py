@@ -47,6 +47,8 @@ class IndexLedger(Callback):
 class ReadCounter(Dataset):
     """Wraps a dataset and counts how often each index is read."""
 
+    passes_indices_through = True  # sample i is sample i of its dataset: the fingerprint sees through it
+
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
         self.reads: collections.Counter[int] = collections.Counter()
