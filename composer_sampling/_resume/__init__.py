@@ -13,4 +13,6 @@ underscore would be this folder's own):
 * ``rng_state``: this process's random generators as plain values, captured and restored
 * ``fit``: what SamplerSync remembers of a fit
 * ``data_identity``: the train dataset's fingerprint every rank agrees on, checked against the checkpoint's
+* ``redraw``: a graph that orders by nothing of ours, continued once its trained index lists drawn again match the
+  checkpoint's digest
 """
