@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from composer_sampling._proofs.summary import summarize
     from composer_sampling.callbacks.sample_ledger import SampleLedger
     from composer_sampling.callbacks.sampler_sync import SamplerSync
+    from composer_sampling.data_order import DataOrder
     from composer_sampling.errors import DataOrderError
     from composer_sampling.per_sample_rng import PerSampleRNG
     from composer_sampling.samplers import *  # noqa: F403 (every sampler SAMPLERS lists)
@@ -39,6 +40,7 @@ from composer_sampling.samplers import SAMPLERS as _SAMPLERS  # the samplers' ta
 _MODULES = {
     **{name: f'composer_sampling.samplers.{module}' for name, module in _SAMPLERS.items()},
     'CheckpointError': 'composer_sampling._checkpoint.safe_load',
+    'DataOrder': 'composer_sampling.data_order',
     'DataOrderError': 'composer_sampling.errors',
     'PerSampleRNG': 'composer_sampling.per_sample_rng',
     'SampleLedger': 'composer_sampling.callbacks.sample_ledger',
@@ -53,6 +55,7 @@ _MODULES = {
 __all__ = [
     *_SAMPLERS,
     'CheckpointError',
+    'DataOrder',
     'DataOrderError',
     'PerSampleRNG',
     'SampleLedger',

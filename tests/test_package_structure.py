@@ -20,8 +20,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / 'composer_sampling'
 
 #: Each unit and its floor, measured: the order core and the leaf helpers, then checkpoints and the graph, the
-#: samplers on them, the proofs and the resume decision on those, the callbacks and the audit, the runner, the
-#: package's lazy front.
+#: samplers on them, the proofs and the resume decision on those, the audit and the order object, the adapters,
+#: the runner, the package's lazy front.
 FLOORS = {
     'permutation': 0, '_pointers': 0, '_requires': 0, '_fingerprint': 0, '_s3_reader': 0, 'errors': 0,
     '_validate': 1, 'positions': 1, '_remote': 1,
@@ -29,10 +29,11 @@ FLOORS = {
     'ledger_format': 3, '_graph': 3,
     'samplers': 4,
     '_proofs': 5, '_resume': 5,
-    'audit': 6, 'callbacks': 6, 'lightning': 6,
-    'recipes': 7,
-    'train': 8,
-    '': 9,  # composer_sampling/__init__.py: the public names, imported lazily
+    'audit': 6, 'data_order': 6,
+    'callbacks': 7, 'lightning': 7,
+    'recipes': 8,
+    'train': 9,
+    '': 10,  # composer_sampling/__init__.py: the public names, imported lazily
 }
 
 

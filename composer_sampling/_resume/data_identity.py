@@ -22,8 +22,8 @@ import warnings
 from typing import Any
 
 from composer_sampling._fingerprint import Fingerprint, dataset_fingerprint
-from composer_sampling._resume.decide import ResumeRefusedError
 from composer_sampling._resume.ranks import Ranks
+from composer_sampling.errors import DataOrderError
 
 __all__ = ['agreed_fingerprint', 'check_data', 'fingerprint_entry', 'read_fingerprint']
 
@@ -97,14 +97,14 @@ def check_data(saved: Fingerprint | None, now: Fingerprint, allow_change: bool, 
             of local stream shards nor name a wrapper; a refusal then says so.
 
     Raises:
-        ResumeRefusedError: the fingerprints differ (or ``required`` and none was saved) and ``allow_change`` is
+        DataOrderError: the fingerprints differ (or ``required`` and none was saved) and ``allow_change`` is
             false, or the sample counts differ and ``mid_epoch`` is true.
 
     Example:
         >>> before, after = Fingerprint('ab' * 16, 'a test', True, 27), Fingerprint('cd' * 16, 'a test', True, 26)
         >>> try:
         ...     check_data(before, after, allow_change=True, mid_epoch=True)
-        ... except ResumeRefusedError as error:
+        ... except DataOrderError as error:
         ...     print(str(error).split(' (')[0])
         SamplerSync: the train dataset has 26 samples, the checkpoint trained on 27: a change of length
     """
@@ -120,7 +120,7 @@ def check_data(saved: Fingerprint | None, now: Fingerprint, allow_change: bool, 
         length = (f'SamplerSync: the train dataset has {now.samples:,} samples, the checkpoint trained on '
                   f'{saved.samples:,}: a change of length (its fingerprint was {saved}, it is now {now})')
         if mid_epoch:
-            raise ResumeRefusedError(
+            raise DataOrderError(
                 f'{length}. The checkpoint was written in the middle of an epoch, whose order is a function of the '
                 f'dataset\'s length: the rest of that epoch cannot continue on {now.samples:,} samples, whatever '
                 'allow_data_change says. Resume from a checkpoint written at the end of an epoch (allow_data_change '
@@ -129,7 +129,7 @@ def check_data(saved: Fingerprint | None, now: Fingerprint, allow_change: bool, 
             warnings.warn(f'{length}. Continuing at the start of an epoch, because allow_data_change is true: its '
                           f'order is drawn over the {now.samples:,} samples', stacklevel=3)
             return
-        raise ResumeRefusedError(f'{length}. {ways_out} from the start of the next epoch')
+        raise DataOrderError(f'{length}. {ways_out} from the start of the next epoch')
     if saved is not None and saved.digest == now.digest:
         return
     if saved is None:
@@ -147,7 +147,7 @@ def check_data(saved: Fingerprint | None, now: Fingerprint, allow_change: bool, 
         message += ('. The checkpoint was written by an earlier release, whose fingerprint read no stream shard files '
                     'and saw through every wrapper of one dataset: if the data is the same, continue once with '
                     'allow_data_change, and the checkpoints this run writes carry the new fingerprint')
-    raise ResumeRefusedError(f'{message}. {ways_out}')
+    raise DataOrderError(f'{message}. {ways_out}')
 
 
 def fingerprint_entry(fingerprint: Fingerprint | None) -> tuple[str, str, bool, int | None] | None:

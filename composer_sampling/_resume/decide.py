@@ -47,12 +47,7 @@ from composer_sampling._graph.walk import describe
 from composer_sampling.errors import DataOrderError
 from composer_sampling.protocols import EpochAware, Offsettable, is_torch_own, supports
 
-__all__ = ['Continuation', 'Layout', 'Position', 'ResumeRefusedError', 'blockers', 'continuation']
-
-
-class ResumeRefusedError(DataOrderError):
-    """A fit start that would repeat or skip samples (a resume that cannot continue the epoch exactly, a graph that
-    does not shard by rank); the message says what would work."""
+__all__ = ['Continuation', 'Layout', 'Position', 'blockers', 'continuation']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +100,7 @@ def blockers(graph: GraphSnapshot) -> list[Any]:
 
 def continuation(loader: DataLoader, position: Position, saved: Layout | None, now: Layout,
                  graph: GraphSnapshot | None = None) -> Continuation:
-    """How the fit continues its epoch from ``position``; raises :class:`ResumeRefusedError` when it cannot exactly.
+    """How the fit continues its epoch from ``position``; raises :class:`DataOrderError` when it cannot exactly.
 
     ``saved`` is the layout the checkpoint was trained with (None: unknown, taken as ``now``);
     ``graph`` the loader's snapshot when the caller has one (else it is taken here).
@@ -128,9 +123,9 @@ def continuation(loader: DataLoader, position: Position, saved: Layout | None, n
         parent, attribute, per_batch, index_sampler = sample_edge
         ranks = now.data_parallel_ranks or 1
         if saved.data_parallel_ranks not in (None, ranks) and not _rank_independent(index_sampler):
-            raise ResumeRefusedError(_changed_ranks(index_sampler, saved, now))
+            raise DataOrderError(_changed_ranks(index_sampler, saved, now))
         if position.samples % ranks:
-            raise ResumeRefusedError(
+            raise DataOrderError(
                 f'the checkpoint stopped after {position.samples} samples of this epoch, which {ranks} data-parallel '
                 f'ranks cannot share evenly, so {describe(index_sampler)} cannot continue at the next sample. Resume '
                 f'with a data-parallel world size that divides {position.samples}'
@@ -141,9 +136,9 @@ def continuation(loader: DataLoader, position: Position, saved: Layout | None, n
                             limit=None if remaining is None else remaining * per_batch)
     top = deciding[0] if deciding else root
     if saved.data_parallel_ranks not in (None, now.data_parallel_ranks):
-        raise ResumeRefusedError(_changed_ranks(top, saved, now))
+        raise DataOrderError(_changed_ranks(top, saved, now))
     if saved.global_batch is not None and now.global_batch is not None and saved.global_batch != now.global_batch:
-        raise ResumeRefusedError(
+        raise DataOrderError(
             f'{describe(top)} decides the order of whole batches, so a resume must continue at batch '
             f'{position.batches} of the same batches: the checkpoint trained {saved.global_batch} distinct samples '
             f'a step, this run {now.global_batch}. Resume with global batch {saved.global_batch}'

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from torch.utils.data import DataLoader
@@ -32,11 +33,32 @@ from composer_sampling._graph.grouping import grouping
 from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import describe
-from composer_sampling._resume.decide import Continuation, Layout, Position, ResumeRefusedError, continuation
+from composer_sampling._resume.decide import Continuation, Layout, Position, continuation
+from composer_sampling.errors import DataOrderError
 from composer_sampling.protocols import Offsettable, supports
 from composer_sampling.samplers.distribute import rebuild_loader
 
-__all__ = ['Position', 'current_layout', 'place_in_epoch', 'saved_layout', 'tap_at_top']
+__all__ = ['Place', 'Position', 'current_layout', 'place_in_epoch', 'saved_layout', 'tap_at_top']
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """A place in a fit: the epoch, and the batches of it each rank trained before the place.
+
+    Example:
+        >>> str(Place(epoch=1, batches=3)), Place(1, 12).after_batches(12)
+        ('epoch 1, batch 3', True)
+    """
+
+    epoch: int
+    batches: int
+
+    def after_batches(self, batches_in_epoch: float) -> bool:
+        """Whether the place is at the epoch's end: no batch of it is left."""
+        return self.batches >= batches_in_epoch
+
+    def __str__(self) -> str:
+        return f'epoch {self.epoch}, batch {self.batches}'
 
 
 def current_layout(graph: GraphSnapshot, replication: int, world_size: int) -> Layout:
@@ -65,7 +87,7 @@ def place_in_epoch(graph: GraphSnapshot, position: Position, saved: Layout | Non
                    top: Callable[[], IndexTap | None]) -> Continuation:
     """Decide how the fit continues its epoch and place the graph there; the decision (``spin``: not placed).
 
-    Raises :class:`~composer_sampling._resume.decide.ResumeRefusedError` for a resume
+    Raises :class:`~composer_sampling._resume.decide.DataOrderError` for a resume
     that cannot continue exactly, its message starting ``SamplerSync:``.
     """
     loader, root = graph.loader, graph.root
@@ -76,8 +98,8 @@ def place_in_epoch(graph: GraphSnapshot, position: Position, saved: Layout | Non
             node.set_window(0)
     try:
         chosen = continuation(loader, position, saved_layout(saved, position), now, graph=graph)
-    except ResumeRefusedError as error:
-        raise ResumeRefusedError(f'SamplerSync: {error}') from None
+    except DataOrderError as error:
+        raise DataOrderError(f'SamplerSync: {error}') from None
     if chosen.kind in ('window', 'offset') and chosen.edge is None and (chosen.skip or chosen.limit is not None):
         tap = top()
         if tap is None:

@@ -20,7 +20,7 @@ Example:
     >>> head_check(saved, 'rank 0')(iter([[1, 3], [0, 2]]))
     Traceback (most recent call last):
     ...
-    composer_sampling._resume.decide.ResumeRefusedError: SamplerSync: drawn again for rank 0, the 2 index lists \
+    composer_sampling._resume.decide.DataOrderError: SamplerSync: drawn again for rank 0, the 2 index lists \
 trained before the checkpoint come out different, so the order of this epoch depends on something besides the \
 seed and the epoch; the rest of the epoch would repeat or skip samples. Give the sampler that decides the order \
 set_epoch(epoch), or resume from a checkpoint saved at an epoch's end
@@ -33,7 +33,7 @@ import hashlib
 from collections.abc import Iterator
 
 from composer_sampling._graph.index_tap import HeadCheck
-from composer_sampling._resume.decide import ResumeRefusedError
+from composer_sampling.errors import DataOrderError
 
 __all__ = ['KEPT', 'BatchChain', 'head_check']
 
@@ -103,7 +103,7 @@ def head_check(expected: str, who: str, chain: BatchChain | None = None) -> Head
         for batch in batches:
             digest, count = _next(digest, batch), count + 1
         if digest != expected:
-            raise ResumeRefusedError(
+            raise DataOrderError(
                 f'SamplerSync: drawn again for {who}, the {count} index lists trained before the checkpoint come out '
                 'different, so the order of this epoch depends on something besides the seed and the epoch; the '
                 'rest of the epoch would repeat or skip samples. Give the sampler that decides the order '

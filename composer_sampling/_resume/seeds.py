@@ -16,8 +16,8 @@ from composer_sampling._graph.seeding import (
 )
 from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._graph.walk import describe, sharding_problem
-from composer_sampling._resume.decide import ResumeRefusedError
 from composer_sampling._resume.ranks import Ranks
+from composer_sampling.errors import DataOrderError
 from composer_sampling.protocols import EpochAware, supports
 
 __all__ = ['Seeder', 'agreed_seed']
@@ -55,7 +55,7 @@ def agreed_seed(trainer_seed: int, graph: GraphSnapshot, asked: int | None, chec
     problems = [(rank, text) for rank, (_, text) in enumerate(gathered) if text]
     if problems:
         rank, text = problems[0]
-        raise ResumeRefusedError(f'SamplerSync (rank {rank}): {text}')
+        raise DataOrderError(f'SamplerSync (rank {rank}): {text}')
     return seed
 
 

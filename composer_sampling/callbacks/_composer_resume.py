@@ -9,10 +9,11 @@ from composer.utils import dist
 from torch.utils.data import DataLoader
 
 from composer_sampling._graph.snapshot import GraphSnapshot
-from composer_sampling._resume.decide import Continuation, Layout, Position, ResumeRefusedError
+from composer_sampling._resume.decide import Continuation, Layout, Position
 from composer_sampling._resume.place import place_in_epoch, saved_layout
 from composer_sampling._resume.ranks import Ranks
 from composer_sampling.callbacks._top_tap import top_tap
+from composer_sampling.errors import DataOrderError
 
 __all__ = ['composer_ranks', 'resume_in_epoch']
 
@@ -31,7 +32,7 @@ def resume_in_epoch(state: State, graph: GraphSnapshot, saved: Layout | None, no
     ``saved`` is the checkpoint's layout and ``replication`` its replication (or this run's);
     ``undo``: an earlier fit of this trainer set ``dataset_resumption['train']``, to decide
     afresh. Returns whether this fit set it (the next fit's ``undo``); raises
-    :class:`~composer_sampling._resume.decide.ResumeRefusedError` for a resume that cannot
+    :class:`~composer_sampling._resume.decide.DataOrderError` for a resume that cannot
     continue exactly.
     """
     if undo:
@@ -52,7 +53,7 @@ def _keep_spin(chosen: Continuation, position: Position, saved: Layout | None, n
     if position.batches == 0:
         return
     if saved is not None and saved.global_batch not in (None, now.global_batch):
-        raise ResumeRefusedError(
+        raise DataOrderError(
             f'SamplerSync: Composer would resume by skipping {position.batches} batches of the new global batch '
             f'{now.global_batch}, but the checkpoint trained them with {saved.global_batch} distinct '
             f'samples a step ({chosen.reason}); the rest of the epoch would repeat or skip samples. Resume with '

@@ -7,12 +7,11 @@ When the top is a batch sampler of yours, no attribute of torch's DataLoader can
 reassigned, so for the rest of the fit the trainer reads a new DataLoader over the
 same dataset, with the same settings, whose batch sampler is the tap over yours
 (``State.set_dataloader``); :func:`end_top_tap` gives the trainer its own back at fit
-end. ``state.train_dataloader`` stays yours throughout.
+end. ``state.train_dataloader`` stays yours throughout. The DataLoader built here keeps the trainer's own in an
+attribute of its own, so nothing is kept at module level.
 """
 
 from __future__ import annotations
-
-import weakref
 
 from composer.core import State
 from torch.utils.data import DataLoader
@@ -23,8 +22,9 @@ from composer_sampling._resume.place import tap_at_top
 
 __all__ = ['end_top_tap', 'top_tap']
 
-#: A DataLoader this module built around a tap -> (the trainer's own DataLoader, its length as Composer had it).
-_REBUILT: weakref.WeakKeyDictionary[DataLoader, tuple[DataLoader, int]] = weakref.WeakKeyDictionary()
+#: The attribute of a DataLoader this module built around a tap: (the trainer's own DataLoader, its length as
+#: Composer had it).
+_ORIGINAL = '_composer_sampling_original'
 
 
 def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None) -> IndexTap | None:
@@ -39,14 +39,14 @@ def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None
     loader = state.dataloader
     if not isinstance(loader, DataLoader):
         return None
-    if loader in _REBUILT:  # its tap is already there: found, and told
+    if hasattr(loader, _ORIGINAL):  # its tap is already there: found, and told
         return install_tap(loader, 'batch_sampler' if loader.batch_sampler is not None else 'sampler',
                            listener=listener)
     tap, rebuilt = tap_at_top(loader, graph, listener)
     if rebuilt is None:
         return tap
     length = -1 if state.dataloader_len is None else int(state.dataloader_len)
-    _REBUILT[rebuilt] = (loader, length)
+    setattr(rebuilt, _ORIGINAL, (loader, length))
     state.set_dataloader(rebuilt, 'train', length)
     return tap
 
@@ -54,6 +54,7 @@ def top_tap(state: State, graph: GraphSnapshot, listener: Listener | None = None
 def end_top_tap(state: State) -> None:
     """Give the trainer its own train dataloader back if :func:`top_tap` replaced it."""
     loader = state.dataloader
-    if isinstance(loader, DataLoader) and loader in _REBUILT:
-        original, length = _REBUILT.pop(loader)
+    if isinstance(loader, DataLoader) and hasattr(loader, _ORIGINAL):
+        original, length = getattr(loader, _ORIGINAL)
+        delattr(loader, _ORIGINAL)
         state.set_dataloader(original, 'train', length)

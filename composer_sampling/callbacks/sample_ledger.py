@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
 from composer_sampling.callbacks._batch_indices import IndexKey, key_name, read_indices
-from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
+from composer_sampling.callbacks._fit_graph import FitGraph, fit_graph, forget_fit_graph
 from composer_sampling.callbacks._ledger_folder import ledger_folder, saver_of
 from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
 from composer_sampling.callbacks._ledger_sources import IndexSource, dataset_fields, ledger_fingerprint
@@ -115,6 +115,7 @@ class SampleLedger(Callback):
         self._indices = IndexSource(self.index_key, f'SampleLedger(index_key={key_name(self.index_key)})')
         self._recorder: LedgerRecorder | None = None  # the file of the current fit
         self._uploader: LedgerUploader | None = None  # its uploads, when the folder is a URI
+        self._fit_graph = FitGraph()  # the fit start's snapshot, shared with the trainer's SamplerSync
 
     def __repr__(self) -> str:
         return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'

@@ -1,7 +1,9 @@
-"""Seeds, epochs, resume position and RNG for every sampler (or streaming dataset) of the train dataloader."""
+"""Seeds, epochs, resume position and RNG for every sampler (or streaming dataset) of the train dataloader: Composer's
+events mapped onto :class:`~composer_sampling.DataOrder`."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from composer.core import Callback, State
@@ -9,25 +11,17 @@ from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
-from composer_sampling._graph.seeding import is_streaming_dataset
-from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
-from composer_sampling._graph.walk import is_map_style
-from composer_sampling._resume.data_identity import agreed_fingerprint, check_data
-from composer_sampling._resume.decide import ResumeRefusedError
-from composer_sampling._resume.fit import FitRecord
-from composer_sampling._resume.loaded import LoadedSync, sync_state
-from composer_sampling._resume.place import current_layout
-from composer_sampling._resume.seeds import Seeder, agreed_seed, set_dataset_epochs
+from composer_sampling._resume.loaded import LoadedOrder
 from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.callbacks._composer_resume import composer_ranks, resume_in_epoch
 from composer_sampling.callbacks._composer_rng import CheckpointRNG
-from composer_sampling.callbacks._fit_graph import fit_graph, forget_fit_graph
+from composer_sampling.callbacks._fit_graph import FitGraph, fit_graph, forget_fit_graph
 from composer_sampling.callbacks._one_per_trainer import SecondCallbackError, refuse_a_second
 from composer_sampling.callbacks._remote_saves import shared_start_problem
 from composer_sampling.callbacks._top_tap import end_top_tap
+from composer_sampling.data_order import DataOrder
 from composer_sampling.errors import DataOrderError
 from composer_sampling.permutation import MAX_DATA_SEED
-from composer_sampling.protocols import EpochAware, supports
 
 __all__ = ['DataOrderError', 'SamplerSync', 'SecondCallbackError']
 
@@ -120,9 +114,12 @@ class SamplerSync(Callback):
         self.replication = valid_int('replication', replication, minimum=1)
         self.print_summary = valid_bool('print_summary', print_summary)
         self.allow_data_change = valid_bool('allow_data_change', allow_data_change)
-        self._loaded: LoadedSync | None = None  # the checkpoint's state, once loaded
-        self._fit = FitRecord()
-        self._seeds = Seeder()
+        self._loaded: LoadedOrder | None = None  # the checkpoint's state, once loaded
+        self._order: DataOrder | None = None  # created at the first fit start with a DataLoader
+        self._fits = 0  # fits started
+        self._took_over_spin = False  # this callback set dataset_resumption['train'] (a later fit decides afresh)
+        self._state: weakref.ref[State] | None = None  # the trainer's state since the first fit start
+        self._fit_graph = FitGraph()  # the fit start's snapshot, shared with the trainer's SampleLedger
         self._rng = CheckpointRNG()
 
     def __repr__(self) -> str:
@@ -133,7 +130,7 @@ class SamplerSync(Callback):
     @property
     def seed_in_use(self) -> int | None:
         """The data seed of the last fit start (None before the first)."""
-        return self._fit.seed
+        return None if self._order is None else self._order.seed
 
     # events -------------------------------------------------------------------------------------------
 
@@ -147,76 +144,33 @@ class SamplerSync(Callback):
         problem = shared_start_problem(state)
         if problem is not None:
             raise DataOrderError(f'SamplerSync: {problem}')
-        fit, loaded = self._fit, self._loaded
-        fit.count += 1
-        adopting = fit.count == 1 and loaded is None and int(state.timestamp.batch) > 0
+        self._fits += 1
+        loaded = self._loaded
+        adopting = self._fits == 1 and loaded is None and int(state.timestamp.batch) > 0
         self._rng.watch(state)
+        self._state = weakref.ref(state)
         loader = state.train_dataloader
         if not isinstance(loader, DataLoader):
             return
-        graph = fit.graph = fit_graph(state)
-        epoch, in_flight = int(state.timestamp.epoch), int(state.timestamp.batch_in_epoch) > 0
-        ranks = composer_ranks()
-        try:
-            seed = agreed_seed(state.rank_zero_seed, graph, self.data_seed, None if loaded is None else
-                               loaded.data_seed, self.check_sharding, self.replication, ranks)
-            fit.fingerprint = agreed_fingerprint(loader.dataset, ranks)
-            resumed = loaded is not None and fit.count == 1  # a later fit may train other data on purpose
-            fit.epoch_set = epoch
-            if not graph.map_style:
-                if loaded is not None and resumed:
-                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change, mid_epoch=in_flight and (
-                        state.dataloader_len is None or state.timestamp.batch_in_epoch < state.dataloader_len),
-                        required=loaded.fingerprint_required, older_rules=loaded.fingerprint_rules_older)
-                fit.seed = self._seeds.order_iterable(loader.dataset, seed, epoch, adopting, self.data_seed)
-                logger.log_hyperparameters({'data_seed': fit.seed})
-                self._rng.fit_start(state, spin_skipped='train' in state.dataset_resumption)
-                self._summarize(graph, fit.seed)
-                return
-            fit.seed = seed
-            logger.log_hyperparameters({'data_seed': seed})
-            if adopting and in_flight:
-                self._seeds.adopt_epoch_in_flight(graph, epoch, seed)
-            self._seeds.seed_graph(graph, seed, epoch, in_flight, self.data_seed)
-            fit.signatures = graph.signatures()
-            if loaded is not None:
-                loaded.check_graph(fit.signatures)  # names what changed in the order first
-                if resumed:
-                    check_data(loaded.fingerprint, fit.fingerprint, self.allow_data_change, mid_epoch=in_flight and (
-                        state.dataloader_len is None or state.timestamp.batch_in_epoch < state.dataloader_len),
-                        required=loaded.fingerprint_required, older_rules=loaded.fingerprint_rules_older)
-            fit.layout = current_layout(graph, self.replication, dist.get_world_size())
-            graph.set_epoch(epoch)
-            undo, fit.took_over_spin = fit.took_over_spin, False
+        graph = fit_graph(state)
+        order = self._order_for(loader)
+        timestamp = state.timestamp
+        epoch, in_flight = int(timestamp.epoch), int(timestamp.batch_in_epoch) > 0
+        mid_epoch = in_flight and (state.dataloader_len is None or timestamp.batch_in_epoch < state.dataloader_len)
+        seed = order.start(epoch, loader=loader, graph=graph, ranks=composer_ranks(), trainer_seed=state.rank_zero_seed,
+                           in_flight=in_flight, mid_epoch=mid_epoch, adopting=adopting)
+        logger.log_hyperparameters({'data_seed': seed})
+        if graph.map_style:
+            undo, self._took_over_spin = self._took_over_spin, False
             saved, replication = (None, self.replication) if loaded is None else (loaded.layout, loaded.replication)
-            fit.took_over_spin = resume_in_epoch(state, graph, saved, fit.layout, replication, undo)
-        except ResumeRefusedError as error:
-            raise DataOrderError(str(error)) from None
+            self._took_over_spin = resume_in_epoch(state, graph, saved, order.layout, replication, undo)
         self._rng.fit_start(state, spin_skipped='train' in state.dataset_resumption)
-        self._summarize(graph, seed)
+        self._summarize(order)
 
     def epoch_start(self, state: State, logger: Logger) -> None:
         self._rng.epoch_start()
-        loader, fit = state.train_dataloader, self._fit
-        epoch = int(state.timestamp.epoch)
-        set_at_fit_start, fit.epoch_set = fit.epoch_set, None
-        if not isinstance(loader, DataLoader):
-            return
-        if not is_map_style(loader):
-            dataset: Any = loader.dataset
-            if set_at_fit_start != epoch and supports(dataset, EpochAware) and not is_streaming_dataset(dataset):
-                dataset.set_epoch(epoch)
-            return
-        seed = fit.seed if fit.seed is not None else 0
-        graph = fit.graph if fit.graph is not None and fit.graph.loader is loader else take_snapshot(loader)
-        if self._seeds.epoch_seeds is not None and epoch > int(self._seeds.epoch_seeds['epoch']):
-            self._seeds.epoch_seeds = None  # the epoch that kept its samplers' own seeds is over
-            self._seeds.seed_graph(graph, seed, epoch, in_flight=False, asked=self.data_seed)
-        else:
-            self._seeds.seed_generators(graph, seed, epoch)  # Composer's spin may have drawn from them since fit start
-        if set_at_fit_start != epoch:  # fit start has just set it otherwise: once per node per epoch
-            graph.set_epoch(epoch)
-            set_dataset_epochs(graph, epoch)
+        if self._order is not None and isinstance(state.train_dataloader, DataLoader):
+            self._order.next_epoch(int(state.timestamp.epoch))
 
     def before_dataloader(self, state: State, logger: Logger) -> None:
         self._rng.before_dataloader()
@@ -228,32 +182,37 @@ class SamplerSync(Callback):
     # checkpoints --------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        fit = self._fit
-        return sync_state(fit.seed if fit.seed is not None else self.data_seed, fit.signatures, self.replication,
-                          fit.layout, self._seeds.epoch_seeds, self._rng.state(), fit.fingerprint)
+        rng = self._rng.state()
+        order, state = self._order, None if self._state is None else self._state()
+        if order is None or order.seed is None or state is None:
+            return DataOrder.unstarted_state('composer', self.data_seed, self.replication,
+                                             None if self._loaded is None else self._loaded.epoch_seeds)
+        timestamp = state.timestamp
+        return order.state_dict(trainer='composer', place=(int(timestamp.epoch), int(timestamp.batch_in_epoch), False),
+                                rng=rng['rng'], rng_batch=rng['rng_batch'])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Loads a state of any version SamplerSync wrote (1 to 5); keys an older version lacks get defaults."""
-        loaded = LoadedSync.read(state, error=DataOrderError)
+        """Loads a state of any version SamplerSync wrote (1 to 6); keys an older version lacks get defaults."""
+        loaded = self._loaded = LoadedOrder.read(state, reader='Composer SamplerSync')
         self._rng.load(state)
-        self._loaded, self._seeds.epoch_seeds = loaded, loaded.epoch_seeds
+        if self._order is not None:
+            self._order.resume_from(loaded)
 
-    def _summarize(self, graph: GraphSnapshot, seed: int) -> None:
+    def _order_for(self, loader: DataLoader) -> DataOrder:
+        """The callback's order, created with the first train dataloader (and the loaded checkpoint's state)."""
+        if self._order is None:
+            self._order = DataOrder(loader, self.data_seed, self.check_sharding, self.allow_data_change,
+                                    replication=self.replication)
+            if self._loaded is not None:
+                self._order.resume_from(self._loaded)
+        return self._order
+
+    def _summarize(self, order: DataOrder) -> None:
         """The run summary, printed on rank 0 with ``print_summary``."""
         if not self.print_summary or dist.get_global_rank() != 0:
             return
-        from composer_sampling._proofs.summary import summarize
-
         if self._loaded is not None and self._loaded.data_seed is not None:
             source = 'the checkpoint\'s'
         else:
             source = 'SamplerSync data_seed' if self.data_seed is not None else 'the trainer seed'
-        if graph.map_style:
-            print(summarize(graph.loader, data_seed=seed, seed_source=source, graph=graph), flush=True)
-        else:
-            dataset = graph.loader.dataset
-            print(f'composer-sampling run summary\n  data seed  {seed} ({source})\n  dataset    '
-                  f'{type(dataset).__name__}, an iterable dataset that orders itself'
-                  + (f' with shuffle_seed {dataset.shuffle_seed}' if is_streaming_dataset(dataset) else ''),
-                  flush=True)
-
+        print(order.summary(source), flush=True)

@@ -22,34 +22,15 @@ methods do in Lightning 2.6:
 continues. The callback checks its own saved place against the loop's, and checks the
 first batch the loop trains against what it placed.
 
-Example:
-    >>> Place(epoch=1, batches=3).after_batches(12)
-    False
-    >>> Place(epoch=1, batches=12).after_batches(12)
-    True
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-__all__ = ['Place', 'resume_place', 'saved_place']
+from composer_sampling._resume.place import Place
 
-
-@dataclasses.dataclass(frozen=True)
-class Place:
-    """A place in the fit: the epoch, and the batches of it trained before the place (on each rank)."""
-
-    epoch: int
-    batches: int
-
-    def after_batches(self, batches_in_epoch: float) -> bool:
-        """Whether the place is at the epoch's end: no batch of it is left."""
-        return self.batches >= batches_in_epoch
-
-    def __str__(self) -> str:
-        return f'epoch {self.epoch}, batch {self.batches}'
+__all__ = ['resume_place', 'saved_place']
 
 
 def saved_place(trainer: Any) -> tuple[Place, bool]:

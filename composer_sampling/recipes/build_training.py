@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -235,29 +234,22 @@ def plan_recipe(recipe: Recipe, world_size: int, epochs: int, proof: str = 'auto
 def check_train_graph(spec: RunSpec, checked: Checked, loader: DataLoader, world_size: int,
                       rank: int) -> GraphSnapshot:
     """The graph of the train loader of ``rank``, walked once; refused unless it shards as ``world_size`` ranks need
-    and keeps the order and data of the checkpoint at ``load_path``, as ``SamplerSync`` would refuse them."""
-    from composer_sampling._fingerprint import dataset_fingerprint
+    and keeps the order and data of the checkpoint at ``load_path``, as ``SamplerSync`` would refuse them (the
+    checks of :meth:`DataOrder.check <composer_sampling.DataOrder.check>`)."""
     from composer_sampling._graph.snapshot import take_snapshot
-    from composer_sampling._graph.walk import sharding_problem
-    from composer_sampling._resume.data_identity import check_data
-    from composer_sampling._resume.decide import ResumeRefusedError
-    from composer_sampling._resume.loaded import LoadedSync
+    from composer_sampling.data_order import DataOrder
+    from composer_sampling.errors import DataOrderError
 
-    graph = take_snapshot(loader)
-    problem = sharding_problem(graph.root, world_size, rank, checked.batch_sizes.replication, nodes=graph.active)
+    order = DataOrder(loader, allow_data_change=spec.sync.allow_data_change,
+                      replication=checked.batch_sizes.replication)
+    problem = order.sharding_problem(world_size, rank)
     if problem is not None:
         raise RecipeError(f'train_loader.sampler ({spec.sampler.label}): {problem}')
     resumed = checked.checkpoints.get('load_path')
-    if resumed is None or resumed.sync_state is None:
-        return graph
-    try:
-        loaded = LoadedSync.read(resumed.sync_state, error=ValueError)
-        loaded.check_graph(graph.signatures())
-        if loaded.fingerprint is not None or loaded.fingerprint_required:  # an older one's note is at fit start
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore')  # SamplerSync gives allow_data_change's warning at fit start
-                check_data(loaded.fingerprint, dataset_fingerprint(graph.loader.dataset), spec.sync.allow_data_change,
-                           required=loaded.fingerprint_required, older_rules=loaded.fingerprint_rules_older)
-    except ResumeRefusedError as error:
-        raise RecipeError(str(error)) from None
-    return graph
+    if resumed is not None and resumed.sync_state is not None:
+        try:
+            order.load_state_dict(resumed.sync_state, reader='Composer SamplerSync')
+            order.check_checkpoint()
+        except DataOrderError as error:
+            raise RecipeError(str(error)) from None
+    return take_snapshot(loader)

@@ -28,6 +28,7 @@ from composer_sampling import (
     SubEpochDistributedSampler,
 )
 from composer_sampling._checkpoint.envelope import VersionPolicy, payload_of, read_state, valid_version, write_state
+from composer_sampling._resume import rng_state
 from composer_sampling.callbacks.sampler_sync import DataOrderError
 from composer_sampling.ledger_format import MAGIC, LedgerError, read_ledger
 from composer_sampling.samplers.batch_adapter import DistributedBatchAdapter
@@ -201,7 +202,11 @@ SYNC_FLAT = {
         'epoch_seeds': (('epoch', 1), ('samplers', [3])), 'rng': tuple(RNG), 'rng_batch': 6},
 }
 SYNC_FLAT[5] = {**SYNC_FLAT[4], 'version': 5, 'data_fingerprint': ('ab' * 16, 'TensorDataset of 1 tensor', True)}
-SYNC_FLAT[6] = {**SYNC_FLAT[4], 'version': 6, 'data_fingerprint': ('ab' * 16, 'TensorDataset of 1 tensor', True, 8)}
+#: Version 6 checks every rank's RNG state when the state is read: a real one.
+REAL_RNG = rng_state.capture()
+SYNC_FLAT[6] = {**SYNC_FLAT[4], 'version': 6, 'rng': (REAL_RNG,),
+                'data_fingerprint': ('ab' * 16, 'TensorDataset of 1 tensor', True, 8),
+                'trainer': 'composer', 'epoch': 1, 'batches': 3, 'epoch_done': False, 'batch_digests': None}
 
 
 def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
@@ -231,7 +236,9 @@ def test_every_sampler_sync_version_loads(version: int, expected: tuple[Any, ...
         assert sync._loaded.fingerprint_rules_older == (version < 6)
     if version in (1, 4, 5, 6):
         assert sync._loaded is not None and sync._loaded.signatures == list(SYNC_FLAT[version]['order_signatures'])
-    if version >= 3:
+    if version == 6:
+        assert sync._rng._loaded is not None and sync._rng._loaded[0] is REAL_RNG
+    elif version >= 3:
         assert sync._rng._loaded == RNG
 
 
@@ -247,8 +254,8 @@ def test_sampler_sync_version_4_refuses_what_version_3_refused() -> None:
 def test_sampler_sync_writes_version_6_and_refuses_newer() -> None:
     state = SamplerSync(data_seed=9).state_dict()
     assert list(state) == ['version', 'data_seed', 'order_signatures', 'replication', 'global_batch',
-                           'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch', 'data_fingerprint'] and \
-        state['version'] == 6
+                           'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch', 'data_fingerprint', 'trainer',
+                           'epoch', 'batches', 'epoch_done', 'batch_digests'] and state['version'] == 6
     with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 7; this version of '
                                                        'composer-sampling reads versions 1 to 6. Upgrade')):
         SamplerSync().load_state_dict({'version': 7})

@@ -250,11 +250,11 @@ def test_a_resume_onto_other_data_is_refused_by_plan_and_train_unless_allowed(tm
 @pytest.mark.parametrize(('edit', 'message'), [
     (lambda state: {**state, 'data_fingerprint': None}, 'holds no data_fingerprint (None)'),
     (lambda state: {key: value for key, value in state.items() if key != 'data_fingerprint'},
-     'SamplerSync state has no data_fingerprint, which every state of version 5 or newer holds'),
+     'state (version 6) has no data_fingerprint, which every state of its version holds'),
 ], ids=['None', 'removed'])
 def test_a_state_whose_version_records_the_fingerprint_refuses_one_removed(edit: Any, message: str,
                                                                           tmp_path: Path, capsys) -> None:
-    """A version-5 state edited to hold no fingerprint would resume onto any data: plan and train refuse it."""
+    """A version-6 state edited to hold no fingerprint would resume onto any data: plan and train refuse it."""
     assert train_main([DIGITS, 'max_duration=4ba', 'save_interval=2ba', f'save_folder={tmp_path}/run']) == 0
     whole = torch.load(tmp_path / 'run' / 'ep0-ba4-rank0.pt', weights_only=False)
     callbacks = whole['state']['callbacks']

@@ -138,23 +138,23 @@ def test_a_fit_on_two_to_the_62_samples_computes_its_fingerprint_at_fit_start() 
 def test_a_change_of_length_is_named_and_refused_in_the_middle_of_an_epoch_whatever_allow_data_change_says() -> None:
     from composer_sampling._fingerprint import Fingerprint
     from composer_sampling._resume.data_identity import check_data
-    from composer_sampling._resume.decide import ResumeRefusedError
+    from composer_sampling.errors import DataOrderError
 
     saved, now = Fingerprint('ab' * 16, 'a stream', True, 27), Fingerprint('cd' * 16, 'a stream', True, 26)
     length = 'SamplerSync: the train dataset has 26 samples, the checkpoint trained on 27: a change of length'
     for allow in (False, True):
-        with pytest.raises(ResumeRefusedError, match=length) as refused:
+        with pytest.raises(DataOrderError, match=length) as refused:
             check_data(saved, now, allow, mid_epoch=True)
         assert 'the rest of that epoch cannot continue on 26 samples, whatever allow_data_change says' in \
             str(refused.value)
-    with pytest.raises(ResumeRefusedError, match=length) as refused:
+    with pytest.raises(DataOrderError, match=length) as refused:
         check_data(saved, now, False, mid_epoch=False)
     assert 'SamplerSync(allow_data_change=True)' in str(refused.value)
     with pytest.warns(UserWarning, match=f'{length}.*Continuing at the start of an epoch, because allow_data_change '
                                          'is true: its order is drawn over the 26 samples'):
         check_data(saved, now, True, mid_epoch=False)
     unknown = Fingerprint('ef' * 16, 'a stream', True, None)  # a checkpoint written before the count was kept
-    with pytest.raises(ResumeRefusedError, match='the train dataset is not the one the checkpoint trained on'):
+    with pytest.raises(DataOrderError, match='the train dataset is not the one the checkpoint trained on'):
         check_data(unknown, now, False, mid_epoch=True)
 
 

@@ -8,7 +8,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Rando
 from composer_sampling import NestedBatchSampler, ResumableDistributedSampler
 from composer_sampling._graph.grouping import Grouping, grouping
 from composer_sampling._graph.walk import active_root
-from composer_sampling._resume.decide import Layout, Position, ResumeRefusedError, continuation
+from composer_sampling._resume.decide import Layout, Position, continuation
+from composer_sampling.errors import DataOrderError
 from composer_sampling.recipes.demo.batch_shuffle import BatchShuffleSampler
 from composer_sampling.samplers import DistributedBatchAdapter
 
@@ -33,7 +34,7 @@ def test_torchs_sampler_skips_this_ranks_share_of_the_trained_samples_on_another
 def test_a_layout_that_cannot_share_the_trained_samples_is_refused_with_advice_that_works() -> None:
     refusal = (r'the checkpoint stopped after 24 samples of this epoch, which 5 data-parallel ranks cannot share '
                r"evenly.*Resume with a data-parallel world size that divides 24, such as the checkpoint's 2")
-    with pytest.raises(ResumeRefusedError, match=refusal):
+    with pytest.raises(DataOrderError, match=refusal):
         continuation(_torch(world=5), Position(3, 24), Layout(8, 2), Layout(20, 5))
     assert continuation(_torch(world=2), Position(3, 24), Layout(8, 2), Layout(8, 2)).skip == 12  # the advice
 
@@ -43,7 +44,7 @@ def test_a_batch_sampler_of_yours_skips_whole_batches_on_the_same_layout_only() 
     loader = DataLoader(DATA, batch_sampler=DistributedBatchAdapter(custom))
     chosen = continuation(loader, Position(3, 24), Layout(8, 2), Layout(8, 2))
     assert (chosen.kind, chosen.skip, chosen.edge) == ('window', 3, None)
-    with pytest.raises(ResumeRefusedError, match=r'trained on 2 data-parallel ranks, this run has 4.*'
+    with pytest.raises(DataOrderError, match=r'trained on 2 data-parallel ranks, this run has 4.*'
                                                  r'BatchShuffleSampler'):
         continuation(loader, Position(3, 24), Layout(8, 2), Layout(16, 4))
 
