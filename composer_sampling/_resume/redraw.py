@@ -20,7 +20,7 @@ Example:
     >>> head_check(saved, 'rank 0')(iter([[1, 3], [0, 2]]))
     Traceback (most recent call last):
     ...
-    composer_sampling._resume.decide.DataOrderError: SamplerSync: drawn again for rank 0, the 2 index lists \
+    composer_sampling.errors.DataOrderError: SamplerSync: drawn again for rank 0, the 2 index lists \
 trained before the checkpoint come out different, so the order of this epoch depends on something besides the \
 seed and the epoch; the rest of the epoch would repeat or skip samples. Give the sampler that decides the order \
 set_epoch(epoch), or resume from a checkpoint saved at an epoch's end
