@@ -6,7 +6,9 @@ into ``interrupted-N`` once every check has passed. Anything else later than the
 (a whole checkpoint of a run that went on or of another run, a link, two leftovers, a
 latest link that points out of the folder or nowhere, a latest copied as a plain file)
 is refused by ``plan`` and ``train`` alike, exit 2, naming the files and the ways out,
-and nothing is moved: every move is decided before any is made.
+and nothing is moved: every move is decided before any is made. ``autoresume`` is held
+to the same rules. The callbacks make the same decision on other entry points
+(tests/callbacks/test_interrupted_save.py, tests/neighbours/test_llmfoundry.py).
 """
 
 from __future__ import annotations
