@@ -17,7 +17,7 @@ RUNNER = Path(__file__).resolve().parent.parent / 'composer_sampling' / 'recipes
 #: Each runner module and its floor: it may import runner modules of lower floors only.
 FLOORS = {
     'errors': 0, 'composer_names': 0, 'durations': 1, 'run_fields': 1, 'schema': 2, 'registry': 3,
-    'resolve': 4, 'cut_short': 1, 'folders': 5, 'checkpoints': 5, 'builders': 5, 'checks': 6, 'logger_paths': 6,
+    'resolve': 4, 'folders': 5, 'checkpoints': 5, 'builders': 5, 'checks': 6, 'logger_paths': 6,
     'autoresume': 7, 'remote_folders': 6, 'build_data': 7, 'build_composer_parts': 7, 'build_training': 8,
     'runner': 9, 'cli': 10,
 }

@@ -8,4 +8,6 @@ underscore would be this folder's own):
   (:func:`~composer_sampling.check_checkpoint`)
 * ``sharded``: a sharded checkpoint (a ``torch.distributed.checkpoint`` folder) read without running its code
 * ``import_names``: ``'module:attribute'`` names, the one pattern and importer
+* ``save_folder``: what a local save folder holds after the checkpoint a fit resumes, and the one file a save cut
+  short, set aside (the runner and the callbacks make this one decision)
 """

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
 from composer_sampling.callbacks._batch_indices import IndexKey, key_name, read_indices
 from composer_sampling.callbacks._fit_graph import FitGraph, fit_graph, forget_fit_graph
+from composer_sampling.callbacks._interrupted_save import refuse_at_init, set_aside_at_fit_start
 from composer_sampling.callbacks._ledger_folder import ledger_folder, saver_of
 from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
 from composer_sampling.callbacks._ledger_sources import IndexSource, dataset_fields, ledger_fingerprint
@@ -130,8 +131,10 @@ class SampleLedger(Callback):
         refuse_a_second(SampleLedger, state, lambda count, ledgers: (
             f'a Trainer records one ledger, and it has {count} SampleLedger callbacks: {" and ".join(ledgers)}; '
             'keep one (its folder holds every rank\'s files)'))
+        refuse_at_init(state, self)  # a save cut short that Composer's saver would refuse before fit_start
 
     def fit_start(self, state: State, logger: Logger) -> None:
+        set_aside_at_fit_start(state, self)  # what a save cut short left, before Composer's saver checks the folder
         saver = saver_of(state)
         folder = ledger_folder(self.folder, state, saver)
         remote = RemoteLedger(folder) if object_store_scheme(folder) is not None else None

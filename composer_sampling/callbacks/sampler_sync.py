@@ -16,6 +16,7 @@ from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.callbacks._composer_resume import composer_ranks, resume_in_epoch
 from composer_sampling.callbacks._composer_rng import CheckpointRNG
 from composer_sampling.callbacks._fit_graph import FitGraph, fit_graph, forget_fit_graph
+from composer_sampling.callbacks._interrupted_save import refuse_at_init, set_aside_at_fit_start
 from composer_sampling.callbacks._one_per_trainer import SecondCallbackError, refuse_a_second
 from composer_sampling.callbacks._remote_saves import shared_start_problem
 from composer_sampling.callbacks._top_tap import end_top_tap
@@ -138,9 +139,11 @@ class SamplerSync(Callback):
         refuse_a_second(SamplerSync, state, lambda count, syncs: (
             f'the Trainer has {count} SamplerSync callbacks ({", ".join(syncs)}); they would overwrite each '
             'other\'s seed in silence. Keep exactly one'))
+        refuse_at_init(state, self)  # a save cut short that Composer's saver would refuse before fit_start
         self._rng.watch(None)
 
     def fit_start(self, state: State, logger: Logger) -> None:
+        set_aside_at_fit_start(state, self)  # what a save cut short left, before Composer's saver checks the folder
         problem = shared_start_problem(state)
         if problem is not None:
             raise DataOrderError(f'SamplerSync: {problem}')

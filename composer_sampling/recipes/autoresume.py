@@ -16,8 +16,9 @@ import dataclasses
 from pathlib import Path
 
 from composer_sampling._checkpoint.safe_load import download_scheme
+from composer_sampling._checkpoint.save_folder import LATEST_NAME, checkpoint_time, first_names
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LATEST_NAME, RunFolders, checkpoint_time, first_names, run_folders
+from composer_sampling.recipes.folders import RunFolders, run_folders
 from composer_sampling.recipes.remote_folders import list_folder
 from composer_sampling.recipes.run_fields import composer_run_name, loads_sharded
 from composer_sampling.recipes.schema import Recipe

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader, Dataset
 
+from composer_sampling._checkpoint.save_folder import LaterCheckpoints
 from composer_sampling.batching import BatchSizes
 from composer_sampling.recipes.build_composer_parts import TrainerParts, build_trainer_parts, summary_rows
 from composer_sampling.recipes.build_data import Placement, build_data, build_eval_loader, build_train_loader
 from composer_sampling.recipes.checkpoints import CheckedCheckpoint
 from composer_sampling.recipes.checks import Checked
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import LaterCheckpoints, RunFolders
+from composer_sampling.recipes.folders import RunFolders
 from composer_sampling.recipes.resolve import RunSpec, resolve
 from composer_sampling.recipes.run_fields import check_parallelism_fields, machine_device
 from composer_sampling.recipes.schema import Recipe
@@ -97,7 +98,7 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
     """
     from composer_sampling.recipes.autoresume import autoresumed
     from composer_sampling.recipes.checks import checked_spec
-    from composer_sampling.recipes.folders import check_save_folders, later_checkpoints, run_folders
+    from composer_sampling.recipes.folders import check_save_folders, run_folders, saved_after
     from composer_sampling.recipes.logger_paths import check_logger_paths
     from composer_sampling.recipes.remote_folders import remote_refusal
 
@@ -109,8 +110,9 @@ def prepare(spec: RunSpec, world_size: int, copy_checkpoints: bool = True) -> Pr
                                                             f'{folders.save})')
     checked = checked_spec(spec, world_size, copy_checkpoints)
     resumed = checked.checkpoints.get('load_path')
-    later = later_checkpoints(spec.recipe, folders, None if resumed is None else resumed.path)
-    check_save_folders(spec.recipe, spec.ledger_folder, folders, later)
+    later = None if resumed is None else saved_after(spec.recipe, folders, resumed.path, resumed.trained)
+    check_save_folders(spec.recipe, spec.ledger_folder, folders, later,
+                       'load_path' if spec.load_path_field == 'load_path' else 'autoresume')
     check_logger_paths(spec)
     complete = _complete(spec, resumed)
     if complete is not None and spec.load_path_field == 'load_path':

@@ -1,36 +1,40 @@
 """The save and ledger folders as Composer fills them, and what an earlier run or a crash left in them.
 
 :func:`check_save_folders` refuses checkpoints that a resume would write over, except the one that a save cut
-short left after the latest, which the runner moves aside.
+short left after the latest, which the runner moves aside (the decision of
+:mod:`composer_sampling._checkpoint.save_folder`, which the callbacks make too).
 
 Example:
     >>> from composer_sampling.recipes.schema import load_recipe
     >>> recipe = load_recipe(None, ['save_folder=/nonexistent/runs/a'])
-    >>> later_checkpoints(recipe, run_folders(recipe, None, None), None) is None  # nothing to resume
+    >>> saved_after(recipe, run_folders(recipe, None, None), None) is None  # nothing to resume
     True
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from composer_sampling._checkpoint.safe_load import download_scheme
-from composer_sampling.recipes.cut_short import cut_short, describe_file
+from composer_sampling._checkpoint.save_folder import (
+    LATEST_NAME,
+    LaterCheckpoints,
+    checkpoint_time,
+    describe_latest,
+    first_names,
+    later_checkpoints,
+    later_problem,
+)
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.schema import Recipe
 
-__all__ = ['CHECKPOINT_PATTERN', 'LATEST_NAME', 'LaterCheckpoints', 'RunFolders', 'check_save_folders',
-           'check_writable_folder', 'checkpoint_time', 'earlier_checkpoints', 'fill_rank_zero', 'first_names',
-           'later_checkpoints', 'later_names', 'rank_zero_folder', 'run_folders']
+__all__ = ['RunFolders', 'check_save_folders', 'check_writable_folder', 'earlier_checkpoints', 'fill_rank_zero',
+           'rank_zero_folder', 'run_folders', 'saved_after']
 
-#: Rank 0's checkpoint names as Composer matches them (``ensure_folder_has_no_conflicting_files``), and its link to
-#: the latest; the runner keeps Composer's default names.
-CHECKPOINT_PATTERN = re.compile(r'^ep(?P<epoch>\d+)-ba(?P<batch>\d+)-rank0.pt$')
-LATEST_NAME = 'latest-rank0.pt'
 #: The placeholders Composer fills in a path (``format_name_with_dist``).
 PLACEHOLDERS = '{run_name}, {rank}, {local_rank}, {node_rank}, {world_size}, {local_world_size}'
 
@@ -87,21 +91,27 @@ def run_folders(recipe: Recipe, ledger_folder: str | None, run_name: str | None)
 
 
 def check_save_folders(recipe: Recipe, ledger_folder: str | None, folders: RunFolders,
-                       later: LaterCheckpoints | None) -> None:
+                       later: LaterCheckpoints | None, field: str = 'load_path') -> None:
     """The local save and ledger folders can be written, and hold no checkpoints for a fresh run, nor any
-    ``later`` than the one a resume loads unless a save cut them short (:attr:`LaterCheckpoints.interrupted`)."""
-    for field, template, folder in (('save_folder', recipe.save_folder, folders.save),
-                                    ('the ledger folder', ledger_folder, folders.ledger)):
+    ``later`` than the one a resume loads unless a save cut them short (:attr:`LaterCheckpoints.interrupted`).
+
+    ``field`` names what chose the checkpoint resumed: ``load_path``, or ``autoresume``.
+    """
+    for name, template, folder in (('save_folder', recipe.save_folder, folders.save),
+                                   ('the ledger folder', ledger_folder, folders.ledger)):
         if folder is not None and download_scheme(folder) is None:
-            check_writable_folder(field, template or folder, folder)
+            check_writable_folder(name, template or folder, folder)
     kept = _local_save_folder(recipe, folders)
     if kept is None:
         return
     shown = _shown(recipe.save_folder or str(kept), str(kept))
     if recipe.load_path is None:
-        refusal = earlier_checkpoints(shown, [path.name for path in kept.iterdir()])
+        names = [path.name for path in kept.iterdir()]
+        refusal = earlier_checkpoints(shown, names)
+        if refusal is not None and recipe.autoresume and describe_latest(kept / LATEST_NAME):
+            refusal = _no_latest(shown, kept, names)
     else:
-        refusal = _later_problem(later, shown)  # later_checkpoints listed the folder already
+        refusal = None if later is None else later_problem(later, shown, field)  # saved_after listed the folder
     if refusal is not None:
         raise RecipeError(refusal)
 
@@ -116,30 +126,19 @@ def earlier_checkpoints(shown: str, names: list[str], over: str = 'write over th
             'to resume')
 
 
-def _later_problem(later: LaterCheckpoints | None, shown: str) -> str | None:
-    """The refusal of checkpoints later than the one a resume loads, unless a save cut them short, else ``None``."""
-    if later is None or not later.files or later.interrupted:
-        return None
-    if later.latest:
-        found = first_names([describe_file(path) for path in later.files])
-        return (f'save_folder {shown} holds {found} after {later.resumed.name}, the latest checkpoint, which this run '
-                'resumes. A run that stopped while saving leaves at most the one checkpoint it was writing, cut short '
-                '(0 bytes, or a zip without its end record); these were written by a run that went on, or by another '
-                'run, and this run would write them again (Composer refuses to write over them). Move them out of '
-                'the folder to keep them, choose another save_folder, or set save_overwrite: true to replace them')
-    link, latest = later.link, ''
-    ways = 'choose another save_folder for this run, or set save_overwrite: true to replace them'
-    if link.is_symlink() and link.exists() and link.resolve().parent == link.parent.resolve():
-        ways = f"resume from the folder's latest (load_path={link}), {ways}"
-    elif link.is_symlink():
-        target = 'which does not exist' if not link.exists() else 'outside the folder'
-        latest = f' ({link.name} links to {os.readlink(link)}, {target})'
-    elif link.exists():
-        latest = (f' ({link.name} is a plain file, not a link, as a copy made with cp -L or rsync leaves it: which '
-                  'checkpoint is the latest cannot be told)')
-    return (f'save_folder {shown} holds {first_names([path.name for path in later.files])}, checkpoints later than '
-            f'the one load_path resumes ({later.resumed.name}){latest}, which this run would write again; Composer '
-            f'refuses to write over them. {ways[0].upper()}{ways[1:]}')
+def _no_latest(shown: str, folder: Path, names: list[str]) -> str:
+    """The refusal of an autoresume whose save folder holds checkpoints but no usable link to the latest of them."""
+    link = folder / LATEST_NAME
+    saved = sorted((time, name) for name in names if (time := checkpoint_time(name)) is not None)
+    ways = 'choose another save_folder, or set save_overwrite: true to replace them'
+    if saved:
+        latest = saved[-1][1]
+        ways = (f'make {link.name} a link to the checkpoint to resume (ln -sfn {latest} {link}), resume with '
+                f'load_path={folder / latest}, {ways}')
+    found = first_names([name for _, name in saved] or sorted(name for name in names if name.endswith('.pt')))
+    return (f'save_folder {shown} holds checkpoints ({found}), but {describe_latest(link)}, so autoresume finds no '
+            'checkpoint to resume and this run would start from batch 0; Composer would refuse to write over them. '
+            f'{ways[0].upper()}{ways[1:]}')
 
 
 def check_writable_folder(field: str, template: str, folder: str) -> None:
@@ -170,26 +169,15 @@ def _local_save_folder(recipe: Recipe, folders: RunFolders) -> Path | None:
     return Path(folder)
 
 
-@dataclass(frozen=True)
-class LaterCheckpoints:
-    """The checkpoints of the save folder later than the one a resume loads (Composer refuses to start over them)."""
-
-    resumed: Path  # the file load_path names, links followed
-    link: Path  # the save folder's link to its latest checkpoint (rank 0's)
-    latest: bool  # whether the resumed checkpoint is the one that link points to, in this folder
-    files: list[Path]
-
-    @property
-    def interrupted(self) -> bool:
-        """Whether the files are one checkpoint cut short after the latest one, which the run resumes."""
-        return self.latest and len(self.files) == 1 and cut_short(self.files[0])
-
-
-def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | None) -> LaterCheckpoints | None:
+def saved_after(recipe: Recipe, folders: RunFolders, resumed_path: str | None,
+                trained: Mapping[str, int] | None = None) -> LaterCheckpoints | None:
     """Rank 0's checkpoints in the save folder that Composer would refuse after loading ``resumed_path``, or ``None``.
 
+    The fit starts where the checkpoint's own timestamp says (``trained``, its ``epoch`` and ``batch``), else where its
+    name says; a file with neither is left to Composer's own check.
+
     Example:
-        >>> later_checkpoints(Recipe(save_folder='/nonexistent/a'), RunFolders('/nonexistent/a', None), None) is None
+        >>> saved_after(Recipe(save_folder='/nonexistent/a'), RunFolders('/nonexistent/a', None), None) is None
         True
     """
     folder = _local_save_folder(recipe, folders)
@@ -197,34 +185,10 @@ def later_checkpoints(recipe: Recipe, folders: RunFolders, resumed_path: str | N
     if folder is None or resumed_path is None or recipe.load_path is None or not Path(resumed_path).exists():
         return None
     resumed = Path(resumed_path).resolve()
-    if checkpoint_time(resumed.name) is None:
-        return None
-    link = folder / LATEST_NAME
-    latest = link.is_symlink() and link.resolve() == resumed and resumed.parent == folder.resolve()
-    later = later_names([path.name for path in folder.iterdir()], resumed.name)
-    return LaterCheckpoints(resumed, link, latest, [folder / name for name in later])
-
-
-def checkpoint_time(name: str) -> tuple[int, int] | None:
-    """The epoch and batch of rank 0's checkpoint ``name``, or ``None`` for another file."""
-    found = CHECKPOINT_PATTERN.match(name)
-    return None if found is None else (int(found['epoch']), int(found['batch']))
-
-
-def later_names(names: list[str], resumed: str) -> list[str]:
-    """The rank 0 checkpoints of ``names`` later than the checkpoint named ``resumed``, in order.
-
-    Example:
-        >>> later_names(['ep0-ba2-rank0.pt', 'ep1-ba4-rank0.pt', 'ep1-ba4-rank1.pt', 'latest-rank0.pt.symlink'],
-        ...             'ep0-ba2-rank0.pt')
-        ['ep1-ba4-rank0.pt']
-    """
-    start = checkpoint_time(resumed)
-    if start is None:
-        return []
-    later = [(time, name) for name in names
-             if (time := checkpoint_time(name)) is not None and (time[0] > start[0] or time[1] > start[1])]
-    return [name for _, name in sorted(later)]
+    start = checkpoint_time(resumed.name)
+    if trained is not None and 'epoch' in trained and 'batch' in trained:
+        start = (trained['epoch'], trained['batch'])
+    return None if start is None else later_checkpoints(folder, start, resumed)
 
 
 def _shown(template: str, folder: str) -> str:
@@ -232,11 +196,6 @@ def _shown(template: str, folder: str) -> str:
     if '{' not in template:
         return folder
     return f'{template!r}' + (f' ({folder} for this run)' if folder != template else '')
-
-
-def first_names(names: list[str]) -> str:
-    """The first three of ``names``, and ``...`` when there are more."""
-    return ', '.join(names[:3]) + (', ...' if len(names) > 3 else '')
 
 
 def _writable(folder: Path) -> bool:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from composer_sampling._checkpoint.save_folder import ZIP_MAGIC
 from composer_sampling.recipes.composer_names import LOGGER_PATHS
-from composer_sampling.recipes.cut_short import ZIP_MAGIC
 from composer_sampling.recipes.errors import RecipeError
 from composer_sampling.recipes.folders import check_writable_folder, fill_rank_zero
 from composer_sampling.recipes.resolve import RunSpec

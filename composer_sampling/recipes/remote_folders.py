@@ -4,8 +4,8 @@ Composer uploads into an object store without looking, so global rank 0 applies 
 before training, and refuses a store that cannot be reached or listed.
 
 Example:
-    >>> later_names(['ep0-ba2-rank0.pt', 'ep1-ba4-rank0.pt'], 'ep0-ba2-rank0.pt')
-    ['ep1-ba4-rank0.pt']
+    >>> _resumed_name('s3://bucket/run/ep0-ba2-rank0.pt')
+    'ep0-ba2-rank0.pt'
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from composer_sampling._checkpoint.safe_load import download_scheme
+from composer_sampling._checkpoint.save_folder import checkpoint_time, first_names, later_names
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import RunFolders, earlier_checkpoints, first_names, later_names
+from composer_sampling.recipes.folders import RunFolders, earlier_checkpoints
 from composer_sampling.recipes.resolve import RunSpec
 
 __all__ = ['list_folder', 'remote_folders', 'remote_refusal', 'share_refusal']
@@ -86,7 +87,8 @@ def _problem(spec: RunSpec, targets: list[tuple[str, str, str]], resumed: str | 
             refusal = earlier_checkpoints(shown, names, 'upload over them, after training')
             if refusal is not None:
                 return refusal
-        elif kind == 'save' and resumed is not None and (later := later_names(names, _resumed_name(resumed))):
+        elif kind == 'save' and resumed is not None and (start := checkpoint_time(_resumed_name(resumed))) and \
+                (later := later_names(names, start)):
             return (f'save_folder {shown} holds {first_names(later)}, checkpoints later than the one '
                     f'{spec.load_path_field} resumes ({_resumed_name(resumed)}), which this run would write again; '
                     'Composer refuses to upload over them, after training. Resume from the latest of them '

@@ -10,14 +10,13 @@ Example:
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from composer_sampling._checkpoint.save_folder import set_aside_interrupted
 from composer_sampling.recipes.errors import RecipeError, RunComplete
 from composer_sampling.recipes.schema import Recipe, load_recipe
 
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
     from composer import Trainer
 
     from composer_sampling.recipes.build_training import Run
-    from composer_sampling.recipes.folders import LaterCheckpoints
 
 __all__ = ['NO_SAMPLER_SYNC', 'TrainResult', 'main', 'parse_recipe_arguments', 'recipe_arguments',
            'set_aside_interrupted', 'train']
@@ -88,29 +86,6 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
         print(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}', flush=True)
     trainer.close()
     return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
-
-
-def set_aside_interrupted(later: LaterCheckpoints | None) -> Path | None:
-    """Move what a save cut short left in the save folder (``Run.interrupted``) into a new ``interrupted-N`` folder
-    in it, and say so; return that folder, or ``None`` when there is nothing to move. Nothing is deleted.
-
-    Example:
-        >>> set_aside_interrupted(None) is None  # build_run found nothing a save cut short left
-        True
-    """
-    if later is None or not later.interrupted:
-        return None
-    folder = later.link.parent
-    names = (folder / f'interrupted-{k}' for k in itertools.count(1))
-    target = next(path for path in names if not os.path.lexists(path))  # a dangling link holds its name too
-    moved = [f'{path.name} ({path.stat().st_size} bytes)' for path in later.files]  # decided before any move
-    target.mkdir()
-    for path in later.files:
-        os.replace(path, target / path.name)  # a rename within the folder: the bytes are never copied
-    print(f'save_folder {folder}: moved {", ".join(moved)} to {target}: cut short after {later.resumed.name}, the '
-          'latest checkpoint, which this run resumes, by a run that stopped while saving; Composer would refuse to '
-          'write over it', flush=True)
-    return target
 
 
 def recipe_arguments(parser: argparse.ArgumentParser, verbose_default: Any = False) -> argparse.ArgumentParser:

@@ -14,6 +14,9 @@ import os
 os.environ.setdefault('HF_HUB_OFFLINE', '1')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ import torch
 from composer_sampling.audit import audit_folder
 from composer_sampling.ledger_format import read_ledger
 
-from support.launcher import launch
+from support.launcher import ROOT, environment, launch
 from support.llmfoundry_parts import SEQ_LEN, sample_of, write_jsonl, write_mds, write_tokenizer, write_yaml, yaml_for
 
 pytestmark = pytest.mark.llmfoundry
@@ -41,6 +44,16 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {'tokenizer': tokenizer, 'vocab': len(AutoTokenizer.from_pretrained(str(tokenizer))),
             'mds': write_mds(root / 'mds', STREAM), 'jsonl': write_jsonl(root / 'train.jsonl', JSONL),
             'first_token': sample_of(tokenizer, max(STREAM, JSONL))}
+
+
+@pytest.fixture(scope='module')
+def whole_stream(parts: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The stream trained for 2 epochs (16 batches) without a stop, saving every 5 batches: its config."""
+    folder = tmp_path_factory.mktemp('whole-stream')
+    whole = yaml_for(parts['tokenizer'], parts['vocab'], _stream_loader(parts), save_folder=str(folder / 'whole'),
+                     save_interval='5ba', run_name='whole')
+    _train(folder / 'whole.yaml', whole)
+    return whole
 
 
 def _stream_loader(parts: dict[str, Any]) -> dict[str, Any]:
@@ -98,20 +111,43 @@ def test_the_streams_order_follows_the_data_seed_and_the_ledger_sees_it(parts: d
     assert orders['one'] != orders['two']
 
 
-def test_a_stream_resumed_mid_epoch_ends_with_the_same_weights(parts: dict[str, Any], tmp_path: Path) -> None:
-    loader = _stream_loader(parts)
-    whole = yaml_for(parts['tokenizer'], parts['vocab'], loader, save_folder=str(tmp_path / 'whole'),
-                     save_interval='5ba', run_name='whole')
-    _train(tmp_path / 'whole.yaml', whole)
-    resumed = {**whole, 'save_folder': str(tmp_path / 'resumed'), 'run_name': 'resumed',
-               'load_path': str(tmp_path / 'whole' / 'ep0-ba5-rank0.pt'),
-               'callbacks': {'sampler_sync': {}, 'sample_ledger': {'folder': str(tmp_path / 'whole' / 'ledger')}}}
+def test_a_stream_resumed_mid_epoch_ends_with_the_same_weights(whole_stream: dict[str, Any], tmp_path: Path) -> None:
+    whole = Path(whole_stream['save_folder'])
+    resumed = {**whole_stream, 'save_folder': str(tmp_path / 'resumed'), 'run_name': 'resumed',
+               'load_path': str(whole / 'ep0-ba5-rank0.pt'),
+               'callbacks': {'sampler_sync': {}, 'sample_ledger': {'folder': str(whole / 'ledger')}}}
     _train(tmp_path / 'resumed.yaml', resumed)
-    first, second = _weights(tmp_path / 'whole' / 'ep2-ba16-rank0.pt'), _weights(tmp_path / 'resumed' /
-                                                                                 'ep2-ba16-rank0.pt')
+    first, second = _weights(whole / 'ep2-ba16-rank0.pt'), _weights(tmp_path / 'resumed' / 'ep2-ba16-rank0.pt')
     assert first.keys() == second.keys()
     assert all(torch.equal(first[name], second[name]) for name in first)
-    report = audit_folder(tmp_path / 'whole')  # both attempts: the resumed one descends from batch 5
+    report = audit_folder(whole)  # both attempts: the resumed one descends from batch 5
+    assert len(report.lineage) == 2
+    assert [(e.exactly_once, e.status) for e in report.epochs] == [(STREAM, 'ok')] * 2
+
+
+def test_autoresume_after_a_kill_mid_save_sets_the_file_aside_and_ends_with_the_same_weights(
+        whole_stream: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Killed while Composer saved batch 10 (one process of its own), the run used to fail at every later start
+    (``FileExistsError: ... may conflict with a future checkpoint``) until someone deleted the 0-byte file. Started
+    again with ``autoresume``, SamplerSync sets that file aside before Composer's check, and the run ends with the
+    weights of the run that never stopped; its ledger audits across both attempts."""
+    folder = tmp_path / 'killed'
+    config = {**whole_stream, 'save_folder': str(folder), 'run_name': 'killed', 'autoresume': True}
+    dying = {**config, 'callbacks': {**config['callbacks'], 'die_while_saving': {'batch': 10, 'folder': str(folder)}}}
+    killed = subprocess.run([sys.executable, 'tests/support/llmfoundry_train.py',
+                             str(write_yaml(tmp_path / 'dying.yaml', dying))], cwd=ROOT, capture_output=True,
+                            text=True, env=environment(), timeout=400)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-4000:]
+    assert (folder / 'ep1-ba10-rank0.pt').stat().st_size == 0
+    assert os.readlink(folder / 'latest-rank0.pt') == 'ep0-ba5-rank0.pt'
+    capsys.readouterr()
+    _train(tmp_path / 'again.yaml', config)  # the same command again: train_from_yaml with autoresume
+    assert (f'save_folder {folder}: moved ep1-ba10-rank0.pt (0 bytes) to {folder / "interrupted-1"}: cut short after '
+            'ep0-ba5-rank0.pt, the latest checkpoint, which this run resumes') in capsys.readouterr().out
+    assert (folder / 'interrupted-1' / 'ep1-ba10-rank0.pt').stat().st_size == 0, 'kept, not deleted'
+    first, second = (_weights(Path(path) / 'ep2-ba16-rank0.pt') for path in (whole_stream['save_folder'], folder))
+    assert first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
+    report = audit_folder(folder)
     assert len(report.lineage) == 2
     assert [(e.exactly_once, e.status) for e in report.epochs] == [(STREAM, 'ok')] * 2
 

@@ -6,7 +6,9 @@ into ``interrupted-N`` once every check has passed. Anything else later than the
 (a whole checkpoint of a run that went on or of another run, a link, two leftovers, a
 latest link that points out of the folder or nowhere, a latest copied as a plain file)
 is refused by ``plan`` and ``train`` alike, exit 2, naming the files and the ways out,
-and nothing is moved: every move is decided before any is made.
+and nothing is moved: every move is decided before any is made. ``autoresume`` is held
+to the same rules. The callbacks make the same decision on other entry points
+(tests/callbacks/test_interrupted_save.py, tests/neighbours/test_llmfoundry.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 
 from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.errors import RecipeError
-from composer_sampling.recipes.folders import RunFolders, check_save_folders, later_checkpoints
+from composer_sampling.recipes.folders import RunFolders, check_save_folders, saved_after
 from composer_sampling.recipes.runner import set_aside_interrupted
 from composer_sampling.recipes.schema import load_recipe
 
@@ -103,6 +105,42 @@ def test_a_latest_linking_out_of_the_folder_or_copied_or_dangling_is_named(tmp_p
     assert code == 2 and '(latest-rank0.pt links to ep0-ba9-rank0.pt, which does not exist)' in err, err
 
 
+def test_autoresume_names_a_latest_copied_as_a_plain_file_or_linking_nowhere(tmp_path: Path, checkpoint: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """``autoresume`` beside later checkpoints, with ``latest-rank0.pt`` a plain copy of batch 2 (formerly Composer's
+    ``FileExistsError`` traceback), then a link to nothing (formerly a refusal that spoke of an earlier run's
+    checkpoints): exit 2 naming the link and how to fix it, and nothing moves."""
+    folder = _folder(tmp_path, checkpoint)
+    for name in ('ep0-ba3-rank0.pt', 'ep0-ba4-rank0.pt'):
+        shutil.copyfile(checkpoint, folder / name)
+    (folder / 'latest-rank0.pt').unlink()
+    shutil.copyfile(checkpoint, folder / 'latest-rank0.pt')  # what cp -L or rsync leaves
+    autoresume = ['train', DIGITS, *SYNTHETIC, 'max_duration=6ba', f'save_folder={folder}', 'autoresume=true',
+                  'run_name=crashed']
+    before = _snapshot(folder)
+    assert main(autoresume) == 2
+    assert capsys.readouterr().err == (
+        f'error: save_folder {folder} holds ep0-ba3-rank0.pt, ep0-ba4-rank0.pt, checkpoints later than the one '
+        'autoresume resumes (latest-rank0.pt, at epoch 0, batch 2) (latest-rank0.pt is a plain file, not a link, as a '
+        'copy made with cp -L or rsync leaves it: which checkpoint is the latest cannot be told), which this run would '
+        'write again; Composer refuses to write over them. Make latest-rank0.pt a link to the checkpoint to resume '
+        f'(ln -sfn ep0-ba4-rank0.pt {folder}/latest-rank0.pt), choose another save_folder for this run, or set '
+        'save_overwrite: true to replace them\n')
+    assert _snapshot(folder) == before
+    (folder / 'latest-rank0.pt').unlink()
+    (folder / 'latest-rank0.pt').symlink_to('ep0-ba9-rank0.pt')
+    before = _snapshot(folder)
+    assert main(autoresume) == 2
+    assert capsys.readouterr().err == (
+        f'error: save_folder {folder} holds checkpoints (ep0-ba2-rank0.pt, ep0-ba3-rank0.pt, ep0-ba4-rank0.pt), but '
+        'latest-rank0.pt links to ep0-ba9-rank0.pt, which does not exist, so autoresume finds no checkpoint to resume '
+        'and this run would start from batch 0; Composer would refuse to write over them. Make latest-rank0.pt a link '
+        f'to the checkpoint to resume (ln -sfn ep0-ba4-rank0.pt {folder}/latest-rank0.pt), resume with '
+        f'load_path={folder}/ep0-ba4-rank0.pt, choose another save_folder, or set save_overwrite: true to replace '
+        'them\n')
+    assert _snapshot(folder) == before
+
+
 def test_a_dangling_link_named_like_a_checkpoint_is_named_and_nothing_moves(tmp_path: Path, checkpoint: Path,
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     folder = _folder(tmp_path, checkpoint)
@@ -162,7 +200,7 @@ def test_only_one_file_a_crash_left_is_ever_moved(kinds: list[str], tmp_path_fac
     before = _snapshot(folder)
     recipe = load_recipe(None, [f'save_folder={folder}', f'load_path={folder}/latest-rank{{rank}}.pt'])
     folders = RunFolders(str(folder), None)
-    later = later_checkpoints(recipe, folders, str(folder / 'latest-rank0.pt'))
+    later = saved_after(recipe, folders, str(folder / 'latest-rank0.pt'))
     movable = len(kinds) == 1 and KINDS[kinds[0]]
     try:
         check_save_folders(recipe, None, folders, later)

@@ -63,6 +63,9 @@ def test_audit_of_a_folder_without_a_ledger_names_the_missing_callback(tmp_path:
                         '(max_duration: 4ep)'),
     (['--epochs', '1', 'max_duration=30ba'], 'checked 1 trainer epoch (--epochs 1); the recipe trains for '
                                              'max_duration: 30ba; --epochs N checks N epochs'),
+    (['--epochs', '1', 'max_duration=9007199254740992ep'],  # 2**53, the largest Composer reads exactly
+     'checked 1 trainer epoch (--epochs 1) of the 9007199254740992 that the recipe trains (max_duration: '
+     '9007199254740992ep); --epochs 9007199254740992 checks them all'),
 ])
 def test_plan_says_how_many_epochs_it_checked(overrides: list[str], expected: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:

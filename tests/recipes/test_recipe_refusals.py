@@ -99,6 +99,18 @@ CASES = [
     # the run's own fields
     (BOTH, ['seed=-1'], 'seed must be in the interval [0, 2**32 - world size]'),
     (BOTH, ['max_duration=0ep'], "max_duration='0ep' must be positive (0 would train nothing)"),
+    # a duration Composer would read as another number: it parses durations as 64-bit floats
+    (BOTH, ['max_duration=99999999999999999999999999ep'],
+     "max_duration='99999999999999999999999999ep' is out of range: Composer reads the number as a 64-bit float, "
+     'which turns it into 100000000000000004764729344; use a whole number from 1 to 2**53 (9007199254740992) '
+     'followed by ep'),
+    (BOTH, ['save_interval=9007199254740994ba'],
+     "save_interval='9007199254740994ba' is out of range: Composer reads the number as a 64-bit float, which holds "
+     'every whole number exactly only up to 2**53; use a whole number from 1 to 2**53 (9007199254740992) followed '
+     'by ba'),
+    (BOTH, ['max_duration=1.0000000000000000001ep'],
+     "max_duration='1.0000000000000000001ep': the unit ep needs a whole number, and Composer would read this one "
+     'as 1; use a whole number from 1 to 2**53 (9007199254740992) followed by ep'),
     (BOTH, ['global_train_batch_size=63'], 'global_train_batch_size=63 is not divisible by the world size 2'),
     (BOTH, ['global_train_batch_size=2000'], 'global_train_batch_size=2000 is larger than the train split of 1438'),
     (BOTH, ['=5'], "override '=5' must look like field=value"),

@@ -78,13 +78,20 @@ class TrainedLedger(Callback):
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
         """Runs before Composer's CheckpointSaver (the Trainer appends it after the run's callbacks)."""
         if self._killing(state) and self.kill_in_save and self.save_folder is not None:
-            name = f'ep{int(state.timestamp.epoch)}-ba{int(state.timestamp.batch)}-rank0.pt'
-            state.state_dict()  # Composer takes the state (the callbacks' included) before it opens the file
-            with open(Path(self.save_folder) / name, 'wb'):  # Composer's open(filename, 'wb'), then torch.save
-                os.kill(os.getpid(), signal.SIGKILL)
+            die_while_saving(state, self.save_folder)
 
     def _killing(self, state: State) -> bool:
         return dist.get_global_rank() == self.kill_rank and int(state.timestamp.batch) == self.kill_at_batch
+
+
+def die_while_saving(state: State, save_folder: str) -> None:
+    """SIGKILL this process as a crash while Composer saves the checkpoint of this batch leaves it: the state taken,
+    rank 0's file opened in ``save_folder``, and not a byte written. Call it from a callback's ``batch_checkpoint``,
+    which runs before the ``CheckpointSaver`` that the Trainer builds from ``save_folder``."""
+    name = f'ep{int(state.timestamp.epoch)}-ba{int(state.timestamp.batch)}-rank0.pt'
+    state.state_dict()  # Composer takes the state (the callbacks' included) before it opens the file
+    with open(Path(save_folder) / name, 'wb'):  # Composer's open(filename, 'wb'), then torch.save
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _wait_for_uploads(state: State, logger: Logger) -> None:

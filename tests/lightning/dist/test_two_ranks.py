@@ -92,5 +92,5 @@ def test_a_resume_onto_more_ranks_inside_an_epoch_is_refused() -> None:
     """The one-rank checkpoint test_launch.py wrote after 2 of 12 batches: on two ranks, Lightning would count the rest
     of the epoch from batch 2 of 6 and end it before every sample was trained."""
     checkpoint = Path(os.environ['LIGHTNING_SHARED']) / 'one' / 'step=2.ckpt'
-    with pytest.raises(DataOrderError, match=r'saved at epoch 0, batch 2 on 1 ranks to 2: Lightning counts the rest'):
+    with pytest.raises(DataOrderError, match=r"saved at epoch 0, batch 2 on 1 ranks to 2: Lightning's loop counts the rest"):
         fit(loader('ours'), _shared_folder('more'), max_steps=20, ckpt_path=str(checkpoint))
