@@ -98,7 +98,7 @@ lint: $(STAMP)
 # call torch (the order, the samplers) run here; the graph walk, the proofs and the doctests, which do not depend
 # on torch's version, run in .venv only, to keep make test within its time.
 LIGHTNING_ENV := -e '.[lightning,test-core]' 'torch==2.15.*'
-LIGHTNING_TESTS := tests/lightning tests/order tests/samplers tests/test_core_without_composer.py
+LIGHTNING_TESTS := tests/lightning tests/loop tests/order tests/samplers tests/test_core_without_composer.py
 
 $(LIGHTNING_STAMP): pyproject.toml
 	$(call install,$(LIGHTNING),$(LIGHTNING_ENV),$(LIGHTNING_PYTHON))

@@ -16,8 +16,8 @@ from support.launcher import free_port
 from support.lightning_parts import fit, loader, nested_loader
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The tests of tests/lightning/dist, each run on both ranks.
-TWO_RANK_TESTS = 11
+#: The tests of tests/lightning/dist and tests/loop/dist (a loop written by hand), each run on both ranks.
+TWO_RANK_TESTS = 17
 #: Seconds one test may take on a rank (each takes a few seconds alone, up to about 30 on a loaded machine).
 RANK_TEST_TIMEOUT = 150
 #: Seconds the whole launch may take (about 20 alone).
@@ -40,7 +40,8 @@ def test_two_ranks_of_lightning(tmp_path: Path) -> None:
     command = [sys.executable, '-m', 'torch.distributed.run', '--nproc-per-node', '2', '--master-addr', '127.0.0.1',
                '--master-port', str(free_port()),
                '--log-dir', str(tmp_path), '--redirects', '3',
-               '-m', 'pytest', 'tests/lightning/dist', '-q', '-x', '-p', 'no:randomly', '-p', 'no:cacheprovider',
+               '-m', 'pytest', 'tests/lightning/dist', 'tests/loop/dist', '-q', '-x', '-p', 'no:randomly',
+               '-p', 'no:cacheprovider',
                '--timeout', str(RANK_TEST_TIMEOUT), '--timeout-method', 'thread']
     try:
         result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
