@@ -118,6 +118,7 @@ class DataOrder:
         self._placed: DataLoader | None = None  # the loader to iterate (a new one around a tap on top of yours)
         self._chain: BatchChain | None = None
         self._first: Place | None = None  # where the trainer's first batch after a placement must be
+        self._placed_at: tuple[int, int, int] | None = None  # (epoch, batches, samples) of the last placement
         self._rng: tuple[str, Any] | None = None  # (when, this rank's RNG state) still to restore
         self._ranks: Ranks | None = None
         self._loop_batches = 0  # batches the loop API yielded in its epoch
@@ -333,7 +334,9 @@ class DataOrder:
         if not graph.map_style:
             return loader
         terms = terms or TrainerTerms()
-        saved = self._check_place(place, batches_in_epoch, checkpoint, accumulate, last_batch_saved, stateful, terms)
+        saved, samples = self._check_place(place, batches_in_epoch, checkpoint, accumulate, last_batch_saved,
+                                           stateful, terms)
+        self._placed_at = (place.epoch, place.batches, samples)
         ended = place.after_batches(batches_in_epoch)
         self._first = (Place(place.epoch + 1, 0) if ended else place) if place.batches and not stateful else None
         rebuilt: list[DataLoader] = []
@@ -359,7 +362,6 @@ class DataOrder:
         elif chain is not None:
             self._redraw(place, checkpoint, saved, chain, top)
         else:
-            samples = place.batches * (saved.global_batch or self.layout.global_batch or 0)
             chosen = place_in_epoch(graph, Position(place.batches, samples), saved, self.layout, top)
             if chosen.kind == 'spin':
                 raise DataOrderError(f'SamplerSync: {chosen.reason}, so the rest of epoch {place.epoch} cannot '
@@ -370,10 +372,13 @@ class DataOrder:
         return self._placed
 
     def _check_place(self, place: Place, batches_in_epoch: float, checkpoint: LoadedOrder | None, accumulate: int,
-                     last_batch_saved: bool, stateful: bool, terms: TrainerTerms) -> Layout:
+                     last_batch_saved: bool, stateful: bool, terms: TrainerTerms) -> tuple[Layout, int]:
         """Refuse a place the checkpoint's state disagrees with, or a resume that would not train every sample of
-        the epoch once; the layout the checkpoint trained with (this fit's when unknown)."""
+        the epoch once; the layout the checkpoint trained with (this fit's when unknown), and the distinct samples of
+        the epoch trained before the place."""
         inside = 0 < place.batches < batches_in_epoch
+        unknown = (self.layout if checkpoint is None else checkpoint.layout,
+                   place.batches * (self.layout.global_batch or 0))
         if checkpoint is None or checkpoint.place is None:
             if inside and not stateful:
                 raise DataOrderError(
@@ -381,7 +386,7 @@ class DataOrder:
                     f'and {terms.loop} resumes it inside an epoch, at {place}: the order its batches were drawn in is '
                     'not known, so the rest of the epoch would repeat or skip samples. Resume from a checkpoint saved '
                     "at an epoch's end, or from one saved with SamplerSync in the callbacks")
-            return self.layout if checkpoint is None else checkpoint.layout
+            return unknown
         epoch, batches, done = checkpoint.place
         ended = done or batches >= batches_in_epoch or last_batch_saved
         if (place.epoch, place.batches) != (epoch, batches) and not (ended and place == Place(epoch + 1, 0)):
@@ -397,8 +402,9 @@ class DataOrder:
                 f'{accumulate} and end with other weights. Resume from a checkpoint saved at an optimizer step'
                 f'{f" ({terms.saved_at_steps} saves only there)" if terms.saved_at_steps else ""}')
         saved = checkpoint.layout
-        if inside and saved.global_batch is not None and self.layout.global_batch is not None and \
-                self.layout.global_batch > saved.global_batch:
+        samples = checkpoint.samples if checkpoint.samples is not None and place.epoch == epoch else \
+            place.batches * (saved.global_batch or self.layout.global_batch or 0)
+        if inside and self.layout.global_batch is not None and samples < place.batches * self.layout.global_batch:
             change = (f'{saved.data_parallel_ranks} ranks to {self.layout.data_parallel_ranks}'
                       if saved.data_parallel_ranks not in (None, self.layout.data_parallel_ranks) else
                       f'a global batch of {saved.global_batch} samples to {self.layout.global_batch}')
@@ -407,7 +413,7 @@ class DataOrder:
                 f"epoch from batch {place.batches} of this run's {batches_in_epoch} and would end it before every "
                 f'sample was trained. Resume inside an epoch on {saved.data_parallel_ranks} ranks or fewer, with '
                 "the same device batch, or from a checkpoint saved at an epoch's end")
-        return saved
+        return saved, samples
 
     def _redraw(self, place: Place, checkpoint: LoadedOrder | None, saved: Layout, chain: BatchChain,
                 top: Callable[[], Any]) -> None:
@@ -514,6 +520,7 @@ class DataOrder:
             place = (self.epoch_set, self._loop_batches, self._loop_done or self._loop_batches >= batches_in_epoch)
         if rng is True:
             rng = ranks.all_gather(rng_state.capture()) if started else None
+        samples = None if place is None else self._samples_at(place[0], place[1])
         digests = None
         if self._chain is not None and place is not None:
             _, batches, done = place
@@ -522,7 +529,17 @@ class DataOrder:
                            signatures=self.signatures, replication=self.replication, layout=self.layout,
                            fingerprint=self.fingerprint, place=place if started else None,
                            rng=rng if isinstance(rng, list) else None, rng_batch=rng_batch,
-                           epoch_seeds=self._seeds.epoch_seeds, digests=digests)
+                           epoch_seeds=self._seeds.epoch_seeds, digests=digests, samples=samples)
+
+    def _samples_at(self, epoch: int, batches: int) -> int:
+        """The distinct samples of ``epoch`` trained across the data-parallel ranks after ``batches`` of the
+        trainer's batches: counted from the last placement in that epoch, whose batches may have been of another
+        size (a resume on another number of ranks)."""
+        size = self.layout.global_batch or 0
+        placed = self._placed_at
+        if placed is not None and placed[0] == epoch and batches >= placed[1]:
+            return placed[2] + (batches - placed[1]) * size
+        return batches * size
 
     @staticmethod
     def unstarted_state(trainer: str, data_seed: int | None, replication: int,

@@ -46,10 +46,12 @@ __all__ = ['ORDER_STATE', 'TRAINERS', 'LoadedOrder', 'order_state']
 TRAINERS = {'composer': 'Composer SamplerSync', 'lightning': 'Lightning SamplerSync',
             'transformers': 'Hugging Face SamplerSync', 'loop': 'DataOrder'}
 
-#: 6: one schema for every trainer: Composer's keys, and 'trainer', 'epoch', 'batches', 'epoch_done',
-#: 'batch_digests'; 'data_fingerprint' holds a fourth value, the sample count, and the fingerprint reads the edges of
-#: local stream shards and names a wrapper that does not declare passes_indices_through (a fingerprint of an earlier
-#: version differs for such data, and its refusal says why).
+#: 6: one schema for every trainer: Composer's keys, and 'trainer', 'epoch', 'batches', 'epoch_done', 'samples'
+#: (the distinct samples of the epoch trained across the data-parallel ranks, exact after a resume on another
+#: number of ranks, where the batches the trainer counts were not all of one size) and 'batch_digests';
+#: 'data_fingerprint' holds a fourth value, the sample count, and the fingerprint reads the edges of local stream
+#: shards and names a wrapper that does not declare passes_indices_through (a fingerprint of an earlier version
+#: differs for such data, and its refusal says why).
 #: Composer's earlier states: 5 added 'data_fingerprint' as a (digest, source, covers content) tuple. 4 wrote
 #: 'order_signatures', 'epoch_seeds' and 'rng' as tuples ('epoch_seeds' as its (key, value) pairs):
 #: torch.distributed.checkpoint stores a tuple as one entry, where it splits a list of mappings, or a mapping, into
@@ -65,7 +67,7 @@ _COMPOSER_BEFORE = VersionPolicy(current=5, missing_version=1)
 _LIGHTNING_BEFORE = VersionPolicy(current=2)
 #: The keys every state of version 6 holds, in the order they are written.
 _KEYS = ('data_seed', 'order_signatures', 'replication', 'global_batch', 'data_parallel_ranks', 'epoch_seeds', 'rng',
-         'rng_batch', 'data_fingerprint', 'trainer', 'epoch', 'batches', 'epoch_done', 'batch_digests')
+         'rng_batch', 'data_fingerprint', 'trainer', 'epoch', 'batches', 'epoch_done', 'samples', 'batch_digests')
 #: The keys only one trainer's earlier states hold: a state without ``trainer`` that holds one of them is that kind.
 _LIGHTNING_KEYS = ('epoch', 'batches', 'epoch_done')
 _COMPOSER_KEYS = ('replication', 'epoch_seeds', 'rng_batch')
@@ -84,12 +86,14 @@ def _earlier_kind(state: dict[str, Any], reader: str) -> str:
 def order_state(*, trainer: str, data_seed: int | None, signatures: list[dict[str, Any]] | None, replication: int,
                 layout: Layout, fingerprint: Fingerprint | None, place: tuple[int, int, bool] | None,
                 rng: list[Any] | None, rng_batch: int | None, epoch_seeds: dict[str, Any] | None,
-                digests: list[str | None] | None) -> dict[str, Any]:
+                digests: list[str | None] | None, samples: int | None = None) -> dict[str, Any]:
     """The state every adapter saves, in the current version.
 
     ``place`` is ``(epoch, batches trained in it, whether it had ended)``, or None before
-    any fit; ``rng`` and ``digests`` hold one entry for every rank, in rank order;
-    ``rng_batch`` is the trainer's batch count the RNG states belong to, where it has one.
+    any fit, and ``samples`` the distinct samples of that epoch trained across the
+    data-parallel ranks; ``rng`` and ``digests`` hold one entry for every rank, in rank
+    order; ``rng_batch`` is the trainer's batch count the RNG states belong to, where it
+    has one.
     """
     if trainer not in TRAINERS:
         raise ValueError(f'trainer must be one of {", ".join(TRAINERS)}, got {trainer!r}')
@@ -108,6 +112,7 @@ def order_state(*, trainer: str, data_seed: int | None, signatures: list[dict[st
         'epoch': epoch,
         'batches': batches,
         'epoch_done': done,
+        'samples': samples if place is not None else None,
         'batch_digests': _entry(digests),
     })
 
@@ -144,6 +149,7 @@ class LoadedOrder:
     fingerprint_rules_older: bool = False  # whether its fingerprint was computed by an earlier release's rules
     trainer: str = 'composer'  # the adapter that wrote it
     place: tuple[int, int, bool] | None = None  # (epoch, batches trained in it, whether it had ended)
+    samples: int | None = None  # the distinct samples of that epoch trained across the data-parallel ranks
     rng: list[Any] | None = None  # every rank's RNG state
     rng_batch: int | None = None  # the trainer's batch count the RNG states belong to (Composer's)
     digests: list[str | None] | None = None  # every rank's digest of its trained index lists
@@ -206,8 +212,9 @@ class LoadedOrder:
             place = (valid_int('SamplerSync state epoch', payload['epoch'], minimum=0),
                      valid_int('SamplerSync state batches', payload['batches'], minimum=0),
                      valid_bool('SamplerSync state epoch_done', payload['epoch_done']))
-        batch = payload['rng_batch']
+        batch, samples = payload['rng_batch'], payload['samples']
         return dataclasses.replace(loaded, trainer=trainer, place=place, rng=_checked_rng(payload['rng']),
+                                   samples=None if samples is None else valid_int('SamplerSync state samples', samples),
                                    rng_batch=None if batch is None else valid_int('SamplerSync state rng_batch', batch),
                                    digests=_checked_digests(payload['batch_digests']))
 

@@ -130,6 +130,13 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._unwrap()
 
+    def on_after_setup(self, fabric: Any, module: Any) -> None:
+        """Lightning Fabric calls this hook of its callbacks in ``fabric.setup``; a Trainer never does."""
+        raise DataOrderError('SamplerSync is a callback of the Lightning Trainer; Lightning Fabric calls none of the '
+                             'hooks it needs, so it would leave the data order alone. In a Fabric loop, use '
+                             'composer_sampling.DataOrder(loader, data_seed=...) instead (docs/lightning.md, '
+                             '"Lightning Fabric")')
+
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._unwrap()  # Lightning calls no teardown after an exception in the fit
 

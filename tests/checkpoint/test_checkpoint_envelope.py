@@ -206,7 +206,8 @@ SYNC_FLAT[5] = {**SYNC_FLAT[4], 'version': 5, 'data_fingerprint': ('ab' * 16, 'T
 REAL_RNG = rng_state.capture()
 SYNC_FLAT[6] = {**SYNC_FLAT[4], 'version': 6, 'rng': (REAL_RNG,),
                 'data_fingerprint': ('ab' * 16, 'TensorDataset of 1 tensor', True, 8),
-                'trainer': 'composer', 'epoch': 1, 'batches': 3, 'epoch_done': False, 'batch_digests': None}
+                'trainer': 'composer', 'epoch': 1, 'batches': 3, 'epoch_done': False, 'samples': 48,
+                'batch_digests': None}
 
 
 def _loaded(sync: SamplerSync) -> tuple[Any, ...]:
@@ -255,7 +256,7 @@ def test_sampler_sync_writes_version_6_and_refuses_newer() -> None:
     state = SamplerSync(data_seed=9).state_dict()
     assert list(state) == ['version', 'data_seed', 'order_signatures', 'replication', 'global_batch',
                            'data_parallel_ranks', 'epoch_seeds', 'rng', 'rng_batch', 'data_fingerprint', 'trainer',
-                           'epoch', 'batches', 'epoch_done', 'batch_digests'] and state['version'] == 6
+                           'epoch', 'batches', 'epoch_done', 'samples', 'batch_digests'] and state['version'] == 6
     with pytest.raises(DataOrderError, match=re.escape('SamplerSync state has version 7; this version of '
                                                        'composer-sampling reads versions 1 to 6. Upgrade')):
         SamplerSync().load_state_dict({'version': 7})

@@ -55,11 +55,14 @@ def test_two_ranks_of_lightning(tmp_path: Path) -> None:
     two = tmp_path / 'two'
     before = [indices for rank in json.loads((two / 'trained.json').read_text()) for _, _, indices in rank[:1]]
     with pytest.warns(UserWarning, match='holds the RNG states of 2 ranks and this run has 1'):
-        resumed = fit(nested_loader(), tmp_path / 'resumed', max_epochs=1, ckpt_path=str(two / 'step=1.ckpt'))
+        resumed = fit(nested_loader(), tmp_path / 'resumed', max_epochs=1, ckpt_path=str(two / 'step=1.ckpt'),
+                      save_every=1)
     assert [batch for _, batch, _ in resumed.trained] == [1, 2, 3, 4]
     after = [indices for _, _, indices in resumed.trained]
     assert sorted(index for indices in [*before, *after] for index in indices) == list(range(90)), \
         'every sample of the resumed epoch once'
+    again = fit(nested_loader(), tmp_path / 'again', max_epochs=1, ckpt_path=str(tmp_path / 'resumed' / 'step=3.ckpt'))
+    assert again.trained == resumed.trained[2:], 'its checkpoint counts the samples of batches of two sizes'
 
 
 def _rank_logs(folder: Path) -> str:
