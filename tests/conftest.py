@@ -96,6 +96,9 @@ SHARED_RESOURCES = {
                                 'tests/neighbours/test_launcher.py::test_two_rank_suite'),
     # pip builds the wheel in the checkout's build/ folder, which two builds at once would share.
     'wheel': ('tests/test_wheel.py::',),
+    # launches of several ranks that choose their port before binding it (torchrun, Lightning's and Fabric's own
+    # launchers): two at once may choose the same one, and a rank of one joins the other.
+    'rank-launches': ('tests/lightning/test_docs_examples.py::', 'tests/lightning/test_launch.py::'),
     # the never-stopped two-rank run of tests/support/launched_runs.py, launched once per process for both
     'two-rank-synthetic': (
         'tests/neighbours/test_launcher.py::test_the_train_module_runs_under_the_launcher_and_from_the_command',
