@@ -16,8 +16,9 @@ import importlib.util
 __all__ = ['require']
 
 
-def require(what: str, modules: list[str], extra: str) -> None:
-    """Raise an :class:`ImportError` naming ``extra`` unless every one of ``modules`` can be imported.
+def require(what: str, modules: list[str], extra: str, elsewhere: str = '') -> None:
+    """Raise an :class:`ImportError` naming ``extra`` unless every one of ``modules`` can be imported; ``elsewhere``
+    says where a user of another trainer finds the same thing.
 
     Example:
         >>> require('SamplerSync', ['no_such_module'], 'composer')
@@ -28,7 +29,7 @@ def require(what: str, modules: list[str], extra: str) -> None:
     missing = [name for name in modules if not _installed(name)]
     if missing:
         raise ImportError(f"{what} needs {', '.join(missing)} (not installed): "
-                          f"pip install 'composer-sampling[{extra}]'")
+                          f"pip install 'composer-sampling[{extra}]'{f'. {elsewhere}' if elsewhere else ''}")
 
 
 def _installed(name: str) -> bool:

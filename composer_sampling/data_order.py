@@ -242,7 +242,7 @@ class DataOrder:
         self._seeds.seed_graph(graph, seed, epoch, in_flight, self.data_seed)
         self.signatures = graph.signatures()
         if checkpoint is not None:
-            checkpoint.check_graph(self.signatures)  # names what changed in the order first
+            checkpoint.check_graph(self.signatures, graph.signature_nodes())  # names what changed in the order first
             if checking:
                 self._check_data(mid_epoch)
         self.layout = current_layout(graph, self.replication, ranks.world_size)
@@ -266,7 +266,8 @@ class DataOrder:
         asks no other rank and changes nothing, so ``plan`` runs it before training."""
         if self.checkpoint is None:
             return
-        self.checkpoint.check_graph(take_snapshot(self._loader).signatures())
+        graph = take_snapshot(self._loader)
+        self.checkpoint.check_graph(graph.signatures(), graph.signature_nodes())
         if self.checkpoint.fingerprint is not None or self.checkpoint.fingerprint_required:
             from composer_sampling._fingerprint import dataset_fingerprint
 

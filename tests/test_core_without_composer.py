@@ -50,12 +50,14 @@ def test_the_order_core_needs_no_composer() -> None:
     lines = result.stdout.splitlines()
     assert 'FAILED []' in lines, result.stdout
     refusals = [line for line in lines if line.startswith('REFUSED')]
+    callbacks = ("REFUSED composer_sampling.callbacks (SamplerSync, SampleLedger) needs composer (not installed): pip "
+                 "install 'composer-sampling[composer]'. With Lightning, use composer_sampling.lightning.SamplerSync "
+                 "and SampleLedger (pip install 'composer-sampling[lightning]'); in a loop of your own or with "
+                 'Lightning Fabric, composer_sampling.DataOrder')
     assert refusals == [
-        "REFUSED composer_sampling.callbacks (SamplerSync, SampleLedger) needs composer (not installed): pip install "
-        "'composer-sampling[composer]'",
+        callbacks,
         'REFUSED composer_sampling.recipes (the recipe runner and the composer-sampling command) needs composer, '
         "omegaconf, tabulate (not installed): pip install 'composer-sampling[composer]'",
-        "REFUSED composer_sampling.callbacks (SamplerSync, SampleLedger) needs composer (not installed): pip install "
-        "'composer-sampling[composer]'",
+        callbacks,
     ], result.stdout
     assert 'PLAN True True' in lines and 'COMPOSER False' in lines, result.stdout

@@ -36,7 +36,7 @@ from composer_sampling._graph.accounting import EpochAccounting
 from composer_sampling._graph.grouping import keeps_child_order
 from composer_sampling._graph.seeding import draws_from_generator, is_streaming_dataset
 from composer_sampling._graph.signatures import order_signature
-from composer_sampling._graph.walk import Visit, active_root, device_batch, replication_layout
+from composer_sampling._graph.walk import Visit, active_root, describe, device_batch, replication_layout
 from composer_sampling.per_sample_rng import PerSampleRNG, iter_datasets
 from composer_sampling.protocols import (
     CAPABILITIES,
@@ -135,6 +135,10 @@ class GraphSnapshot:
     def signatures(self) -> list[dict[str, Any]]:
         """The order signature of every active node that has one, in walk order."""
         return [signature for node in self.active if (signature := order_signature(node))]
+
+    def signature_nodes(self) -> list[str]:
+        """The active nodes that have an order signature, described as the user wrote them, in walk order."""
+        return [describe(node) for node in self.active if order_signature(node)]
 
     def sub_epochs(self) -> int:
         """Trainer epochs per pass over the data: the first active node's ``sub_epochs_per_epoch``, else 1."""

@@ -329,7 +329,9 @@ def describe(node: Any) -> str:
     parts = [f'{name}={getattr(node, name)!r}' for name in _SHOWN_ATTRIBUTES if hasattr(node, name)]
     with contextlib.suppress(TypeError):
         parts.append(f'len={len(node)}')
-    return f'{type(node).__name__}({", ".join(parts)})'
+    source = getattr(node, 'distributed_from', None)
+    made = f' (which distribute() put in place of your {source})' if isinstance(source, str) else ''
+    return f'{type(node).__name__}({", ".join(parts)}){made}'
 
 
 def render_tree(obj: Any, active: Sequence[Any] | None = None) -> str:

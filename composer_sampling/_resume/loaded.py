@@ -275,21 +275,27 @@ class LoadedOrder:
         return cls(seed, signatures, replication, Layout(global_batch, ranks), epoch_seeds, fingerprint,
                    fingerprint_since is not None)
 
-    def check_graph(self, current: list[dict[str, Any]]) -> None:
-        """Refuse a graph whose order signatures differ from the checkpoint's: the one resume check."""
+    def check_graph(self, current: list[dict[str, Any]], described: list[str] | None = None) -> None:
+        """Refuse a graph whose order signatures differ from the checkpoint's: the one resume check.
+
+        ``described`` names the current nodes that have those signatures, in the same order, as the user wrote them
+        (:func:`~composer_sampling._graph.walk.describe`); without it the signatures name them.
+        """
         saved = self.signatures
         if not saved:
             return
         if len(saved) != len(current):
+            found = ', '.join(described) if described else _samplers_text(current)
             raise DataOrderError(
-                f'SamplerSync: the checkpoint was written with samplers {saved}, the train dataloader now has '
-                f'{current}; resuming would skip or repeat samples. Resume with the same sampler graph',
+                f'SamplerSync: the checkpoint was written with {_samplers_text(saved)}, the train dataloader now has '
+                f'{found}; resuming would skip or repeat samples. Resume with the same sampler graph',
             )
-        for before, now in zip(saved, current, strict=True):
+        for position, (before, now) in enumerate(zip(saved, current, strict=True)):
             if before.get('sampler') != now.get('sampler'):
+                named = described[position] if described else now.get('sampler')
                 raise DataOrderError(
                     f'SamplerSync: the checkpoint was written with the sampler {before.get("sampler")}, the train '
-                    f'dataloader now has {now.get("sampler")}; resuming would skip or repeat samples. Resume with '
+                    f'dataloader now has {named}; resuming would skip or repeat samples. Resume with '
                     f'{before.get("sampler")}',
                 )
             difference = signature_difference(before, now)
@@ -300,6 +306,22 @@ class LoadedOrder:
                     f'train dataloader now has {key}={is_now!r}; resuming would skip or repeat samples. Resume '
                     'with the same dataset and sampler settings',
                 )
+
+
+def _samplers_text(signatures: list[dict[str, Any]]) -> str:
+    """Order signatures in words.
+
+    Example:
+        >>> _samplers_text([{'sampler': 'DistributedSampler', 'dataset_len': 8, 'shuffle': True}])
+        'the sampler DistributedSampler(dataset_len=8, shuffle=True)'
+        >>> _samplers_text([])
+        'no sampler whose order a checkpoint records (a loader of one process, with no distributed sampler)'
+    """
+    if not signatures:
+        return 'no sampler whose order a checkpoint records (a loader of one process, with no distributed sampler)'
+    named = [f"{item.get('sampler')}({', '.join(f'{key}={value!r}' for key, value in item.items() if key != 'sampler')}"
+             ')' for item in signatures]
+    return ('the sampler ' if len(named) == 1 else 'the samplers ') + ', '.join(named)
 
 
 def _upgrade(version: int, payload: dict[str, Any]) -> dict[str, Any]:

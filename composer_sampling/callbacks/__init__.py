@@ -14,7 +14,9 @@ Trainer is built (``_one_per_trainer.py``).
 
 from composer_sampling._requires import require
 
-require('composer_sampling.callbacks (SamplerSync, SampleLedger)', ['composer'], 'composer')
+require('composer_sampling.callbacks (SamplerSync, SampleLedger)', ['composer'], 'composer',
+        'With Lightning, use composer_sampling.lightning.SamplerSync and SampleLedger (pip install '
+        "'composer-sampling[lightning]'); in a loop of your own or with Lightning Fabric, composer_sampling.DataOrder")
 
 from composer_sampling.callbacks.sample_ledger import SampleLedger  # noqa: E402 (once Composer is known to be there)
 from composer_sampling.callbacks.sampler_sync import SamplerSync  # noqa: E402

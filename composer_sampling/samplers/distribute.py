@@ -85,6 +85,8 @@ def distribute(dataloader: DataLoader[Any], num_replicas: int | None = None, ran
             return replace(node.batch_sampler, depth)  # the new top gets an adapter of its own
         leaf = _distributed_leaf(node, dataloader.dataset, num_replicas, rank, seed)
         if leaf is not None:
+            if leaf is not node:  # refusals then speak of the sampler the user wrote
+                leaf.distributed_from = type(node).__name__
             return leaf
         edges = labelled_children(node)
         if len(edges) != 1 or edges[0][0] not in ('batch_sampler', 'sampler'):

@@ -159,3 +159,24 @@ def test_a_fit_that_raised_gives_the_strategy_its_process_dataloader_back(tmp_pa
     model = Model()
     trainer.fit(model, loader('ours'))
     assert [batch for _, batch, _ in model.trained] == [0, 1]
+
+
+def test_a_refusal_of_another_graph_speaks_of_what_the_user_wrote(tmp_path: Path) -> None:
+    """A sampler that distribute() put in place is named as such, and a graph with no distributed sampler is said to
+    have none, instead of an empty list."""
+    from torch.utils.data import DataLoader, RandomSampler
+
+    from composer_sampling import distribute
+
+    from support.lightning_parts import Named
+
+    fit(loader('torch'), tmp_path, max_steps=6, save_every=5)
+    checkpoint = str(tmp_path / 'step=5.ckpt')
+    data = Named()
+    made = distribute(DataLoader(data, batch_size=8, sampler=RandomSampler(data)), 1, 0)
+    with pytest.raises(DataOrderError, match=r'written with the sampler DistributedSampler, the train dataloader now '
+                                             r'has ResumableDistributedSampler\(.*\) \(which distribute\(\) put in '
+                                             r'place of your RandomSampler\)'):
+        fit(made, tmp_path / 'made', max_steps=12, ckpt_path=checkpoint)
+    with pytest.raises(DataOrderError, match=r'now has no sampler whose order a checkpoint records'):
+        fit(DataLoader(data, batch_size=8, shuffle=True), tmp_path / 'plain', max_steps=12, ckpt_path=checkpoint)
