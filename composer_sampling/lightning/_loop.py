@@ -26,11 +26,14 @@ first batch the loop trains against what it placed.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
+
+from torch.utils.data import DataLoader
 
 from composer_sampling._resume.place import Place
 
-__all__ = ['resume_place', 'saved_place']
+__all__ = ['batches_in_epoch_of', 'epochs_disagree', 'resume_place', 'saved_place', 'warn_between_steps']
 
 
 def saved_place(trainer: Any) -> tuple[Place, bool]:
@@ -83,3 +86,37 @@ def _gaps(progress: Any) -> tuple[int, int, int]:
     processed, processed to completed."""
     return progress.ready - progress.started, progress.started - progress.processed, \
         progress.processed - progress.completed
+
+
+def epochs_disagree(place: Place, sampler_epoch: int) -> str:
+    """The refusal of a place where Lightning gives the samplers another epoch than the one it resumes."""
+    return (f'SamplerSync: the checkpoint was saved when max_steps stopped the fit inside epoch {place.epoch}, after '
+            f'{place.batches} batches; Lightning resumes the rest of epoch {place.epoch} but gives the samplers epoch '
+            f'{sampler_epoch}, so the rest of the epoch would be drawn in another order. Resume from the checkpoint '
+            "ModelCheckpoint(every_n_train_steps=...) saved at that step, or from one saved at an epoch's end")
+
+
+def warn_between_steps(trainer: Any, place: Place, done: bool) -> None:
+    """Warn when a checkpoint is saved between two optimizer steps: its resume will be refused."""
+    accumulate = int(getattr(trainer, 'accumulate_grad_batches', 1) or 1)
+    batches = getattr(trainer, 'num_training_batches', float('inf'))
+    if not done and 0 < place.batches < batches and place.batches % accumulate:
+        warnings.warn(f'SamplerSync: a checkpoint is saved at {place}, between two optimizer steps '
+                      f'(accumulate_grad_batches={accumulate}); it holds no accumulated gradients, so SamplerSync '
+                      'will refuse to resume from it. Save at optimizer steps '
+                      '(ModelCheckpoint(every_n_train_steps=...))', stacklevel=3)
+
+
+def batches_in_epoch_of(loader: DataLoader, trainer: Any) -> float:
+    """The batches of an epoch of ``loader`` as Lightning counts them (``limit_train_batches`` applied; infinite when
+    the loader has no length)."""
+    try:
+        length: float = len(loader)
+    except TypeError:
+        return float('inf')
+    limit = getattr(trainer, 'limit_train_batches', None)
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        return min(length, limit)
+    if isinstance(limit, float) and limit < 1.0:
+        return int(length * limit)
+    return length

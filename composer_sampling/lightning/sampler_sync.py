@@ -4,19 +4,23 @@ onto :class:`~composer_sampling.DataOrder`."""
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any
 
 from torch.utils.data import DataLoader
 
 from composer_sampling._resume.loaded import LoadedOrder
-from composer_sampling._resume.place import Place
 from composer_sampling._resume.ranks import torch_ranks
 from composer_sampling._validate import valid_bool, valid_int
 from composer_sampling.data_order import DataOrder, TrainerTerms
 from composer_sampling.errors import DataOrderError
 from composer_sampling.lightning._compat import CALLBACK_BASES
-from composer_sampling.lightning._loop import resume_place, saved_place
+from composer_sampling.lightning._loop import (
+    batches_in_epoch_of,
+    epochs_disagree,
+    resume_place,
+    saved_place,
+    warn_between_steps,
+)
 from composer_sampling.permutation import MAX_DATA_SEED
 
 __all__ = ['SamplerSync']
@@ -172,7 +176,7 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         if order is None or order.seed is None or trainer is None:
             return DataOrder.unstarted_state('lightning', self.data_seed, self.replication)
         place, done = saved_place(trainer)
-        _warn_between_steps(trainer, place, done)
+        warn_between_steps(trainer, place, done)
         return order.state_dict(trainer='lightning', place=(place.epoch, place.batches, done))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -194,7 +198,7 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         if self._loaded is not None:
             order.resume_from(self._loaded)
             self._loaded = None
-        batches_in_epoch = _batches_in_epoch(loader, trainer)
+        batches_in_epoch = batches_in_epoch_of(loader, trainer)
         place, sampler_epoch = resume_place(trainer, batches_in_epoch)
         inside = 0 < place.batches < batches_in_epoch
         order.start(place.epoch, loader=loader, ranks=torch_ranks(),
@@ -202,7 +206,7 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
                     sharding_hint=_LIGHTNING_SHARDING)
         stateful = hasattr(loader, 'state_dict') and hasattr(loader, 'load_state_dict')
         if inside and sampler_epoch != place.epoch and not stateful:
-            raise DataOrderError(_epochs_disagree(place, sampler_epoch))
+            raise DataOrderError(epochs_disagree(place, sampler_epoch))
         placed = order.place(place, batches_in_epoch, accumulate=int(trainer.accumulate_grad_batches or 1),
                              last_batch_saved=trainer.fit_loop.epoch_loop.batch_progress.is_last_batch,
                              stateful=stateful, terms=_LIGHTNING_TERMS)
@@ -211,35 +215,3 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
                   flush=True)
         return placed
 
-
-def _epochs_disagree(place: Place, sampler_epoch: int) -> str:
-    return (f'SamplerSync: the checkpoint was saved when max_steps stopped the fit inside epoch {place.epoch}, after '
-            f'{place.batches} batches; Lightning resumes the rest of epoch {place.epoch} but gives the samplers epoch '
-            f'{sampler_epoch}, so the rest of the epoch would be drawn in another order. Resume from the checkpoint '
-            "ModelCheckpoint(every_n_train_steps=...) saved at that step, or from one saved at an epoch's end")
-
-
-def _warn_between_steps(trainer: Any, place: Place, done: bool) -> None:
-    """Warn when a checkpoint is saved between two optimizer steps: its resume will be refused."""
-    accumulate = int(getattr(trainer, 'accumulate_grad_batches', 1) or 1)
-    batches = getattr(trainer, 'num_training_batches', float('inf'))
-    if not done and 0 < place.batches < batches and place.batches % accumulate:
-        warnings.warn(f'SamplerSync: a checkpoint is saved at {place}, between two optimizer steps '
-                      f'(accumulate_grad_batches={accumulate}); it holds no accumulated gradients, so SamplerSync '
-                      'will refuse to resume from it. Save at optimizer steps '
-                      '(ModelCheckpoint(every_n_train_steps=...))', stacklevel=3)
-
-
-def _batches_in_epoch(loader: DataLoader, trainer: Any) -> float:
-    """The batches of an epoch of ``loader`` as Lightning counts them (``limit_train_batches`` applied; infinite when
-    the loader has no length)."""
-    try:
-        length: float = len(loader)
-    except TypeError:
-        return float('inf')
-    limit = getattr(trainer, 'limit_train_batches', None)
-    if isinstance(limit, int) and not isinstance(limit, bool):
-        return min(length, limit)
-    if isinstance(limit, float) and limit < 1.0:
-        return int(length * limit)
-    return length
