@@ -37,51 +37,35 @@ _HANDLERS = {id(event): event.value for event in (
 class SampleLedger(Callback):
     """Writes every trained batch's sample indices to a compact per-rank file, for ``composer-sampling audit``.
 
-    Where the indices come from:
+    The indices come from the index lists that the sampler graph hands to the DataLoader
+    (a tap on top of the graph, matched in order to the batches that trained), from a
+    mosaicml-streaming ``StreamingDataset``'s own partition of the epoch, or with
+    ``index_key`` from the batch itself; the recording is the ledger core's
+    (``composer_sampling/_ledger/``), which the Lightning ``SampleLedger`` shares. A
+    collate function that packs or redistributes samples across batches (llm-foundry's
+    ``packing_ratio``) is not seen.
 
-    * a map-style dataset: the index lists the sampler graph hands to the DataLoader,
-      seen by the :class:`~composer_sampling._graph.index_tap.IndexTap` on top of the graph
-      and matched in order to the batches that trained (lists a DataLoader worker
-      fetched ahead, or that Composer's cut of an epoch left behind, are dropped);
-    * mosaicml-streaming's ``StreamingDataset``: its own partition of the epoch,
-      computed in the main process (:mod:`composer_sampling._ledger.stream_partition`);
-    * with ``index_key``: the batch itself (a mapping key, a position in a tuple or
-      list batch, or a callable ``batch -> indices``), for batches that carry the
-      dataset index of each sample. Where the sampler graph is seen too, the first
-      batch's values are checked against it, so a key that selects the labels stops
-      the run at once.
-
-    The ledger therefore records what the sampler handed to the DataLoader for each
-    trained batch; a collate function that packs or redistributes samples across
-    batches (llm-foundry's ``packing_ratio``) is not seen.
-
-    The folder defaults to ``{save_folder}/ledger`` of the Trainer's
-    ``CheckpointSaver``, its placeholders (``{run_name}``, ``{rank}``, ...) filled as
-    Composer fills them for rank 0, so every rank writes into one folder. A remote
-    folder (a URI, such as the ``ledger/`` of ``save_folder='s3://bucket/run'``) is
-    written in a local staging folder and uploaded whole through Composer's object
-    store before every checkpoint the saver saves and at fit end
-    (:mod:`~composer_sampling.callbacks._ledger_upload`). Files
-    ``{folder}/{attempt}-rank{r}.bin`` are created when the first batch has trained:
-    a run refused at fit start, or one that dies before training, leaves the folder
-    as it was. Their header holds the attempt's start batch, a *lineage* id shared by
-    every attempt of one run, and ``resumed_from``: the attempt and batch whose state
-    it continues (carried by the checkpoint in this callback's state). ``composer-sampling
-    audit`` follows these links from the attempt that trained furthest back to the start.
-    A fit on another dataloader than the fit before it starts a new lineage; a Trainer
-    takes one SampleLedger: a second one is a ``ValueError`` when the Trainer is built, as a
-    second ``SamplerSync`` is.
+    The folder defaults to ``{save_folder}/ledger`` of the Trainer's ``CheckpointSaver``,
+    its placeholders filled as Composer fills them for rank 0. A remote folder (a URI) is
+    staged locally and uploaded whole through Composer's object store before every
+    checkpoint the saver saves and at fit end (``_ledger_upload.py``). The files
+    ``{folder}/{attempt}-rank{r}.bin`` are created when the first batch has trained. Their
+    header names the run's *lineage*, the attempt, and the attempt and batch it resumed
+    from, which the checkpoint carries in this callback's state, so ``audit`` follows a
+    resumed run back to its start. A fit on another dataloader starts a new lineage; a
+    second SampleLedger is a ``ValueError`` when the Trainer is built.
 
     Records are held in memory and written in one system call before every checkpoint
-    (Composer's save takes this callback's state on every rank before it writes a byte of
-    the checkpoint file, whatever the order of the callbacks), at every epoch's end, at fit
-    end, when the Trainer is closed (a clean exit, SIGTERM or Ctrl-C included), and once
-    2**18 indices are held: a process killed loses only batches that no checkpoint holds.
+    (Composer's save takes this callback's state on every rank before it writes the file,
+    whatever the order of the callbacks), at every epoch's end, at fit end, when the
+    Trainer is closed, and once 2**18 indices are held: a process killed loses only batches
+    that no checkpoint holds. docs/plan-and-audit.md describes all of it.
 
     Args:
         folder (str, optional): where the ledger files go, a local path or a URI. Default: ``{save_folder}/ledger``.
-        index_key (str | int | Callable, optional): read the indices from the batch here instead of
-            the sampler graph. Default: ``None``.
+        index_key (str | int | Callable, optional): read the indices from the batch here (a mapping key, a
+            position in a tuple or list batch, or a callable ``batch -> indices``) instead of the sampler
+            graph; the first batch's values are checked against the graph where it is seen. Default: ``None``.
 
     Example:
         >>> from composer import Trainer
