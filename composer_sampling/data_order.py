@@ -306,6 +306,11 @@ class DataOrder:
 
     # placing the loader ------------------------------------------------------------------------------
 
+    @property
+    def placed(self) -> DataLoader | None:
+        """The loader that the last :meth:`place` returned for the trainer to iterate, or ``None`` before it."""
+        return self._placed
+
     def place(self, place: Place, batches_in_epoch: float, *, accumulate: int = 1, last_batch_saved: bool = False,
               stateful: bool | None = None, terms: TrainerTerms | None = None) -> DataLoader:
         """Position the loader at ``place``, where the trainer continues, after the checks of a resume; the loader to

@@ -20,8 +20,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / 'composer_sampling'
 
 #: Each unit and its floor, measured: the order core and the leaf helpers, then checkpoints and the graph, the
-#: samplers on them, the proofs and the resume decision on those, the audit and the order object, the adapters,
-#: the runner, the package's lazy front.
+#: samplers on them, the proofs and the resume decision on those, the audit, the order object and the ledger's
+#: recording, the adapters, the runner, the package's lazy front.
 FLOORS = {
     'permutation': 0, '_pointers': 0, '_requires': 0, '_fingerprint': 0, '_s3_reader': 0, 'errors': 0,
     '_validate': 1, 'positions': 1, '_remote': 1,
@@ -29,7 +29,7 @@ FLOORS = {
     'ledger_format': 3, '_graph': 3,
     'samplers': 4,
     '_proofs': 5, '_resume': 5,
-    'audit': 6, 'data_order': 6,
+    'audit': 6, 'data_order': 6, '_ledger': 6,
     'callbacks': 7, 'lightning': 7,
     'recipes': 8,
     'train': 9,

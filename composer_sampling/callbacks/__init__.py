@@ -3,9 +3,10 @@
 * :class:`SamplerSync` (``sampler_sync.py``): seeds, epochs and the resume
   position for every sampler of the train dataloader.
 * :class:`SampleLedger` (``sample_ledger.py``): records which samples every rank
-  trained, for ``composer-sampling audit``. It wires Composer's events to its helpers:
-  ``_ledger_sources.py`` finds the indices of each batch, ``_ledger_recorder.py`` holds
-  and writes the records, ``_ledger_upload.py`` uploads the file to an object store, and
+  trained, for ``composer-sampling audit``. It wires Composer's events to the ledger's
+  recording, which every trainer shares (``composer_sampling/_ledger/``: the indices of
+  each batch, the records, the lineage in the checkpoint state), and to its Composer
+  helpers: ``_ledger_upload.py`` uploads the file to an object store, and
   ``_ledger_folder.py`` says where the file goes.
 
 A Trainer takes one instance of each callback; a second one is a ``ValueError`` when the

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from composer.core import Event, State
 
-    from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
+    from composer_sampling._ledger.recorder import LedgerRecorder
 
 __all__ = ['RECORD_BYTES', 'LedgerUploader', 'RemoteLedger', 'UploadSchedule', 'discard_staging', 'ledger_bytes',
            'saved_batch', 'staging_folder']

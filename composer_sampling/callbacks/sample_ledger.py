@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from composer.core import Callback, Event, State
 from composer.loggers import Logger
 from composer.utils import dist
 from torch.utils.data import DataLoader
 
-from composer_sampling._checkpoint.envelope import VersionPolicy, read_state, write_state
-from composer_sampling.callbacks._batch_indices import IndexKey, key_name, read_indices
+from composer_sampling._ledger.attempt import open_attempt
+from composer_sampling._ledger.batch_indices import IndexKey, key_name, read_indices, valid_index_key
+from composer_sampling._ledger.lineage import Lineage
+from composer_sampling._ledger.recorder import LedgerRecorder
+from composer_sampling._ledger.sources import IndexSource
+from composer_sampling.callbacks._composer_resume import composer_ranks
 from composer_sampling.callbacks._fit_graph import FitGraph, fit_graph, forget_fit_graph
 from composer_sampling.callbacks._interrupted_save import refuse_at_init, set_aside_at_fit_start
 from composer_sampling.callbacks._ledger_folder import ledger_folder, saver_of
-from composer_sampling.callbacks._ledger_recorder import LedgerRecorder
-from composer_sampling.callbacks._ledger_sources import IndexSource, dataset_fields, ledger_fingerprint
 from composer_sampling.callbacks._ledger_upload import LedgerUploader, RemoteLedger, discard_staging, staging_folder
 from composer_sampling.callbacks._one_per_trainer import refuse_a_second
-from composer_sampling.callbacks._top_tap import end_top_tap
-from composer_sampling.ledger_format import LedgerHeader, object_store_scheme
+from composer_sampling.callbacks._top_tap import end_top_tap, top_tap
+from composer_sampling.ledger_format import object_store_scheme
 
 __all__ = ['IndexKey', 'SampleLedger', 'read_indices']
 
-#: 1: ``{'version', 'lineage', 'attempt', 'batch'}``; the oldest states had only ``lineage`` and no ``version``.
-_STATE = VersionPolicy(current=1, missing_version=1)
 #: The name of the handler of each event that SampleLedger handles, keyed by the ``id`` of the Event member.
 #: Enum members are singletons, and ``id`` is a C call, where hashing an Event or reading ``Event.value`` calls
 #: Python code; Composer hands every callback each of the 13 events of every batch.
@@ -40,51 +37,35 @@ _HANDLERS = {id(event): event.value for event in (
 class SampleLedger(Callback):
     """Writes every trained batch's sample indices to a compact per-rank file, for ``composer-sampling audit``.
 
-    Where the indices come from:
+    The indices come from the index lists that the sampler graph hands to the DataLoader
+    (a tap on top of the graph, matched in order to the batches that trained), from a
+    mosaicml-streaming ``StreamingDataset``'s own partition of the epoch, or with
+    ``index_key`` from the batch itself; the recording is the ledger core's
+    (``composer_sampling/_ledger/``), which the Lightning ``SampleLedger`` shares. A
+    collate function that packs or redistributes samples across batches (llm-foundry's
+    ``packing_ratio``) is not seen.
 
-    * a map-style dataset: the index lists the sampler graph hands to the DataLoader,
-      seen by the :class:`~composer_sampling._graph.index_tap.IndexTap` on top of the graph
-      and matched in order to the batches that trained (lists a DataLoader worker
-      fetched ahead, or that Composer's cut of an epoch left behind, are dropped);
-    * mosaicml-streaming's ``StreamingDataset``: its own partition of the epoch,
-      computed in the main process (:mod:`composer_sampling.callbacks._stream_partition`);
-    * with ``index_key``: the batch itself (a mapping key, a position in a tuple or
-      list batch, or a callable ``batch -> indices``), for batches that carry the
-      dataset index of each sample. Where the sampler graph is seen too, the first
-      batch's values are checked against it, so a key that selects the labels stops
-      the run at once.
-
-    The ledger therefore records what the sampler handed to the DataLoader for each
-    trained batch; a collate function that packs or redistributes samples across
-    batches (llm-foundry's ``packing_ratio``) is not seen.
-
-    The folder defaults to ``{save_folder}/ledger`` of the Trainer's
-    ``CheckpointSaver``, its placeholders (``{run_name}``, ``{rank}``, ...) filled as
-    Composer fills them for rank 0, so every rank writes into one folder. A remote
-    folder (a URI, such as the ``ledger/`` of ``save_folder='s3://bucket/run'``) is
-    written in a local staging folder and uploaded whole through Composer's object
-    store before every checkpoint the saver saves and at fit end
-    (:mod:`~composer_sampling.callbacks._ledger_upload`). Files
-    ``{folder}/{attempt}-rank{r}.bin`` are created when the first batch has trained:
-    a run refused at fit start, or one that dies before training, leaves the folder
-    as it was. Their header holds the attempt's start batch, a *lineage* id shared by
-    every attempt of one run, and ``resumed_from``: the attempt and batch whose state
-    it continues (carried by the checkpoint in this callback's state). ``composer-sampling
-    audit`` follows these links from the attempt that trained furthest back to the start.
-    A fit on another dataloader than the fit before it starts a new lineage; a Trainer
-    takes one SampleLedger: a second one is a ``ValueError`` when the Trainer is built, as a
-    second ``SamplerSync`` is.
+    The folder defaults to ``{save_folder}/ledger`` of the Trainer's ``CheckpointSaver``,
+    its placeholders filled as Composer fills them for rank 0. A remote folder (a URI) is
+    staged locally and uploaded whole through Composer's object store before every
+    checkpoint the saver saves and at fit end (``_ledger_upload.py``). The files
+    ``{folder}/{attempt}-rank{r}.bin`` are created when the first batch has trained. Their
+    header names the run's *lineage*, the attempt, and the attempt and batch it resumed
+    from, which the checkpoint carries in this callback's state, so ``audit`` follows a
+    resumed run back to its start. A fit on another dataloader starts a new lineage; a
+    second SampleLedger is a ``ValueError`` when the Trainer is built.
 
     Records are held in memory and written in one system call before every checkpoint
-    (Composer's save takes this callback's state on every rank before it writes a byte of
-    the checkpoint file, whatever the order of the callbacks), at every epoch's end, at fit
-    end, when the Trainer is closed (a clean exit, SIGTERM or Ctrl-C included), and once
-    2**18 indices are held: a process killed loses only batches that no checkpoint holds.
+    (Composer's save takes this callback's state on every rank before it writes the file,
+    whatever the order of the callbacks), at every epoch's end, at fit end, when the
+    Trainer is closed, and once 2**18 indices are held: a process killed loses only batches
+    that no checkpoint holds. docs/plan-and-audit.md describes all of it.
 
     Args:
         folder (str, optional): where the ledger files go, a local path or a URI. Default: ``{save_folder}/ledger``.
-        index_key (str | int | Callable, optional): read the indices from the batch here instead of
-            the sampler graph. Default: ``None``.
+        index_key (str | int | Callable, optional): read the indices from the batch here (a mapping key, a
+            position in a tuple or list batch, or a callable ``batch -> indices``) instead of the sampler
+            graph; the first batch's values are checked against the graph where it is seen. Default: ``None``.
 
     Example:
         >>> from composer import Trainer
@@ -103,15 +84,9 @@ class SampleLedger(Callback):
     def __init__(self, folder: str | None = None, index_key: IndexKey | None = None) -> None:
         if folder is not None and (not isinstance(folder, (str, Path)) or not str(folder)):
             raise TypeError(f'folder must be a path or None (the save folder\'s ledger/), got {folder!r}')
-        if index_key is not None and (isinstance(index_key, (bool, np.bool_)) or not (
-                isinstance(index_key, (str, int, np.integer)) or callable(index_key))):
-            raise TypeError(f'index_key must be a str (a mapping key), an int (a position in a tuple or list batch), '
-                            f'a callable batch -> indices, or None (the sampler graph), got {index_key!r}')
         self.folder = None if folder is None else str(folder)  # a str: a URI's '//' must survive
-        self.index_key: IndexKey | None = int(index_key) if isinstance(index_key, np.integer) else index_key
-        self.lineage: str | None = None
-        self._attempt: str | None = None  # the attempt that wrote the state this callback holds
-        self._batch: int | None = None  # the last batch it recorded, or its start batch
+        self.index_key = valid_index_key(index_key)
+        self._lineage = Lineage()  # the lineage, the attempt that wrote this state, the last batch recorded
         self._loader: Any = None  # the train dataloader of the last fit
         self._indices = IndexSource(self.index_key, f'SampleLedger(index_key={key_name(self.index_key)})')
         self._recorder: LedgerRecorder | None = None  # the file of the current fit
@@ -120,6 +95,11 @@ class SampleLedger(Callback):
 
     def __repr__(self) -> str:
         return f'SampleLedger(folder={self.folder!r}, index_key={self.index_key!r})'
+
+    @property
+    def lineage(self) -> str | None:
+        """The id of the run's lineage that this callback continues, or ``None`` before the first fit."""
+        return self._lineage.lineage
 
     def run_event(self, event: Event, state: State, logger: Logger) -> None:
         """Composer's dispatch, without the call of a handler that does nothing (9 of a batch's 13 events)."""
@@ -141,39 +121,33 @@ class SampleLedger(Callback):
         if remote is not None:
             remote.check()
         lineage_start = self._new_lineage(state)
-        resumed_from = None if self._attempt is None else {'attempt': self._attempt, 'batch': self._batch}
-        shared: list[Any] = [self.lineage or uuid.uuid4().hex, uuid.uuid4().hex[:16], time.time(), resumed_from]
-        dist.broadcast_object_list(shared, src=0)
-        self.lineage, attempt, started, resumed_from = shared
         loader = self._loader = state.train_dataloader
-        rank, world_size = dist.get_global_rank(), dist.get_world_size()
         self.close()
         graph = fit_graph(state) if isinstance(loader, DataLoader) else None
         stream = None if graph is None or graph.map_style else graph.stream
-        source = self._indices.start(state, loader, graph, stream)
-        header = LedgerHeader(lineage=self.lineage, attempt=attempt, resumed_from=resumed_from, started=started,
-                              run_name=state.run_name, rank=rank, world_size=world_size,
-                              start_batch=int(state.timestamp.batch), start_epoch=int(state.timestamp.epoch),
-                              source=source, lineage_start=lineage_start,
-                              data_fingerprint=ledger_fingerprint(loader),
-                              **dataset_fields(graph, stream, world_size, rank))
-        local = staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
-        self._recorder = LedgerRecorder(local / f'{attempt}-rank{rank}.bin', header, self._indices.where)
+        self._indices.start(loader, graph, stream, lambda tell: None if graph is None else top_tap(state, graph, tell),
+                            int(state.timestamp.batch_in_epoch))
+
+        def local(attempt: str) -> Path:  # an object store's file is staged in a local folder, then uploaded
+            return staging_folder(state.run_name, attempt) if remote is not None else Path(folder)
+
+        self._recorder = open_attempt(self._lineage, self._indices, local, composer_ranks(), loader, graph, stream,
+                                      _broadcast, run_name=state.run_name, start_batch=int(state.timestamp.batch),
+                                      start_epoch=int(state.timestamp.epoch), lineage_start=lineage_start)
         self._uploader = None if remote is None else LedgerUploader(remote, saver)
-        self._attempt, self._batch = attempt, header.start_batch
 
     def before_dataloader(self, state: State, logger: Logger) -> None:
         if self._indices.kind == 'stream':  # nothing to do before the batches of other sources
-            self._indices.before_dataloader(state)
+            self._indices.before_dataloader(int(state.timestamp.epoch), dist.get_global_rank())
 
     def batch_end(self, state: State, logger: Logger) -> None:
         """Hold the batch's record: the first of a fit is checked, and creates the file, now; others when written."""
         assert self._recorder is not None, 'fit_start names the file'
         batch, epoch = int(state.timestamp.batch), int(state.timestamp.epoch)
-        indices = self._indices.trained(state)
+        indices = self._indices.trained(state.batch, batch, 'train' not in state.dataset_resumption)
         schedules = self._indices.schedules
         self._recorder.record(epoch, batch, indices, schedules.pop(epoch, None) if schedules else None)
-        self._batch = batch
+        self._lineage.batch = batch
 
     def batch_start(self, state: State, logger: Logger) -> None:
         if self._uploader is not None:  # a checkpoint saved after this callback's turn at its event
@@ -217,18 +191,11 @@ class SampleLedger(Callback):
         (``CheckpointSaver``, ``Trainer.save_checkpoint``).
         """
         self._flush()
-        return write_state(_STATE.current, {'lineage': self.lineage, 'attempt': self._attempt, 'batch': self._batch})
+        return self._lineage.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Loads a state of any version; ``version``, ``attempt`` and ``batch`` are missing from the oldest."""
-        state = read_state(state, 'SampleLedger', _STATE)
-        for key, kind in (('lineage', str), ('attempt', str), ('batch', int)):
-            value = state.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-                raise ValueError(f'SampleLedger state has {key}={value!r}; it must be a {kind.__name__} or None')
-        self.lineage = state.get('lineage')
-        self._attempt = state.get('attempt')
-        self._batch = state.get('batch')
+        self._lineage.load_state_dict(state)
 
     def _at_checkpoint(self, state: State, event: Event) -> None:
         if self._uploader is not None and self._recorder is not None:
@@ -245,5 +212,11 @@ class SampleLedger(Callback):
         """
         if self._loader is None or state.train_dataloader is self._loader:
             return None
-        self.lineage, self._attempt, self._batch = None, None, None
+        self._lineage.restart()
         return int(state.timestamp.batch)
+
+
+def _broadcast(values: list[Any]) -> list[Any]:
+    """Rank 0's ``values`` on every rank."""
+    dist.broadcast_object_list(values, src=0)
+    return values

@@ -109,6 +109,11 @@ class SamplerSync(*CALLBACK_BASES):  # type: ignore[misc]
         """The data seed of the current (or last) fit, once its loader is placed."""
         return None if self._order is None else self._order.seed
 
+    @property
+    def data_order(self) -> DataOrder | None:
+        """The :class:`~composer_sampling.DataOrder` of the train loader, once Lightning has built the loader."""
+        return self._order
+
     # hooks ----------------------------------------------------------------------------------------------
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from composer_sampling import ResumableDistributedSampler, SampleLedger, SamplerSync
+from composer_sampling._ledger import recorder as _ledger_recorder
 from composer_sampling.audit import audit_folder
-from composer_sampling.callbacks import _ledger_recorder
 from composer_sampling.ledger_format import LedgerWriter, read_ledger
 from composer_sampling.train import main as train_main
 

@@ -16,6 +16,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler
 
 from composer_sampling import NestedBatchSampler, ResumableDistributedSampler, distribute
+from composer_sampling.audit import AuditReport, audit_folder
+from composer_sampling.ledger_format import LedgerError
 from composer_sampling.lightning import SamplerSync
 
 #: The loaders a Lightning user has, as the tests name them.
@@ -187,3 +189,20 @@ def same_weights(first: Model, second: Model) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a) and \
         states[0].keys() == states[1].keys() and \
         all(torch.equal(x, y) for x, y in buffers)
+
+
+def audit(folder: Path) -> tuple[int, AuditReport | None]:
+    """The exit status of ``composer-sampling audit FOLDER`` and its report, computed as the command computes them: 0
+    when every guarantee holds, 1 when one fails, 2 for a folder it cannot account for (no report). The command
+    itself needs Composer in this release; its audit does not."""
+    try:
+        report = audit_folder(folder)
+    except LedgerError:
+        return 2, None
+    return (1 if report.violations else 0), report
+
+
+def epochs(report: AuditReport | None) -> list[tuple[int, int, int, int, str]]:
+    """Each epoch of an audit: the epoch, the samples trained exactly once, repeated and missing, and its status."""
+    assert report is not None
+    return [(epoch.epoch, epoch.exactly_once, epoch.repeated, epoch.missing, epoch.status) for epoch in report.epochs]

@@ -14,8 +14,9 @@ import pytest
 import torch.distributed as torch_dist
 
 from composer_sampling import DataOrderError
+from composer_sampling.lightning import SampleLedger
 
-from support.lightning_parts import KINDS, fit, loader, nested_loader, same_weights
+from support.lightning_parts import KINDS, audit, epochs, fit, loader, nested_loader, same_weights
 
 pytestmark = [pytest.mark.world_size(2), pytest.mark.lightning]
 
@@ -94,3 +95,26 @@ def test_a_resume_onto_more_ranks_inside_an_epoch_is_refused() -> None:
     checkpoint = Path(os.environ['LIGHTNING_SHARED']) / 'one' / 'step=2.ckpt'
     with pytest.raises(DataOrderError, match=r"saved at epoch 0, batch 2 on 1 ranks to 2: Lightning's loop counts the rest"):
         fit(loader('ours'), _shared_folder('more'), max_steps=20, ckpt_path=str(checkpoint))
+
+
+@pytest.mark.parametrize('sync', [True, False], ids=['with SamplerSync', 'without SamplerSync'])
+def test_the_ledger_of_a_resumed_run_audits_every_sample_once_and_catches_a_resume_without_sampler_sync(
+        sync: bool) -> None:
+    """96 samples, 8 a rank a batch: 6 batches an epoch. Stopped right after the checkpoint of step 8 (epoch 1, batch
+    2), resumed with ckpt_path: the ledger's two attempts audit with exit 0, the first counted up to batch 8. Without
+    SamplerSync, Lightning trains the rest of epoch 1 from a new iterator, so its first 2 batches train again and its
+    last 2 never: 2 batches x 8 samples x 2 ranks repeated and as many missing, exit 1."""
+    folder = _shared_folder('ledger')
+    fit(loader('torch'), folder / 'stopped', max_steps=9, save_every=4, sync=sync,
+        callbacks=(SampleLedger(folder / 'ledger'),))
+    resumed = fit(loader('torch'), folder / 'resumed', max_steps=15, sync=sync, callbacks=(SampleLedger(
+        folder / 'ledger'),), ckpt_path=str(folder / 'stopped' / 'step=8.ckpt'))
+    assert [batch for _, batch, _ in resumed.trained] == [2, 3, 4, 5, 0, 1, 2]
+    torch_dist.barrier()  # every rank's files are closed
+    status, report = audit(folder / 'ledger')
+    assert report is not None and [row['counted'] for row in report.attempts] == ['batches 1-8', 'batches 9-15']
+    partial = 'partial (run ended at batch 15)'
+    if sync:
+        assert (status, epochs(report)) == (0, [(0, 96, 0, 0, 'ok'), (1, 96, 0, 0, 'ok'), (2, 48, 0, 48, partial)])
+    else:
+        assert (status, epochs(report)[1]) == (1, (1, 32, 32, 32, 'VIOLATION'))

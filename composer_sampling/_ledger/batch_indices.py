@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ['IndexKey', 'key_name', 'read_indices']
+__all__ = ['IndexKey', 'key_name', 'read_indices', 'valid_index_key']
 
 #: Where a batch holds its sample indices: a mapping key, a position in a tuple or list, or a callable.
 IndexKey = str | int | Callable[[Any], Any]
@@ -49,6 +49,20 @@ def read_indices(batch: Any, index_key: IndexKey) -> np.ndarray:
         raise ValueError(f'{where} read {_batch_shape(found)} from a batch that is {_batch_shape(batch)}: sample '
                          f'indices must be integers (the dataset index of each sample). {_fix(batch)}')
     return values.astype(np.int64, copy=False).reshape(-1)
+
+
+def valid_index_key(index_key: Any) -> IndexKey | None:
+    """``index_key`` as a ledger keeps it (a numpy integer becomes an int), or a :class:`TypeError` naming it.
+
+    Example:
+        >>> valid_index_key(np.int64(2)), valid_index_key('index'), valid_index_key(None)
+        (2, 'index', None)
+    """
+    if index_key is not None and (isinstance(index_key, (bool, np.bool_)) or not (
+            isinstance(index_key, (str, int, np.integer)) or callable(index_key))):
+        raise TypeError(f'index_key must be a str (a mapping key), an int (a position in a tuple or list batch), '
+                        f'a callable batch -> indices, or None (the sampler graph), got {index_key!r}')
+    return int(index_key) if isinstance(index_key, np.integer) else index_key
 
 
 def key_name(index_key: IndexKey | None) -> str:
