@@ -130,11 +130,13 @@ def world() -> tuple[int, int]:
 
 def fit(kind: str, folder: Path, max_steps: int, *, size: int = 96, batch: int = 4, accumulate: int = 1,
         seed: int = 17, save_steps: int | None = None, stop_at: int | None = None, resume: str | bool | None = None,
-        sync: bool | SamplerSync = True, data_seed: int = 0, workers: int = 0, attach: bool = True) -> Trainer:
+        sync: bool | SamplerSync = True, data_seed: int = 0, workers: int = 0, attach: bool = True,
+        arguments: dict[str, Any] | None = None) -> Trainer:
     """One fit of a real Hugging Face Trainer of ``kind`` (:data:`KINDS`) on every rank of this process's launch,
     with ``SamplerSync`` attached unless ``sync`` is False (a ``SamplerSync`` given is used as it is; with
     ``attach=False`` it is only put in ``callbacks=[...]``). A checkpoint every ``save_steps`` steps into ``folder``;
-    ``stop_at`` stops right after the checkpoint of that step. The trainer's model records what it trained."""
+    ``stop_at`` stops right after the checkpoint of that step; ``arguments`` are more ``TrainingArguments``. The trainer's
+    model records what it trained."""
     torch.manual_seed(seed)
     model = Model()
     args = TrainingArguments(
@@ -142,7 +144,7 @@ def fit(kind: str, folder: Path, max_steps: int, *, size: int = 96, batch: int =
         max_steps=max_steps, seed=seed, learning_rate=0.05, lr_scheduler_type='linear', optim='adamw_torch',
         weight_decay=0.01, save_strategy='steps' if save_steps else 'no', save_steps=save_steps or 500,
         report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy='no', dataloader_num_workers=workers,
-        ddp_backend='gloo' if world()[0] > 1 else None)
+        ddp_backend='gloo' if world()[0] > 1 else None, **(arguments or {}))
     callbacks: list[Any] = [StopAfterSave(stop_at)] if stop_at is not None else []
     given = sync if isinstance(sync, SamplerSync) else SamplerSync() if sync else None
     if given is not None and not attach:

@@ -1,0 +1,136 @@
+"""The Hugging Face SamplerSync in one process, through a real ``transformers.Trainer``: how it is attached, what it
+writes into a checkpoint, and every resume it refuses, before the first batch and naming why.
+
+The two-rank tests (the second split, the order, exact resumes) are in ``dist/``, launched by ``test_launch.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import Trainer, TrainingArguments
+
+from composer_sampling import DataOrderError
+from composer_sampling.transformers import SamplerSync
+
+from support.transformers_parts import Model, Named, fit, same_weights
+
+pytestmark = pytest.mark.transformers
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _edited(folder: Path, edit: Any) -> str:
+    """The checkpoint ``folder`` with the order state ``edit(state)`` returned; its path."""
+    path = folder / 'data_order_0.pt'
+    torch.save(edit(dict(torch.load(path, weights_only=True))), path)
+    return str(folder)
+
+
+def test_given_only_in_callbacks_it_refuses_at_train_begin_naming_attach(tmp_path: Path) -> None:
+    with pytest.raises(DataOrderError, match=r'given in callbacks=\[\.\.\.\] without attach.*'
+                                             r'trainer = SamplerSync\(\.\.\.\)\.attach\(Trainer\(\.\.\.\)\)'):
+        fit('ours', tmp_path, 3, attach=False)
+
+
+def test_attach_returns_the_trainer_once_and_refuses_what_it_cannot_attach_to(tmp_path: Path) -> None:
+    sync = SamplerSync()
+    trainer = Trainer(model=Model(), args=TrainingArguments(str(tmp_path), report_to=[], use_cpu=True),
+                      train_dataset=Named())
+    own = trainer.get_train_dataloader
+    assert sync.attach(trainer) is trainer and sync.attach(trainer) is trainer
+    assert [callback for callback in trainer.callback_handler.callbacks if callback is sync] == [sync]
+    assert trainer.get_train_dataloader is not own and type(trainer).get_train_dataloader is Trainer.get_train_dataloader
+    with pytest.raises(TypeError, match=r'SamplerSync.attach expects a transformers.Trainer .* got Model'):
+        SamplerSync().attach(Model())
+    with pytest.raises(DataOrderError, match='has another SamplerSync attached already'):
+        SamplerSync().attach(trainer)
+    with pytest.raises(DataOrderError, match='attached to another Trainer already'):
+        sync.attach(Trainer(model=Model(), args=TrainingArguments(str(tmp_path), report_to=[], use_cpu=True)))
+
+
+def test_every_checkpoint_holds_the_order_state_and_resumes_bit_for_bit(tmp_path: Path) -> None:
+    """24 batches an epoch; the checkpoint of step 10 lies inside the first epoch, and its state loads with
+    weights_only."""
+    whole = fit('vila', tmp_path / 'whole', 30)
+    fit('vila', tmp_path / 'stopped', 30, save_steps=10, stop_at=10)
+    state = torch.load(tmp_path / 'stopped' / 'checkpoint-10' / 'data_order_0.pt', weights_only=True)
+    assert (state['trainer'], state['data_seed'], state['epoch'], state['batches'], state['epoch_done']) == \
+        ('transformers', 17, 0, 10, False)
+    assert state['rng'] is None, "transformers restores the RNG itself (rng_state.pth)"
+    resumed = fit('vila', tmp_path / 'resumed', 30, resume=str(tmp_path / 'stopped' / 'checkpoint-10'))
+    assert resumed.model.trained == whole.model.trained[10:] and same_weights(whole, resumed)
+
+
+def test_a_resume_onto_changed_data_is_refused_unless_allowed(tmp_path: Path) -> None:
+    fit('ours', tmp_path / 'saved', 6, save_steps=5)
+    checkpoint = str(tmp_path / 'saved' / 'checkpoint-5')
+    with pytest.raises(DataOrderError, match=r'fingerprint'):
+        fit('ours', tmp_path / 'refused', 12, resume=checkpoint, data_seed=1)
+    with pytest.warns(UserWarning, match='fingerprint'):
+        fit('ours', tmp_path / 'allowed', 12, resume=checkpoint, data_seed=1,
+            sync=SamplerSync(allow_data_change=True))
+
+
+@pytest.mark.parametrize(('edit', 'message'), [
+    (lambda state: {**state, 'batches': 12}, r"saved at epoch 0 after 12 batches, but the Trainer's loop resumes at "
+                                             r'epoch 0, batch 5'),
+    (lambda state: {'version': 6}, r'state \(version 6\) has no data_seed, order_signatures, .*, batch_digests'),
+    (lambda state: {**state, 'order_signatures': ({'sampler': 'RandomSampler'},)},
+     r'written with the sampler RandomSampler, the train dataloader now has ResumableDistributedSampler'),
+    (lambda state: {'version': 2, 'data_seed': 17, 'epoch': 0, 'batches': 5, 'epoch_done': False},
+     r'^this is a Lightning SamplerSync state, not a Hugging Face SamplerSync state$'),
+], ids=['batches', 'emptied', 'another sampler', 'Lightning'])
+def test_an_edited_or_foreign_state_is_refused_by_name(edit: Any, message: str, tmp_path: Path) -> None:
+    fit('ours', tmp_path / 'saved', 6, save_steps=5)
+    edited = _edited(tmp_path / 'saved' / 'checkpoint-5', edit)
+    with pytest.raises(DataOrderError, match=message):
+        fit('ours', tmp_path / 'resumed', 12, resume=edited)
+
+
+def test_a_checkpoint_saved_without_the_callback_is_refused_inside_an_epoch(tmp_path: Path) -> None:
+    fit('ours', tmp_path / 'plain', 6, save_steps=5, sync=False)
+    with pytest.raises(DataOrderError, match=r'holds no SamplerSync state .* resumes it inside an epoch, at epoch 0, '
+                                             r'batch 5'):
+        fit('ours', tmp_path / 'refused', 12, resume=str(tmp_path / 'plain' / 'checkpoint-5'))
+
+
+def test_ignore_data_skip_is_refused_inside_an_epoch(tmp_path: Path) -> None:
+    fit('ours', tmp_path / 'saved', 6, save_steps=5)
+    with pytest.raises(DataOrderError, match=r'ignore_data_skip=True makes the Trainer train epoch 0 again'):
+        fit('ours', tmp_path / 'refused', 12, resume=str(tmp_path / 'saved' / 'checkpoint-5'),
+            arguments={'ignore_data_skip': True})
+
+
+def test_a_dataset_that_cannot_fill_one_optimizer_step_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DataOrderError, match=r'one optimizer step trains 4 per device x 1 ranks x 4 gradient '
+                                             r'accumulation steps = 16 samples.*holds 12 samples'):
+        fit('ours', tmp_path, 3, size=12, accumulate=4)
+
+
+@pytest.mark.parametrize(('arguments', 'message'), [
+    ({'data_seed': -1}, 'data_seed'), ({'check_sharding': 'yes'}, 'check_sharding'),
+    ({'allow_data_change': 1}, 'allow_data_change'),
+])
+def test_bad_arguments_are_named(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        SamplerSync(**arguments)
+
+
+def test_the_dozen_lines_of_the_docs_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    page = (ROOT / 'docs' / 'transformers.md').read_text()
+    section = page.split('## The fix in a dozen lines', 1)[1]
+    code = re.search(r'```python\n(.*?)```', section, flags=re.DOTALL)
+    assert code is not None
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    namespace: dict[str, Any] = {'model': Model(), 'dataset': Named(), '__name__': 'docs'}
+    exec(compile(code.group(1), 'docs/transformers.md', 'exec'), namespace)
+    assert 'SamplerSync: global batch 4 per device x 1 ranks x 2 gradient accumulation steps' in capsys.readouterr().out
+    assert namespace['trainer'].state.global_step == 36
+    assert sorted(index for batch in namespace['model'].trained[:24] for index in batch) == list(range(96))
