@@ -89,6 +89,15 @@ def test_gradient_accumulation_with_a_length_that_does_not_divide_resumes_bit_fo
     assert _gathered(same_weights(whole, resumed)) == [True, True]
 
 
+def test_adjacent_data_seeds_share_no_epoch_order() -> None:
+    """The Trainer's own random sampler, left to accelerate: its SeedableRandomSampler would draw epoch 1 of seed 17
+    as epoch 0 of seed 18 (it seeds seed + epoch); seeded from the data seed and the epoch, no two epochs agree."""
+    folder = _shared_folder('seeds')
+    orders = [_samples_per_epoch(fit('default', folder / str(seed), 24, sync=SamplerSync(data_seed=seed)).model.trained,
+                                 12) for seed in (17, 18)]
+    assert orders[1][0] != orders[0][1] and orders[1][0] != orders[0][0] and orders[0][0] != orders[0][1]
+
+
 def test_without_the_adapter_accelerate_splits_a_sampler_that_shards_by_rank_again() -> None:
     """The problem the adapter exists for, kept as a test of accelerate's behaviour: our sampler returned from
     _get_train_sampler trains 48 of 96 samples an epoch."""
