@@ -63,7 +63,7 @@ def base_loader(prepared: Any) -> DataLoader | None:
     """The torch ``DataLoader`` inside accelerate's ``DataLoaderShard``; None for a loader accelerate did not
     prepare."""
     if isinstance(prepared, DataLoaderShard) or type(prepared).__name__ == 'DataLoaderShard':
-        return prepared.base_dataloader  # type: ignore[no-any-return]
+        return prepared.base_dataloader
     return None
 
 

@@ -1,4 +1,4 @@
-"""The order state in a Hugging Face checkpoint folder: one file per rank, beside transformers' ``rng_state_{rank}.pth``.
+"""The order state in a Hugging Face checkpoint folder: a file per rank, beside transformers' ``rng_state_{rank}.pth``.
 
 transformers saves a callback's state (``ExportableState``) on rank 0 only, as JSON in
 ``trainer_state.json``; the order state belongs to every rank and holds tuples. So
@@ -23,7 +23,7 @@ import torch
 
 from composer_sampling.errors import DataOrderError
 
-__all__ = ['state_path', 'read_state', 'write_state']
+__all__ = ['read_state', 'state_path', 'write_state']
 
 
 def state_path(folder: str, rank: int) -> str:

@@ -108,9 +108,7 @@ class SamplerSync(TrainerCallback):
             TypeError: ``trainer`` is no ``transformers.Trainer``.
             DataOrderError: this callback is attached to another trainer, or another one to this trainer.
         """
-        from transformers import Trainer
-
-        if not isinstance(trainer, Trainer):
+        if not _is_trainer(trainer):
             raise TypeError(f'SamplerSync.attach expects a transformers.Trainer (or a subclass), got '
                             f'{type(trainer).__name__}')
         if self._trainer is not None and self._trainer is not trainer:
@@ -182,7 +180,7 @@ class SamplerSync(TrainerCallback):
         if self._loaded is not None:
             order.resume_from(self._loaded)
             self._loaded = None
-        batches = self._batches = len(prepared)
+        batches = self._batches = len(loader)
         place = resume_place(state.global_step, batches, self._accumulate)
         inside = 0 < place.batches < batches
         self._refuse_unplaceable(args, place, inside)
@@ -256,3 +254,10 @@ class SamplerSync(TrainerCallback):
         if ranks.rank == 0:
             print(f'SamplerSync: global batch {text}; {self._batches} batches a rank an epoch, data seed '
                   f'{order.seed}', flush=True)
+
+
+def _is_trainer(obj: Any) -> bool:
+    """Whether ``obj`` is a ``transformers.Trainer`` (a subclass's instance included)."""
+    from transformers import Trainer
+
+    return isinstance(obj, Trainer)

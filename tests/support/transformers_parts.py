@@ -104,7 +104,8 @@ class NestedTrainer(Trainer):
 
     def get_train_dataloader(self) -> Any:
         data = self.train_dataset
-        groups = NestedBatchSampler(BatchSampler(RandomSampler(data), 3, False), self.args.per_device_train_batch_size // 3)
+        groups = NestedBatchSampler(BatchSampler(RandomSampler(data), 3, False),
+                                    self.args.per_device_train_batch_size // 3)
         one_process = DataLoader(data, batch_sampler=groups, collate_fn=self.data_collator)
         return self.accelerator.prepare(distribute(one_process, self.args.world_size, self.args.process_index))
 
@@ -135,8 +136,8 @@ def fit(kind: str, folder: Path, max_steps: int, *, size: int = 96, batch: int =
     """One fit of a real Hugging Face Trainer of ``kind`` (:data:`KINDS`) on every rank of this process's launch,
     with ``SamplerSync`` attached unless ``sync`` is False (a ``SamplerSync`` given is used as it is; with
     ``attach=False`` it is only put in ``callbacks=[...]``). A checkpoint every ``save_steps`` steps into ``folder``;
-    ``stop_at`` stops right after the checkpoint of that step; ``arguments`` are more ``TrainingArguments``. The trainer's
-    model records what it trained."""
+    ``stop_at`` stops right after the checkpoint of that step; ``arguments`` are more ``TrainingArguments``. The
+    trainer's model records what it trained."""
     torch.manual_seed(seed)
     model = Model()
     args = TrainingArguments(

@@ -44,7 +44,8 @@ def test_attach_returns_the_trainer_once_and_refuses_what_it_cannot_attach_to(tm
     own = trainer.get_train_dataloader
     assert sync.attach(trainer) is trainer and sync.attach(trainer) is trainer
     assert [callback for callback in trainer.callback_handler.callbacks if callback is sync] == [sync]
-    assert trainer.get_train_dataloader is not own and type(trainer).get_train_dataloader is Trainer.get_train_dataloader
+    assert trainer.get_train_dataloader is not own
+    assert type(trainer).get_train_dataloader is Trainer.get_train_dataloader, 'the class is left as it was'
     with pytest.raises(TypeError, match=r'SamplerSync.attach expects a transformers.Trainer .* got Model'):
         SamplerSync().attach(Model())
     with pytest.raises(DataOrderError, match='has another SamplerSync attached already'):
