@@ -7,6 +7,7 @@ The two-rank tests (the second split, the order, exact resumes) are in ``dist/``
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,18 @@ pytestmark = pytest.mark.transformers
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _edited(folder: Path, edit: Any) -> str:
-    """The checkpoint ``folder`` with the order state ``edit(state)`` returned; its path."""
+@pytest.fixture(scope='module')
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkpoint of step 5 (inside the first epoch of 24 batches) of a fit of our sampler, shared by the tests
+    that resume from it; a test that edits it edits a copy."""
+    folder = tmp_path_factory.mktemp('saved')
+    fit('ours', folder, 6, save_steps=5)
+    return folder / 'checkpoint-5'
+
+
+def _edited(checkpoint: Path, folder: Path, edit: Any) -> str:
+    """A copy of the ``checkpoint`` folder whose order state ``edit(state)`` returned; its path."""
+    shutil.copytree(checkpoint, folder)
     path = folder / 'data_order_0.pt'
     torch.save(edit(dict(torch.load(path, weights_only=True))), path)
     return str(folder)
@@ -67,9 +78,8 @@ def test_every_checkpoint_holds_the_order_state_and_resumes_bit_for_bit(tmp_path
     assert resumed.model.trained == whole.model.trained[10:] and same_weights(whole, resumed)
 
 
-def test_a_resume_onto_changed_data_is_refused_unless_allowed(tmp_path: Path) -> None:
-    fit('ours', tmp_path / 'saved', 6, save_steps=5)
-    checkpoint = str(tmp_path / 'saved' / 'checkpoint-5')
+def test_a_resume_onto_changed_data_is_refused_unless_allowed(saved: Path, tmp_path: Path) -> None:
+    checkpoint = str(saved)
     with pytest.raises(DataOrderError, match=r'fingerprint'):
         fit('ours', tmp_path / 'refused', 12, resume=checkpoint, data_seed=1)
     with pytest.warns(UserWarning, match='fingerprint'):
@@ -86,9 +96,8 @@ def test_a_resume_onto_changed_data_is_refused_unless_allowed(tmp_path: Path) ->
     (lambda state: {'version': 2, 'data_seed': 17, 'epoch': 0, 'batches': 5, 'epoch_done': False},
      r'^this is a Lightning SamplerSync state, not a Hugging Face SamplerSync state$'),
 ], ids=['batches', 'emptied', 'another sampler', 'Lightning'])
-def test_an_edited_or_foreign_state_is_refused_by_name(edit: Any, message: str, tmp_path: Path) -> None:
-    fit('ours', tmp_path / 'saved', 6, save_steps=5)
-    edited = _edited(tmp_path / 'saved' / 'checkpoint-5', edit)
+def test_an_edited_or_foreign_state_is_refused_by_name(edit: Any, message: str, saved: Path, tmp_path: Path) -> None:
+    edited = _edited(saved, tmp_path / 'edited', edit)
     with pytest.raises(DataOrderError, match=message):
         fit('ours', tmp_path / 'resumed', 12, resume=edited)
 
@@ -100,11 +109,9 @@ def test_a_checkpoint_saved_without_the_callback_is_refused_inside_an_epoch(tmp_
         fit('ours', tmp_path / 'refused', 12, resume=str(tmp_path / 'plain' / 'checkpoint-5'))
 
 
-def test_ignore_data_skip_is_refused_inside_an_epoch(tmp_path: Path) -> None:
-    fit('ours', tmp_path / 'saved', 6, save_steps=5)
+def test_ignore_data_skip_is_refused_inside_an_epoch(saved: Path, tmp_path: Path) -> None:
     with pytest.raises(DataOrderError, match=r'ignore_data_skip=True makes the Trainer train epoch 0 again'):
-        fit('ours', tmp_path / 'refused', 12, resume=str(tmp_path / 'saved' / 'checkpoint-5'),
-            arguments={'ignore_data_skip': True})
+        fit('ours', tmp_path, 12, resume=str(saved), arguments={'ignore_data_skip': True})
 
 
 def test_a_dataset_that_cannot_fill_one_optimizer_step_is_refused(tmp_path: Path) -> None:
