@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from accelerate.data_loader import BatchSamplerShard, DataLoaderDispatcher, DataLoaderShard, SeedableRandomSampler
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler
 
 from composer_sampling._graph.walk import iter_samplers, sharding_nodes
 from composer_sampling.errors import DataOrderError
@@ -60,9 +60,9 @@ class AcceleratedShards(BatchSamplerShard):
 
 
 def base_loader(prepared: Any) -> DataLoader | None:
-    """The torch ``DataLoader`` inside accelerate's ``DataLoaderShard``; None for a loader accelerate did not
-    prepare."""
-    if isinstance(prepared, DataLoaderShard) or type(prepared).__name__ == 'DataLoaderShard':
+    """The torch ``DataLoader`` inside accelerate's ``DataLoaderShard`` (or ``DataLoaderDispatcher``); None for a
+    loader accelerate did not prepare."""
+    if isinstance(prepared, (DataLoaderShard, DataLoaderDispatcher)):
         return prepared.base_dataloader
     return None
 
@@ -79,11 +79,14 @@ def unshard(prepared: Any, world_size: int) -> DataLoader:
     ``DataLoaderShard`` (its ``base_dataloader`` is replaced here), or a torch
     ``DataLoader`` that accelerate did not prepare (returned as it is).
 
+    An iterable dataset orders itself, and accelerate shards it (``IterableDatasetShard``, or
+    ``dispatch_batches``): its loader is returned as it is.
+
     Raises:
-        DataOrderError: accelerate reads the batches on one rank (``dispatch_batches``), splits every batch
-            (``split_batches``) of a graph that already shards by rank, or adapts a ``StatefulDataLoader``.
+        DataOrderError: accelerate reads the batches of a map-style dataset on one rank (``dispatch_batches``),
+            splits every batch (``split_batches``), or adapts a ``StatefulDataLoader``.
     """
-    if isinstance(prepared, DataLoaderDispatcher) or type(prepared).__name__ == 'DataLoaderDispatcher':
+    if isinstance(prepared, DataLoaderDispatcher) and not isinstance(prepared.dataset, IterableDataset):
         raise DataOrderError(
             "SamplerSync: accelerate's dispatch_batches=True (DataLoaderDispatcher) draws every batch on rank 0 and "
             'splits it between the ranks, so the ranks cannot be placed at their next sample after a checkpoint, and a '

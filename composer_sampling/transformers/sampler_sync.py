@@ -171,16 +171,18 @@ class SamplerSync(TrainerCallback):
                 'loader, the sampler accelerate wraps or the checkpoint folder. Build the trainer with '
                 'trainer = SamplerSync(...).attach(Trainer(...)), which adds the callback itself')
         prepared = kwargs.get('train_dataloader')
-        loader = base_loader(prepared) or prepared
-        if loader is None:
+        if prepared is None:
             return
+        inner = base_loader(prepared)
+        loader = prepared if inner is None else inner
         self._prepared, self._accumulate = prepared, int(args.gradient_accumulation_steps)
-        order = self._order = self._order or DataOrder(loader, self.data_seed, self.check_sharding,
-                                                       self.allow_data_change)
+        if self._order is None:  # DataOrder has a length: no truth test
+            self._order = DataOrder(loader, self.data_seed, self.check_sharding, self.allow_data_change)
+        order = self._order
         if self._loaded is not None:
             order.resume_from(self._loaded)
             self._loaded = None
-        batches = self._batches = len(loader)
+        batches = self._batches = _batches_in_epoch(loader, args)
         place = resume_place(state.global_step, batches, self._accumulate)
         inside = 0 < place.batches < batches
         self._refuse_unplaceable(args, place, inside)
@@ -254,6 +256,15 @@ class SamplerSync(TrainerCallback):
         if ranks.rank == 0:
             print(f'SamplerSync: global batch {text}; {self._batches} batches a rank an epoch, data seed '
                   f'{order.seed}', flush=True)
+
+
+def _batches_in_epoch(loader: Any, args: Any) -> int:
+    """``steps_in_epoch`` of transformers' ``set_initial_training_values``: the loader's length, else (an iterable
+    dataset without one) ``max_steps`` times the accumulation."""
+    try:
+        return len(loader)
+    except TypeError:
+        return int(args.max_steps) * int(args.gradient_accumulation_steps)
 
 
 def _is_trainer(obj: Any) -> bool:

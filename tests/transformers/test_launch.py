@@ -16,7 +16,7 @@ from support.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The tests of tests/transformers/dist, each run on both ranks.
-TWO_RANK_TESTS = 7
+TWO_RANK_TESTS = 9
 #: Seconds one test may take on a rank (each takes a few seconds alone, up to about 30 on a loaded machine).
 RANK_TEST_TIMEOUT = 150
 #: Seconds the whole launch may take (about 40 alone, most of it the imports).

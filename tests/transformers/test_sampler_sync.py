@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainingArguments
 
 from composer_sampling import DataOrderError
@@ -118,6 +120,33 @@ def test_a_dataset_that_cannot_fill_one_optimizer_step_is_refused(tmp_path: Path
     with pytest.raises(DataOrderError, match=r'one optimizer step trains 4 per device x 1 ranks x 4 gradient '
                                              r'accumulation steps = 16 samples.*holds 12 samples'):
         fit('ours', tmp_path, 3, size=12, accumulate=4)
+
+
+class Stream(IterableDataset):
+    """The samples of :class:`Named` as an iterable dataset that orders itself by its epoch."""
+
+    def __init__(self) -> None:
+        self.data, self.epoch = Named(), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self.data[index] for index in torch.randperm(96, generator=torch.Generator().manual_seed(self.epoch)))
+
+
+def test_an_iterable_dataset_is_given_its_epoch_and_resumed_by_the_trainer(tmp_path: Path) -> None:
+    """It orders itself: no sampler to place, so transformers skips the trained batches itself (loading them)."""
+    def run(folder: Path, resume: str | None = None) -> list[list[int]]:
+        torch.manual_seed(0)
+        model = Model()
+        args = TrainingArguments(str(folder), per_device_train_batch_size=4, max_steps=30, save_steps=10, seed=17,
+                                 report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy='no')
+        SamplerSync().attach(Trainer(model=model, args=args, train_dataset=Stream())).train(resume)
+        return model.trained
+
+    whole = run(tmp_path / 'whole')
+    assert run(tmp_path / 'resumed', str(tmp_path / 'whole' / 'checkpoint-20')) == whole[20:]
 
 
 @pytest.mark.parametrize(('arguments', 'message'), [

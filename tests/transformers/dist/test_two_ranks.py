@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch.distributed as torch_dist
 
+from composer_sampling import DataOrderError
 from composer_sampling.transformers import SamplerSync
 
 from support.transformers_parts import epochs_of, fit, same_weights
@@ -96,6 +97,16 @@ def test_adjacent_data_seeds_share_no_epoch_order() -> None:
     orders = [_samples_per_epoch(fit('default', folder / str(seed), 24, sync=SamplerSync(data_seed=seed)).model.trained,
                                  12) for seed in (17, 18)]
     assert orders[1][0] != orders[0][1] and orders[1][0] != orders[0][0] and orders[0][0] != orders[0][1]
+
+
+@pytest.mark.parametrize(('config', 'message'), [
+    ({'split_batches': True}, r"split_batches=True splits every batch .* already shards by rank"),
+    ({'dispatch_batches': True}, r'dispatch_batches=True \(DataLoaderDispatcher\) draws every batch on rank 0'),
+], ids=['split_batches', 'dispatch_batches'])
+def test_accelerate_settings_that_split_the_data_again_are_refused_by_name(config: dict[str, bool],
+                                                                         message: str) -> None:
+    with pytest.raises(DataOrderError, match=message):
+        fit('ours', _shared_folder('refused'), 6, arguments={'accelerator_config': config})
 
 
 def test_without_the_adapter_accelerate_splits_a_sampler_that_shards_by_rank_again() -> None:
