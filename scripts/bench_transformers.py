@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import statistics
 import time
 import warnings
@@ -146,30 +147,41 @@ def measure(rounds: int, steps: int, folder: str) -> dict[str, list[dict[str, fl
     return results
 
 
-def report(results: dict[str, list[dict[str, float]]], rounds: int, steps: int, threads: int) -> str:
+def report(results: dict[str, list[dict[str, float]]], rounds: int, steps: int, threads: int,
+           load: tuple[float, float]) -> str:
     def median(variant: str, key: str) -> float:
         return statistics.median(run[key] for run in results[variant])
 
     import accelerate
     import transformers
 
+    def paired(key: str) -> float:
+        """The median of each round's difference, SamplerSync's fit less the empty one's: a load that drifts
+        between rounds moves both fits of a round."""
+        return statistics.median(sync[key] - empty[key] for sync, empty in zip(results['sync'], results['empty'],
+                                                                                 strict=True))
+
     step = median('empty', 'step')
-    beyond = median('sync', 'own') - median('empty', 'own')
+    more, beyond = paired('step'), paired('own')
     rows = ['| per optimizer step | an empty `TrainerCallback()` | `SamplerSync` | SamplerSync beyond the empty one |',
             '| --- | ---: | ---: | ---: |',
             f'| step, wall (median) | {step * 1e6:,.0f} us | {median("sync", "step") * 1e6:,.0f} us | '
-            f'{(median("sync", "step") - step) * 1e6:+,.0f} us ({(median("sync", "step") - step) / step:+.2%}) |',
+            f'{more * 1e6:+,.0f} us ({more / step:+.2%}) |',
             f'| the callback\'s own time: every hook it is called for, and its code in the trainer methods it wraps | '
             f'{median("empty", "own") * 1e6:.1f} us | '
             f'{median("sync", "own") * 1e6:.1f} us | {beyond * 1e6:+.1f} us ({beyond / step:+.3%} of the step) |']
     return '\n'.join(rows) + (
         f'\n\ntransformers {transformers.__version__}, accelerate {accelerate.__version__}. Medians over {rounds} '
         f'rounds after a warm-up round, the two fits of a round in turns; {steps} steps a fit, one epoch, batch 64 '
-        f'of a 64-256-256-10 MLP, no gradient accumulation, torch intra-op threads: {threads}. "step" is one '
+        f'of a 64-256-256-10 MLP, no gradient accumulation, torch intra-op threads: {threads}. The last column is '
+        'the median of the rounds\' differences, SamplerSync\'s fit less the empty one\'s. "step" is one '
         '`on_step_begin` to the next (a clock callback first in the list). Own time: every hook method of the '
-        'instance (transformers calls each of its 20 events on every callback), and the callback methods that the '
+        f'instance (transformers calls each of its {len(hooks())} events on every callback), and the callback '
+        'methods that the '
         "wrapped trainer methods call, wrapped and timed, summed and divided by the fit's steps: SamplerSync's "
-        'placement of the loader at train begin (its walk of the graph, seeds, `set_epoch`) is spread over the fit.')
+        'placement of the loader at train begin (its walk of the graph, seeds, `set_epoch`) is spread over the fit. '
+        f'The load average of the machine (one minute) was {load[0]:.1f} at the start and {load[1]:.1f} at the end: '
+        'other jobs shared the cores, so the step and its noise are longer than on an idle machine.')
 
 
 def main() -> None:
@@ -184,11 +196,13 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings('ignore')
+    started = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         results = measure(args.rounds, args.steps, folder)
+    load = (started, os.getloadavg()[0])
     command = (f'.venv-lightning/bin/python scripts/bench_transformers.py --rounds {args.rounds} --steps {args.steps} '
                f'--threads {args.threads}')
-    write_section('bench_transformers.py', command, report(results, args.rounds, args.steps, args.threads))
+    write_section('bench_transformers.py', command, report(results, args.rounds, args.steps, args.threads, load))
 
 
 if __name__ == '__main__':
