@@ -172,7 +172,7 @@ def report(results: dict[str, list[dict[str, float]]], rounds: int, steps: int, 
             f'{median("sync", "own") * 1e6:.1f} us | {beyond * 1e6:+.1f} us ({beyond / step:+.3%} of the step) |']
     return '\n'.join(rows) + (
         f'\n\ntransformers {transformers.__version__}, accelerate {accelerate.__version__}. Medians over {rounds} '
-        f'rounds after a warm-up round, the two fits of a round in turns; {steps} steps a fit, one epoch, batch 64 '
+        f'rounds after a warm-up round, the two fits of a round in turns; {steps} steps per fit, one epoch, batch 64 '
         f'of a 64-256-256-10 MLP, no gradient accumulation, torch intra-op threads: {threads}. The last column is '
         'the median of the rounds\' differences, SamplerSync\'s fit less the empty one\'s. "step" is one '
         '`on_step_begin` to the next (a clock callback first in the list). Own time: every hook method of the '

@@ -2,7 +2,7 @@
 
 transformers 5.25 keeps its place in one number, ``state.global_step`` (optimizer
 steps). ``Trainer._inner_training_loop`` takes ``steps_in_epoch = len(train_dataloader)``
-batches a rank per epoch, grouped ``gradient_accumulation_steps`` at a time into
+batches per rank per epoch, grouped ``gradient_accumulation_steps`` at a time into
 ``num_update_steps_per_epoch`` optimizer steps (the last step of an epoch takes the
 remainder); at a resume, ``_init_training_state`` continues at epoch
 ``global_step // num_update_steps_per_epoch`` after

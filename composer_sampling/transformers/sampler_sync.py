@@ -254,7 +254,7 @@ class SamplerSync(TrainerCallback):
                 'step can be filled. Lower per_device_train_batch_size or gradient_accumulation_steps, or train on '
                 'fewer ranks')
         if ranks.rank == 0:
-            print(f'SamplerSync: global batch {text}; {self._batches} batches a rank an epoch, data seed '
+            print(f'SamplerSync: global batch {text}; {self._batches} batches per rank per epoch, data seed '
                   f'{order.seed}', flush=True)
 
 

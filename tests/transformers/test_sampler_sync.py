@@ -68,7 +68,7 @@ def test_attach_returns_the_trainer_once_and_refuses_what_it_cannot_attach_to(tm
 
 
 def test_every_checkpoint_holds_the_order_state_and_resumes_bit_for_bit(tmp_path: Path) -> None:
-    """24 batches an epoch; the checkpoint of step 10 lies inside the first epoch, and its state loads with
+    """24 batches per epoch; the checkpoint of step 10 lies inside the first epoch, and its state loads with
     weights_only."""
     whole = fit('vila', tmp_path / 'whole', 30)
     fit('vila', tmp_path / 'stopped', 30, save_steps=10, stop_at=10)

@@ -58,7 +58,7 @@ def test_each_kind_trains_every_sample_once_an_epoch_in_a_new_order_and_resumes_
     per_epoch = 96 // (2 * batch)
     whole = fit(kind, folder / 'whole', 30, batch=batch)
     epochs = _samples_per_epoch(whole.model.trained, per_epoch)
-    assert [sorted(samples) for samples in epochs[:2]] == [list(range(96))] * 2, 'every sample once an epoch'
+    assert [sorted(samples) for samples in epochs[:2]] == [list(range(96))] * 2, 'every sample once per epoch'
     assert epochs[0] != epochs[1], 'a new order every epoch'
     stopped = fit(kind, folder / 'stopped', 30, batch=batch, save_steps=5, stop_at=15)
     assert stopped.model.trained == whole.model.trained[:15], 'the same seed, the same batches'
@@ -72,13 +72,13 @@ def test_each_kind_trains_every_sample_once_an_epoch_in_a_new_order_and_resumes_
 @pytest.mark.parametrize(('kind', 'accumulate'), [('ours', 2), ('default', 4)])
 def test_gradient_accumulation_with_a_length_that_does_not_divide_resumes_bit_for_bit(kind: str,
                                                                                      accumulate: int) -> None:
-    """100 samples, 4 a batch on two ranks: 13 batches a rank an epoch, so the epoch's last optimizer step takes the
+    """100 samples, 4 per batch on two ranks: 13 batches per rank per epoch, so the epoch's last optimizer step takes the
     remaining batch. The checkpoint of step 9 (2 accumulation) or 5 (4) lies inside the second epoch."""
     folder = _shared_folder(f'accumulate-{accumulate}')
     steps, save = (16, 9) if accumulate == 2 else (9, 5)
     whole = fit(kind, folder / 'whole', steps, size=100, accumulate=accumulate)
     epochs = _samples_per_epoch(whole.model.trained, 13)
-    assert [sorted(set(samples)) for samples in epochs[:2]] == [list(range(100))] * 2, 'every sample an epoch'
+    assert [sorted(set(samples)) for samples in epochs[:2]] == [list(range(100))] * 2, 'every sample in every epoch'
     assert [len(samples) for samples in epochs[:2]] == [100 if kind == 'ours' else 104] * 2, \
         "ours: once; accelerate's even batches repeat the first 4 on the rank that runs short"
     stopped = fit(kind, folder / 'stopped', steps, size=100, accumulate=accumulate, save_steps=save, stop_at=save)
@@ -111,7 +111,7 @@ def test_accelerate_settings_that_split_the_data_again_are_refused_by_name(confi
 
 def test_without_the_adapter_accelerate_splits_a_sampler_that_shards_by_rank_again() -> None:
     """The problem the adapter exists for, kept as a test of accelerate's behaviour: our sampler returned from
-    _get_train_sampler trains 48 of 96 samples an epoch."""
+    _get_train_sampler trains 48 of 96 samples per epoch."""
     trained = fit('ours', _shared_folder('plain'), 6, sync=False).model.trained
     samples = [index for rank in _gathered(trained) for batch in rank for index in batch]
     assert len(samples) == len(set(samples)) == 48
