@@ -99,7 +99,9 @@ lint: $(STAMP)
 # need Composer are skipped at collection (conftest.py). The core's tests that call torch (the order, the samplers)
 # run here; the graph walk, the proofs and the doctests, which do not depend on torch's version, run in .venv only,
 # to keep make test within its time. The Hugging Face adapter and its tests (doctests included) are collected only
-# here, where its tested transformers is installed (conftest.py): Composer's environments hold older ones.
+# here, where its tested transformers is installed (conftest.py): Composer's environments hold older ones. They add
+# about 75 s to this tier in one process (a two-rank launch of 49 s, the rest one process; measured at a load of about
+# 5 on 2 cores, where the whole tier took 186 s).
 LIGHTNING_ENV := -e '.[lightning,transformers,test-core]' 'torch==2.15.*'
 LIGHTNING_TESTS := tests/lightning tests/transformers composer_sampling/transformers tests/order tests/samplers \
 	tests/test_core_without_composer.py

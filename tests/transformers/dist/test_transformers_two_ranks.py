@@ -1,5 +1,5 @@
 """Two ranks of a real Hugging Face ``Trainer`` (``use_cpu=True``, gloo), started by torchrun; each test runs on both
-ranks (``tests/transformers/test_launch.py`` launches them), and gathers what every rank trained."""
+ranks (``tests/transformers/test_transformers_launch.py`` launches them), and gathers what every rank trained."""
 
 from __future__ import annotations
 
