@@ -105,7 +105,7 @@ class SamplerSync(TrainerCallback):
         the data order needs, and add the callback; the trainer.
 
         Raises:
-            TypeError: ``trainer`` is no ``transformers.Trainer``.
+            TypeError: ``trainer`` is not a ``transformers.Trainer``.
             DataOrderError: this callback is attached to another trainer, or another one to this trainer.
         """
         if not _is_trainer(trainer):
