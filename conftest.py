@@ -25,9 +25,10 @@ COMPOSER = importlib.util.find_spec('composer') is not None
 #: The transformers releases the Hugging Face adapter is tested on (the ``transformers`` extra's pin), as
 #: ``(major, minor)``.
 TESTED_TRANSFORMERS = (5, 25)
-#: The folders that hold the Hugging Face adapter and its tests.
-_HUGGING_FACE = tuple(Path(__file__).parent / folder for folder in ('composer_sampling/transformers',
-                                                                    'tests/transformers'))
+#: The folders that hold the Hugging Face adapter and its tests, and the tests' helpers (collected for their
+#: doctests).
+_HUGGING_FACE = tuple(Path(__file__).parent / folder for folder in (
+    'composer_sampling/transformers', 'tests/transformers', 'tests/support/transformers_parts.py'))
 
 
 def _tested_transformers_installed() -> bool:
