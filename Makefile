@@ -4,7 +4,8 @@
 #               installs the package and its demo extra only (scikit-learn, for the digits)
 #   make test   ruff, mypy and the whole test suite (launcher and llm-foundry tests included), the tests that
 #               drive Composer again against the oldest Composer supported (0.29 with torch 2.6, in .venv-composer029),
-#               and the order core and Lightning tests on the newest torch without Composer (.venv-lightning);
+#               and the order core, Lightning and Hugging Face tests on the newest torch without Composer
+#               (.venv-lightning);
 #               installs everything into the same .venv (a make demo after it installs nothing)
 #   make test-fast  for the edit-test loop: ruff and every test but the launcher, llm-foundry and S3 tiers, in this
 #               .venv only (CI runs make test)
@@ -93,12 +94,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# The order core and Lightning on the newest torch, without Composer: pytorch-lightning 2.6, torch 2.15, the
-# test-core extra. Test modules that need Composer are skipped at collection (conftest.py). The core's tests that
-# call torch (the order, the samplers) run here; the graph walk, the proofs and the doctests, which do not depend
-# on torch's version, run in .venv only, to keep make test within its time.
-LIGHTNING_ENV := -e '.[lightning,test-core]' 'torch==2.15.*'
-LIGHTNING_TESTS := tests/lightning tests/loop tests/order tests/samplers tests/test_core_without_composer.py
+# The order core, Lightning, a loop written by hand and the Hugging Face Trainer on the newest torch, without
+# Composer: pytorch-lightning 2.6, transformers 5.25 and accelerate 1.16 (the transformers extra), torch 2.15, the
+# test-core extra. Test modules that need Composer are skipped at collection (conftest.py). The core's tests that call
+# torch (the order, the samplers) run here; the graph walk, the proofs and the doctests, which do not depend on torch's
+# version, run in .venv only, to keep make test within its time. The Hugging Face adapter and its tests (doctests
+# included) are collected only here, where its tested transformers is installed (conftest.py): Composer's
+# environments hold older ones.
+LIGHTNING_ENV := -e '.[lightning,transformers,test-core]' 'torch==2.15.*'
+LIGHTNING_TESTS := tests/lightning tests/loop tests/transformers composer_sampling/transformers tests/order \
+	tests/samplers tests/test_core_without_composer.py
 
 $(LIGHTNING_STAMP): pyproject.toml
 	$(call install,$(LIGHTNING),$(LIGHTNING_ENV),$(LIGHTNING_PYTHON))
@@ -111,7 +116,7 @@ test-oldest: $(OLDEST_STAMP)
 	$(OLDEST)/bin/python -m pytest -m composer -q $(XDIST)
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m '($(SLOW)) and not lightning' $(XDIST)
+	$(PY) -m pytest -m '($(SLOW)) and not (lightning or transformers)' $(XDIST)
 
 # The three environments install side by side. Then mypy, which uses one core, runs beside the launcher, llm-foundry
 # and S3 tier, whose launched ranks leave about a quarter of both cores idle (measured on 2 cores: 405 s for both,
@@ -123,12 +128,12 @@ test-slow: $(STAMP)
 test:
 	$(MAKE) --no-print-directory -j3 $(STAMP) $(OLDEST_STAMP) $(LIGHTNING_STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint test-slow
-	$(PY) -m pytest -m 'not ($(SLOW) or lightning)' $(XDIST)
+	$(PY) -m pytest -m 'not ($(SLOW) or lightning or transformers)' $(XDIST)
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-oldest test-lightning XDIST=
 
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -m 'not ($(SLOW) or lightning)' $(XDIST)
+	$(PY) -m pytest -q -m 'not ($(SLOW) or lightning or transformers)' $(XDIST)
 
 # The GPU check rehearsed on the CPU, on the GPU machine's Python, torch and numpy, through the command that runs it
 # there (the carried wheels installed without dependencies); its table on stdout, its JSON in a new temporary folder.

@@ -1,6 +1,7 @@
 """The order core imports and works without Composer: every module of the package but Composer's callbacks, the
 recipe runner and the training entry point, in a fresh interpreter where ``composer`` (and the runner's omegaconf
-and tabulate) cannot be imported, as after ``pip install composer-sampling`` without the ``composer`` extra."""
+and tabulate) cannot be imported, as after ``pip install composer-sampling`` without the ``composer`` extra. Nor can
+transformers and accelerate: the Hugging Face adapter is skipped, and the core needs neither."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = '''
 import importlib, pkgutil, sys
-for name in ('composer', 'omegaconf', 'tabulate', 'llmfoundry'):
+for name in ('composer', 'omegaconf', 'tabulate', 'llmfoundry', 'transformers', 'accelerate'):
     sys.modules[name] = None  # import name raises ModuleNotFoundError, as when it is not installed
 import composer_sampling
 COMPOSER_ONLY = ('composer_sampling.callbacks', 'composer_sampling.recipes', 'composer_sampling.train',
-                 'composer_sampling.lightning')
+                 'composer_sampling.lightning', 'composer_sampling.transformers')
 failed = []
 for module in pkgutil.walk_packages(composer_sampling.__path__, 'composer_sampling.'):
     if module.name.startswith(COMPOSER_ONLY):

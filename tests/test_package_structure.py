@@ -30,7 +30,7 @@ FLOORS = {
     'samplers': 4,
     '_proofs': 5, '_resume': 5,
     'audit': 6, 'data_order': 6, '_ledger': 6,
-    'callbacks': 7, 'lightning': 7,
+    'callbacks': 7, 'lightning': 7, 'transformers': 7,
     'recipes': 8,
     'train': 9,
     '': 10,  # composer_sampling/__init__.py: the public names, imported lazily

@@ -1,0 +1,117 @@
+"""Two ranks of a real Hugging Face ``Trainer`` (``use_cpu=True``, gloo), started by torchrun; each test runs on both
+ranks (``tests/transformers/test_transformers_launch.py`` launches them), and gathers what every rank trained."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.distributed as torch_dist
+
+from composer_sampling import DataOrderError
+from composer_sampling.transformers import SamplerSync
+
+from support.transformers_parts import epochs_of, fit, same_weights
+
+pytestmark = [pytest.mark.world_size(2), pytest.mark.transformers]
+
+
+@pytest.fixture(autouse=True)
+def _process_group() -> None:
+    """The gloo group torchrun's environment describes, started before the first fit (accelerate then takes it). A
+    collective whose peer has failed raises after two minutes instead of gloo's default of thirty."""
+    if not torch_dist.is_initialized():
+        torch_dist.init_process_group('gloo', timeout=timedelta(minutes=2))
+
+
+def _gathered(value: Any) -> list[Any]:
+    """``value`` of every rank, in rank order."""
+    found: list[Any] = [None] * torch_dist.get_world_size()
+    torch_dist.all_gather_object(found, value)
+    return found
+
+
+def _shared_folder(name: str) -> Path:
+    """A folder both ranks name alike: rank 0's new temporary folder, told to rank 1."""
+    made = tempfile.mkdtemp(prefix=f'{name}-') if int(os.environ['RANK']) == 0 else None
+    return Path(_gathered(made)[0])
+
+
+def _samples_per_epoch(trained: list[list[int]], batches_in_epoch: int) -> list[list[int]]:
+    """The samples every rank trained in each epoch, ranks gathered."""
+    ranks = [epochs_of(rank, batches_in_epoch) for rank in _gathered(trained)]
+    return [[index for rank in ranks for index in rank[epoch]] for epoch in range(len(ranks[0]))]
+
+
+@pytest.mark.parametrize(('kind', 'batch'), [('vila', 4), ('ours', 4), ('nested', 6)])
+def test_each_kind_trains_every_sample_once_an_epoch_in_a_new_order_and_resumes_bit_for_bit(kind: str,
+                                                                                            batch: int) -> None:
+    """96 samples on two ranks. Stopped right after the checkpoint of step 15 (inside the second epoch) and resumed
+    with resume_from_checkpoint: every rank trains the batches of the run that never stopped, across the next epoch
+    boundary, and ends with its weights and AdamW state, dropout on. The same seed gives the same batches; the next
+    data seed another order."""
+    folder = _shared_folder(kind)
+    per_epoch = 96 // (2 * batch)
+    whole = fit(kind, folder / 'whole', 30, batch=batch)
+    epochs = _samples_per_epoch(whole.model.trained, per_epoch)
+    assert [sorted(samples) for samples in epochs[:2]] == [list(range(96))] * 2, 'every sample once per epoch'
+    assert epochs[0] != epochs[1], 'a new order every epoch'
+    stopped = fit(kind, folder / 'stopped', 30, batch=batch, save_steps=5, stop_at=15)
+    assert stopped.model.trained == whole.model.trained[:15], 'the same seed, the same batches'
+    resumed = fit(kind, folder / 'resumed', 30, batch=batch, resume=str(folder / 'stopped' / 'checkpoint-15'))
+    assert resumed.model.trained == whole.model.trained[15:]
+    assert _gathered(same_weights(whole, resumed)) == [True, True]
+    other = fit(kind, folder / 'other', per_epoch, batch=batch, sync=SamplerSync(data_seed=18))
+    assert _samples_per_epoch(other.model.trained, per_epoch)[0] != epochs[0], 'the next seed, another order'
+
+
+@pytest.mark.parametrize(('kind', 'accumulate'), [('ours', 2), ('default', 4)])
+def test_gradient_accumulation_with_a_length_that_does_not_divide_resumes_bit_for_bit(kind: str,
+                                                                                     accumulate: int) -> None:
+    """100 samples, 4 per batch on two ranks: 13 batches per rank per epoch, so the epoch's last optimizer step takes the
+    remaining batch. The checkpoint of step 9 (2 accumulation) or 5 (4) lies inside the second epoch."""
+    folder = _shared_folder(f'accumulate-{accumulate}')
+    steps, save = (16, 9) if accumulate == 2 else (9, 5)
+    whole = fit(kind, folder / 'whole', steps, size=100, accumulate=accumulate)
+    epochs = _samples_per_epoch(whole.model.trained, 13)
+    assert [sorted(set(samples)) for samples in epochs[:2]] == [list(range(100))] * 2, 'every sample in every epoch'
+    assert [len(samples) for samples in epochs[:2]] == [100 if kind == 'ours' else 104] * 2, \
+        "ours: once; accelerate's even batches repeat the first 4 on the rank that runs short"
+    stopped = fit(kind, folder / 'stopped', steps, size=100, accumulate=accumulate, save_steps=save, stop_at=save)
+    trained = len(stopped.model.trained)
+    assert stopped.model.trained == whole.model.trained[:trained]
+    resumed = fit(kind, folder / 'resumed', steps, size=100, accumulate=accumulate,
+                  resume=str(folder / 'stopped' / f'checkpoint-{save}'))
+    assert resumed.model.trained == whole.model.trained[trained:]
+    assert _gathered(same_weights(whole, resumed)) == [True, True]
+
+
+def test_adjacent_data_seeds_share_no_epoch_order() -> None:
+    """The Trainer's own random sampler, left to accelerate: its SeedableRandomSampler would draw epoch 1 of seed 17
+    as epoch 0 of seed 18 (it seeds seed + epoch); seeded from the data seed and the epoch, no two epochs agree."""
+    folder = _shared_folder('seeds')
+    orders = [_samples_per_epoch(fit('default', folder / str(seed), 24, sync=SamplerSync(data_seed=seed)).model.trained,
+                                 12) for seed in (17, 18)]
+    assert orders[1][0] != orders[0][1] and orders[1][0] != orders[0][0] and orders[0][0] != orders[0][1]
+
+
+@pytest.mark.parametrize(('config', 'message'), [
+    ({'split_batches': True}, r"split_batches=True splits every batch .* already shards by rank"),
+    ({'dispatch_batches': True}, r'dispatch_batches=True \(DataLoaderDispatcher\) draws every batch on rank 0'),
+], ids=['split_batches', 'dispatch_batches'])
+def test_accelerate_settings_that_split_the_data_again_are_refused_by_name(config: dict[str, bool],
+                                                                         message: str) -> None:
+    with pytest.raises(DataOrderError, match=message):
+        fit('ours', _shared_folder('refused'), 6, arguments={'accelerator_config': config})
+
+
+def test_without_the_adapter_accelerate_splits_a_sampler_that_shards_by_rank_again() -> None:
+    """The problem the adapter exists for, kept as a test of accelerate's behaviour: our sampler returned from
+    _get_train_sampler trains 48 of 96 samples per epoch."""
+    trained = fit('ours', _shared_folder('plain'), 6, sync=False).model.trained
+    samples = [index for rank in _gathered(trained) for batch in rank for index in batch]
+    assert len(samples) == len(set(samples)) == 48
