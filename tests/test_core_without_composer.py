@@ -53,8 +53,8 @@ def test_the_order_core_needs_no_composer() -> None:
     assert refusals == [
         "REFUSED composer_sampling.callbacks (SamplerSync, SampleLedger) needs composer (not installed): pip install "
         "'composer-sampling[composer]'",
-        'REFUSED composer_sampling.recipes (the recipe runner and the composer-sampling command) needs composer, '
-        "omegaconf, tabulate (not installed): pip install 'composer-sampling[composer]'",
+        'REFUSED composer_sampling.recipes (the recipe runner: composer-sampling train, plan and recipes) needs '
+        "composer, omegaconf, tabulate (not installed): pip install 'composer-sampling[composer]'",
         "REFUSED composer_sampling.callbacks (SamplerSync, SampleLedger) needs composer (not installed): pip install "
         "'composer-sampling[composer]'",
     ], result.stdout
