@@ -95,10 +95,11 @@ lint: $(STAMP)
 
 # The order core and Lightning on the newest torch, without Composer: pytorch-lightning 2.6, torch 2.15, the
 # test-core extra. Test modules that need Composer are skipped at collection (conftest.py). The core's tests that
-# call torch (the order, the samplers) run here; the graph walk, the proofs and the doctests, which do not depend
-# on torch's version, run in .venv only, to keep make test within its time.
+# call torch (the order, the samplers) run here, and the composer-sampling command as a Lightning user installs it
+# (tests/cli: audit, docs and --help without Composer, omegaconf or tabulate); the graph walk, the proofs and the
+# doctests, which do not depend on torch's version, run in .venv only, to keep make test within its time.
 LIGHTNING_ENV := -e '.[lightning,test-core]' 'torch==2.15.*'
-LIGHTNING_TESTS := tests/lightning tests/order tests/samplers tests/test_core_without_composer.py
+LIGHTNING_TESTS := tests/lightning tests/order tests/samplers tests/cli tests/test_core_without_composer.py
 
 $(LIGHTNING_STAMP): pyproject.toml
 	$(call install,$(LIGHTNING),$(LIGHTNING_ENV),$(LIGHTNING_PYTHON))

@@ -4,8 +4,9 @@ The output is the one ``tabulate(rows, headers, tablefmt='github')`` gives for t
 values ``audit`` prints (ints, strings and ``None``), character for character:
 ``tests/cli/test_table.py`` compares the two where tabulate is installed. A column
 whose values are all ints, or strings that read as ints, is aligned right, any other
-column left; ``None`` is an empty cell; strings lose their surrounding blanks; each
-column is as wide as its widest cell, and at least two more than its header. One
+column left; ``None`` is an empty cell; strings in a column aligned left lose their
+surrounding blanks; each column is as wide as its widest cell, and at least two more
+than its header. One
 thing is deliberately not copied: tabulate reformats strings that read as floats
 (``'12e5'`` becomes ``1.2e+06``), while here a string is printed as written.
 
@@ -46,7 +47,7 @@ def github_table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> st
     """``rows`` under ``headers`` as a GitHub Markdown table, one line a row, without a final newline."""
     columns = [[row[k] if k < len(row) else None for row in rows] for k in range(len(headers))]
     right = [_numeric(column) for column in columns]
-    cells = [[_text(value) for value in column] for column in columns]
+    cells = [[_text(value, numeric) for value in column] for column, numeric in zip(columns, right, strict=True)]
     widths = [max([_width(header) + _HEADER_PADDING, *map(_width, texts)]) for header, texts in zip(
         headers, cells, strict=True)]
 
@@ -78,8 +79,11 @@ def _reads_as_int(value: object) -> bool:
     return True
 
 
-def _text(value: object) -> str:
-    return '' if value is None else str(value).strip()
+def _text(value: object, numeric: bool) -> str:
+    """The cell of ``value``: a string loses its surrounding blanks in a column aligned left only, as in tabulate."""
+    if value is None:
+        return ''
+    return str(value) if numeric else str(value).strip()
 
 
 def _width(text: str) -> int:
