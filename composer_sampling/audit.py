@@ -346,6 +346,9 @@ def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> 
     files' headers and record headers, then its records are counted epoch by epoch
     and every other record is checked. A damaged ledger is refused as a whole read
     of each file refuses it: on any error, the files are checked in order first.
+    Both passes report their progress to the command's progress line on a terminal
+    (:func:`~composer_sampling._proofs.progress.showing_progress`); called from
+    Python, they draw nothing.
     """
     text = os.fspath(folder)
     scheme = object_store_scheme(text)
