@@ -97,13 +97,14 @@ lint: $(STAMP)
 # The order core, Lightning, a loop written by hand and the Hugging Face Trainer on the newest torch, without
 # Composer: pytorch-lightning 2.6, transformers 5.25 and accelerate 1.16 (the transformers extra), torch 2.15, the
 # test-core extra. Test modules that need Composer are skipped at collection (conftest.py). The core's tests that call
-# torch (the order, the samplers) run here; the graph walk, the proofs and the doctests, which do not depend on torch's
-# version, run in .venv only, to keep make test within its time. The Hugging Face adapter and its tests (doctests
-# included) are collected only here, where its tested transformers is installed (conftest.py): Composer's
-# environments hold older ones.
+# torch (the order, the samplers) run here, and the composer-sampling command as a Lightning user installs it
+# (tests/cli: audit, docs and --help without Composer, omegaconf or tabulate); the graph walk, the proofs and the
+# doctests, which do not depend on torch's version, run in .venv only, to keep make test within its time. The Hugging
+# Face adapter and its tests (doctests included) are collected only here, where its tested transformers is installed
+# (conftest.py): Composer's environments hold older ones.
 LIGHTNING_ENV := -e '.[lightning,transformers,test-core]' 'torch==2.15.*'
 LIGHTNING_TESTS := tests/lightning tests/loop tests/transformers composer_sampling/transformers tests/order \
-	tests/samplers tests/test_core_without_composer.py
+	tests/samplers tests/cli tests/test_core_without_composer.py
 
 $(LIGHTNING_STAMP): pyproject.toml
 	$(call install,$(LIGHTNING),$(LIGHTNING_ENV),$(LIGHTNING_PYTHON))

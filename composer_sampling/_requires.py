@@ -1,9 +1,10 @@
 """The optional dependencies a part of the package needs, named in the error when they are missing.
 
 ``pip install composer-sampling`` installs the order core: the samplers,
-``distribute``, the graph walk, ``plan``'s proofs, the ledger format and ``audit``,
-on torch alone. Composer's callbacks, the recipe runner and the ``composer-sampling``
-command need the ``composer`` extra; the Lightning callback needs Lightning.
+``distribute``, the graph walk, ``plan``'s proofs, the ledger format and ``audit``
+(``composer-sampling audit`` and ``docs`` too), on torch alone. Composer's callbacks,
+the recipe runner and the command's ``train``, ``plan`` and ``recipes`` need the
+``composer`` extra; the Lightning callback needs Lightning.
 
 Example:
     >>> require('the example', ['json'], 'composer')  # present: nothing happens

@@ -39,6 +39,7 @@ import numpy as np
 from composer_sampling._fingerprint import Fingerprint
 from composer_sampling._proofs.counting import SaturatingCounts
 from composer_sampling._proofs.coverage import exactly_once_problem, saturated_coverage
+from composer_sampling._proofs.progress import Progress, current_progress
 from composer_sampling.ledger_format import (
     MAGIC,
     LedgerError,
@@ -164,7 +165,10 @@ def _load(folder: Path, torn: list[str], scans: list[LedgerScan],
     file's scan). The attempts of one lineage must agree on the dataset; lineages may differ."""
     lineages: dict[str, dict[str, Attempt]] = {}
     reference: dict[str, tuple[dict[str, Any], Path]] = {}
-    for path in _ledger_files(folder, skipped):
+    files = _ledger_files(folder, skipped)
+    progress = current_progress()
+    for number, path in enumerate(files):
+        progress.update(number, len(files), 'scanned {done} of {total} ledger files')
         scan = scan_ledger(path)
         scans.append(scan)
         header = scan.header
@@ -342,6 +346,9 @@ def audit_folder(folder: str | os.PathLike[str], lineage: str | None = None) -> 
     files' headers and record headers, then its records are counted epoch by epoch
     and every other record is checked. A damaged ledger is refused as a whole read
     of each file refuses it: on any error, the files are checked in order first.
+    Both passes report their progress to the command's progress line on a terminal
+    (:func:`~composer_sampling._proofs.progress.showing_progress`); called from
+    Python, they draw nothing.
     """
     text = os.fspath(folder)
     scheme = object_store_scheme(text)
@@ -529,6 +536,7 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
     final_epoch = max(per_epoch, default=-1)
     schedules = {epoch: schedule for attempt in path for epoch, schedule in attempt.schedules.items()}
     read = {id(scan): np.zeros(scan.offsets.size, dtype=bool) for scan in scans}
+    progress = _ReadProgress(current_progress(), sum(int(scan.counts.sum()) for scan in scans))
     counts = None
     if set(per_epoch) - set(schedules):
         _check_memory(report.dataset_len, path[-1])
@@ -537,14 +545,14 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
         if epoch in schedules:
             # counted exactly, in memory the size of the epoch: its samples may repeat any number of times by design
             scan, record = schedules[epoch]
-            schedule = _gathered([(scan, np.array([record]))], read)
-            trained = _gathered(per_epoch[epoch], read)
+            schedule = _gathered([(scan, np.array([record]))], read, progress)
+            trained = _gathered(per_epoch[epoch], read, progress)
             report.epochs.append(_against_schedule(epoch, trained, schedule, epoch == final_epoch, path[-1]))
             continue
         assert counts is not None
         counts.planes.fill(0)
         total = 0
-        for indices in _chunks(per_epoch[epoch], read):
+        for indices in _chunks(per_epoch[epoch], read, progress):
             counts.add(indices)
             total += indices.size
         coverage = saturated_coverage(counts.at_least_once(), counts.at_least_twice(), total, report.dataset_len)
@@ -556,7 +564,7 @@ def _count_epochs(report: AuditReport, path: list[Attempt], per_epoch: dict[int,
             status = 'ok'
         report.epochs.append(EpochAudit(epoch, coverage.trained, coverage.exactly_once, coverage.repeated,
                                         coverage.missing, status))
-    for _ in _chunks([(scan, np.flatnonzero(~read[id(scan)])) for scan in scans], read):
+    for _ in _chunks([(scan, np.flatnonzero(~read[id(scan)])) for scan in scans], read, progress):
         pass  # every record is checked, counted or not, as a whole read of the file would
 
 
@@ -594,16 +602,32 @@ def _check_memory(dataset_len: int, last: Attempt) -> None:
                           'damaged')
 
 
-def _gathered(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> np.ndarray:
-    return np.concatenate([np.empty(0, np.int64), *_chunks(files, read)]).astype(np.int64)
+class _ReadProgress:
+    """The second pass's progress: the recorded samples read so far, of every record of every file scanned."""
+
+    def __init__(self, line: Progress, total: int) -> None:
+        self.line, self.total, self.done = line, total, 0
+
+    def add(self, samples: int) -> None:
+        self.done += samples
+        self.line.update(self.done, self.total, 'counted {done} of {total} recorded samples')
 
 
-def _chunks(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray]) -> Iterator[np.ndarray]:
-    """The indices of the given records of each file, checked, in chunks; ``read`` marks them."""
+def _gathered(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray],
+              progress: _ReadProgress) -> np.ndarray:
+    return np.concatenate([np.empty(0, np.int64), *_chunks(files, read, progress)]).astype(np.int64)
+
+
+def _chunks(files: list[tuple[LedgerScan, np.ndarray]], read: dict[int, np.ndarray],
+            progress: _ReadProgress) -> Iterator[np.ndarray]:
+    """The indices of the given records of each file, checked, in chunks; ``read`` marks them, ``progress`` counts
+    them once they are used."""
     for scan, records in files:
         if records.size:
             with open_ledger(scan.path) as file:
-                yield from read_records(file, scan, records)
+                for indices in read_records(file, scan, records):
+                    yield indices
+                    progress.add(indices.size)
             read[id(scan)][records] = True
 
 

@@ -57,8 +57,8 @@ def test_the_order_core_needs_no_composer() -> None:
                  'Lightning Fabric, composer_sampling.DataOrder')
     assert refusals == [
         callbacks,
-        'REFUSED composer_sampling.recipes (the recipe runner and the composer-sampling command) needs composer, '
-        "omegaconf, tabulate (not installed): pip install 'composer-sampling[composer]'",
+        'REFUSED composer_sampling.recipes (the recipe runner: composer-sampling train, plan and recipes) needs '
+        "composer, omegaconf, tabulate (not installed): pip install 'composer-sampling[composer]'",
         callbacks,
     ], result.stdout
     assert 'PLAN True True' in lines and 'COMPOSER False' in lines, result.stdout

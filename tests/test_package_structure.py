@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / 'composer_sampling'
 
 #: Each unit and its floor, measured: the order core and the leaf helpers, then checkpoints and the graph, the
 #: samplers on them, the proofs and the resume decision on those, the audit, the order object and the ledger's
-#: recording, the adapters, the runner, the package's lazy front.
+#: recording, the adapters and the command's parser with the subcommands that need no Composer, the runner, the
+#: training module and the command's entry point (which reaches the runner's subcommands), the package's lazy front.
 FLOORS = {
     'permutation': 0, '_pointers': 0, '_requires': 0, '_fingerprint': 0, '_s3_reader': 0, 'errors': 0,
     '_validate': 1, 'positions': 1, '_remote': 1,
@@ -30,9 +31,9 @@ FLOORS = {
     'samplers': 4,
     '_proofs': 5, '_resume': 5,
     'audit': 6, 'data_order': 6, '_ledger': 6,
-    'callbacks': 7, 'lightning': 7, 'transformers': 7,
+    'callbacks': 7, 'lightning': 7, 'transformers': 7, '_cli': 7,
     'recipes': 8,
-    'train': 9,
+    'train': 9, '__main__': 9,
     '': 10,  # composer_sampling/__init__.py: the public names, imported lazily
 }
 

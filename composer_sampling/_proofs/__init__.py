@@ -7,6 +7,7 @@ an underscore are this folder's own:
 * ``coverage``: the coverage math and the one exactly-once verdict (plan, audit, ledger)
 * ``counting``: 2-bit saturating counts and per-rank bitmaps
 * ``summary``: the run summary (:func:`~composer_sampling.summarize`)
+* ``progress``: the line on the terminal that a long count (``audit``, the counted proof) rewrites
 * ``_construction``, ``_rank_shape``, ``_construction_guard``: the proof by construction,
   the rank graph it reads and the guard that checks the permutation on sampled positions
 * ``_indices``, ``_workers``: the counted proof's indices of every rank (read as arrays

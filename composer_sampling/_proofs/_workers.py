@@ -12,6 +12,9 @@ merged tally is the serial one, problems and verdicts included. Each worker limi
 torch to one thread, as torch's own ``DataLoader`` workers do (a forked child must
 not use a thread pool its parent started). Forking needs a POSIX system; where
 there is none, or for one worker, the ranks are counted here, one after the other.
+Either way the ranks counted so far are reported to the command's progress line
+(:mod:`~composer_sampling._proofs.progress`): each worker writes its count into a
+shared slot, which this process reads while it waits for the workers' tallies.
 
 Example:
     >>> from torch.utils.data import DataLoader
@@ -29,8 +32,9 @@ import mmap
 import multiprocessing
 import os
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
+from functools import partial
 from itertools import pairwise
 from multiprocessing.connection import Connection
 from typing import Any
@@ -42,6 +46,7 @@ from composer_sampling._graph.snapshot import GraphSnapshot
 from composer_sampling._proofs._indices import rank_chunks
 from composer_sampling._proofs.counting import RankOverlap, plane_bytes
 from composer_sampling._proofs.coverage import RankTally
+from composer_sampling._proofs.progress import Progress, current_progress
 from composer_sampling._validate import valid_int
 
 __all__ = ['MIN_WORKER_SAMPLES', 'available_cores', 'plan_workers', 'tally_passes']
@@ -93,20 +98,34 @@ def tally_passes(loaders: list[DataLoader], graphs: list[GraphSnapshot], passes:
     An exception raised by a rank's sampler is raised here, the lowest rank's first.
     """
     if workers <= 1:
-        for data_epoch, epochs in passes:
+        progress = current_progress()
+        for number, (data_epoch, epochs) in enumerate(passes):
             tally = RankTally(RankOverlap(dataset_len))
-            _count_run(tally, loaders, graphs, range(len(loaders)), data_epoch, epochs)
+            _count_run(tally, loaders, graphs, range(len(loaders)), data_epoch, epochs,
+                       partial(progress.update, total=len(loaders), text=_progress_text(number, len(passes))))
             yield tally
         return
     yield from _forked_tallies(loaders, graphs, passes, dataset_len, workers)
 
 
+def _progress_text(number: int, passes: int) -> str:
+    """What the progress line says while pass ``number`` (from 0) of ``passes`` is counted.
+
+    Example:
+        >>> _progress_text(0, 2).format(done='5,120', total='16,384')
+        'counted 5,120 of 16,384 ranks (pass 1 of 2)'
+    """
+    return 'counted {done} of {total} ranks' + (f' (pass {number + 1} of {passes})' if passes > 1 else '')
+
+
 def _count_run(tally: RankTally, loaders: list[DataLoader], graphs: list[GraphSnapshot], run: range,
-               data_epoch: int, epochs: Sequence[int]) -> None:
-    """Count the ranks of ``run`` (consecutive) into ``tally``."""
+               data_epoch: int, epochs: Sequence[int], counted: Callable[[int], None]) -> None:
+    """Count the ranks of ``run`` (consecutive) into ``tally``; ``counted`` is told how many are done after each."""
     chunks = rank_chunks(loaders[run.start:run.stop], epochs, graphs[run.start:run.stop])
-    for rank, rank_chunks_ in zip(run, chunks, strict=True):
+    counted(0)
+    for done, (rank, rank_chunks_) in enumerate(zip(run, chunks, strict=True), start=1):
         tally.add_rank(rank, rank_chunks_, data_epoch)
+        counted(done)
 
 
 def _runs(ranks: int, workers: int) -> list[range]:
@@ -120,22 +139,27 @@ def _forked_tallies(loaders: list[DataLoader], graphs: list[GraphSnapshot], pass
     context = multiprocessing.get_context('fork')
     size = max(1, plane_bytes(dataset_len, 3))
     stores = [mmap.mmap(-1, size) for _ in range(workers)]  # anonymous and shared: zeroed, paged in when written
+    counted = np.frombuffer(mmap.mmap(-1, 8 * workers), dtype=np.int64)  # the ranks each worker has counted
     runs = _runs(len(loaders), workers)
     connections, processes = [], []
     try:
-        for run, store in zip(runs, stores, strict=True):
+        for worker, (run, store) in enumerate(zip(runs, stores, strict=True)):
             ours, theirs = context.Pipe()
-            process = context.Process(target=_work, args=(theirs, loaders, graphs, run, passes, dataset_len, store),
+            process = context.Process(target=_work, args=(theirs, loaders, graphs, run, passes, dataset_len, store,
+                                                          counted[worker:worker + 1]),
                                       daemon=True, name=f'plan ranks {run.start}-{run.stop - 1}')
             process.start()
             theirs.close()
             connections.append(ours)
             processes.append(process)
+        progress = current_progress()
         for number in range(len(passes)):
+            counted.fill(0)  # before the pass is asked for: no worker writes its slot until then
             for connection in connections:
                 connection.send(number)
-            replies = [_reply(connection, process) for connection, process in zip(connections, processes,
-                                                                                 strict=True)]
+            report = partial(_report, progress, counted, len(loaders), _progress_text(number, len(passes)))
+            replies = [_reply(connection, process, progress, report)
+                       for connection, process in zip(connections, processes, strict=True)]
             tallies = [_tally(reply, dataset_len, store) for reply, store in zip(replies, stores, strict=True)]
             for tally in tallies[1:]:
                 tallies[0].merge(tally)
@@ -153,8 +177,18 @@ def _forked_tallies(loaders: list[DataLoader], graphs: list[GraphSnapshot], pass
         # the stores are unmapped when the last array on them goes (the tally yielded last may still be read)
 
 
-def _reply(connection: Connection, process: Any) -> dict[str, Any]:
-    """A worker's tally of one pass; the exception it raised is raised here."""
+def _report(progress: Progress, counted: np.ndarray, ranks: int, text: str) -> None:
+    """Draw the ranks that the workers have counted so far, as their shared slots say."""
+    progress.update(int(counted.sum()), ranks, text)
+
+
+def _reply(connection: Connection, process: Any, progress: Progress, report: Callable[[], None]) -> dict[str, Any]:
+    """A worker's tally of one pass; the exception it raised is raised here. While the tally is not there yet,
+    ``report`` is called every ``progress.interval`` seconds when the progress line is drawn."""
+    if progress.active:
+        report()
+        while not connection.poll(progress.interval):  # True once the reply is there, or the worker is gone
+            report()
     try:
         reply: dict[str, Any] = connection.recv()
     except EOFError:
@@ -178,8 +212,9 @@ def _tally(reply: dict[str, Any], dataset_len: int, store: mmap.mmap) -> RankTal
 
 
 def _work(connection: Connection, loaders: list[DataLoader], graphs: list[GraphSnapshot], run: range,
-          passes: Sequence[Pass], dataset_len: int, store: mmap.mmap) -> None:
-    """A worker: count ``run``'s ranks of each pass asked for into ``store``, reply with the rest of the tally."""
+          passes: Sequence[Pass], dataset_len: int, store: mmap.mmap, counted: np.ndarray) -> None:
+    """A worker: count ``run``'s ranks of each pass asked for into ``store``, reply with the rest of the tally;
+    ``counted``, one shared slot, holds the ranks of the pass counted so far."""
     import torch
 
     torch.set_num_threads(1)
@@ -191,7 +226,8 @@ def _work(connection: Connection, loaders: list[DataLoader], graphs: list[GraphS
         first = False
         try:
             tally = RankTally(RankOverlap(dataset_len, planes))
-            _count_run(tally, loaders, graphs, run, *passes[number])
+            data_epoch, epochs = passes[number]
+            _count_run(tally, loaders, graphs, run, data_epoch, epochs, counted.fill)
             reply: dict[str, Any] = {'trained': tally.trained, 'ranks': tally.ranks, 'idle': tally.idle,
                                      'problem': tally.problem, 'within': tally.counts.within is not None}
         except BaseException as error:  # the parent raises it, as the serial count would

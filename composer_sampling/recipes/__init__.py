@@ -10,10 +10,11 @@ Nothing here is imported by ``import composer_sampling``. A recipe goes down the
 * ``build_data.py``: datasets, splits (and their checks) and DataLoaders;
 * ``build_composer_parts.py``: the model and its optimizer, and every part the ``Trainer`` takes;
 * ``build_training.py``: the run for this process, then its ``Trainer``, and every rank's loader for ``plan``;
-* ``runner.py`` (``train``), ``cli.py`` (the command).
+* ``runner.py`` (``train``), ``cli.py`` (the command's ``train``, ``plan`` and ``recipes``; the
+  command itself is ``composer_sampling._cli``'s, and runs ``audit`` and ``docs`` without Composer).
 """
 
 from composer_sampling._requires import require
 
-require('composer_sampling.recipes (the recipe runner and the composer-sampling command)',
+require('composer_sampling.recipes (the recipe runner: composer-sampling train, plan and recipes)',
         ['composer', 'omegaconf', 'tabulate'], 'composer')

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from composer_sampling._checkpoint.save_folder import set_aside_interrupted
+from composer_sampling._cli.command import TRAIN_EPILOG, TRAIN_HELP, parse_recipe_arguments, recipe_arguments
 from composer_sampling.recipes.errors import RecipeError, RunComplete
 from composer_sampling.recipes.schema import Recipe, load_recipe
 
@@ -34,9 +35,6 @@ NO_SAMPLER_SYNC = (
     'at its position, and nothing checks that the ranks share one seed and split the data; add '
     'callbacks.sampler_sync={} unless this is what you want'
 )
-#: What ``--help`` says besides the arguments, in both commands that train.
-TRAIN_HELP = 'Train a recipe in this process (one rank of the launcher, or alone).'
-TRAIN_EPILOG = 'several ranks: composer -n N -m composer_sampling.train RECIPE.yaml [field=value ...]'
 
 
 @dataclass
@@ -86,34 +84,6 @@ def train(recipe: Recipe, run: Run | None = None, **trainer_overrides: Any) -> T
         print(f'held-out after {trainer.state.timestamp.epoch.value} epochs: {report}', flush=True)
     trainer.close()
     return TrainResult(run=run, trainer=trainer, eval_metrics=metrics)
-
-
-def recipe_arguments(parser: argparse.ArgumentParser, verbose_default: Any = False) -> argparse.ArgumentParser:
-    """Add what ``train`` and ``plan`` take alike: the recipe, its ``field=value`` overrides and ``--verbose``.
-
-    ``verbose_default=argparse.SUPPRESS`` leaves a ``--verbose`` given before the command in force.
-
-    Example:
-        >>> parser = recipe_arguments(argparse.ArgumentParser())
-        >>> vars(parse_recipe_arguments(parser, ['digits.yaml', 'seed=3', '--verbose', 'max_duration=1ep']))
-        {'recipe': 'digits.yaml', 'overrides': ['seed=3', 'max_duration=1ep'], 'verbose': True}
-    """
-    parser.add_argument('recipe', help='a YAML recipe, e.g. yamls/digits.yaml')
-    parser.add_argument('overrides', nargs='*', default=None, help='field=value overrides')
-    parser.add_argument('--verbose', action='store_true', default=verbose_default,
-                        help='show the traceback of a part of yours that failed')
-    return parser
-
-
-def parse_recipe_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """Parse ``argv``, taking overrides both before and after the options (argparse takes one run of them)."""
-    args, extra = parser.parse_known_args(argv)
-    unknown = [item for item in extra if item.startswith('-') or not hasattr(args, 'overrides')]
-    if unknown:
-        parser.error(f'unrecognized arguments: {" ".join(unknown)}')
-    if hasattr(args, 'overrides'):
-        args.overrides = [*(args.overrides or ()), *extra]
-    return args
 
 
 def main(argv: list[str] | None = None) -> int:
