@@ -408,8 +408,8 @@ def _folders_below(shown: str, names: list[str]) -> str:
 
 
 def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
-    """Audit the run at ``uri``: its ledger objects downloaded (:func:`~composer_sampling._remote.reader_of`), then as
-    a folder.
+    """Audit the run at ``uri``: its ledger objects downloaded (:func:`~composer_sampling._stores.remote.reader_of`),
+    then as a folder.
 
     Only the ledger files are downloaded, and the final checkpoint only when the
     folder holds more than one lineage: ``latest-rank0.pt`` (Composer uploads it as
@@ -417,7 +417,7 @@ def _audit_uri(uri: str, lineage: str | None) -> AuditReport:
     ``*.pt`` of the save folder with the highest batch in its name (an object store
     gives no write times). Errors name the URI, not the temporary folder.
     """
-    from composer_sampling._remote import RemoteError, download_file, download_folder, reader_of, split_uri
+    from composer_sampling._stores.remote import RemoteError, download_file, download_folder, reader_of, split_uri
 
     shown = uri.rstrip('/')
     with tempfile.TemporaryDirectory(prefix='composer-sampling-audit-') as temporary:

@@ -24,8 +24,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / 'composer_sampling'
 #: recording, the adapters and the command's parser with the subcommands that need no Composer, the runner, the
 #: training module and the command's entry point (which reaches the runner's subcommands), the package's lazy front.
 FLOORS = {
-    'permutation': 0, '_pointers': 0, '_requires': 0, '_fingerprint': 0, '_s3_reader': 0, 'errors': 0,
-    '_validate': 1, 'positions': 1, '_remote': 1,
+    'permutation': 0, '_requires': 0, '_fingerprint': 0, 'errors': 0,
+    '_validate': 1, 'positions': 1, '_stores': 1,
     'protocols': 2, 'batching': 2, 'per_sample_rng': 2, '_checkpoint': 2,
     'ledger_format': 3, '_graph': 3,
     'samplers': 4,

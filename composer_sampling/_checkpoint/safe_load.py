@@ -287,7 +287,7 @@ def downloaded_checked_copy(load_path: str, run_name: str | None, folder: str,
     store unreachable, the object missing, a broken pointer, the check refusing it) raise
     :class:`CheckpointError` naming that URI or the pointer.
     """
-    from composer_sampling._remote import RemoteError, download_file, object_store_of
+    from composer_sampling._stores.remote import RemoteError, download_file, object_store_of
 
     key = composer_object_name(load_path, run_name)
     parsed = urlparse(load_path)

@@ -139,7 +139,7 @@ class RemoteLedger:
     """
 
     def __init__(self, uri: str) -> None:
-        from composer_sampling._remote import RemoteError, object_store_of, split_uri
+        from composer_sampling._stores.remote import RemoteError, object_store_of, split_uri
 
         try:
             store = object_store_of(uri)
@@ -161,7 +161,7 @@ class RemoteLedger:
 
         Stores that cannot list are not checked here; their first upload is.
         """
-        from composer_sampling._remote import describe
+        from composer_sampling._stores.remote import describe
 
         try:
             self.store.list_objects(f'{self.prefix}/' if self.prefix else '')
@@ -183,7 +183,7 @@ class RemoteLedger:
         try:
             send()
         except Exception as error:
-            from composer_sampling._remote import describe
+            from composer_sampling._stores.remote import describe
 
             target = f'{self.uri.rstrip("/")}/{path.name}'
             raise RuntimeError(f'SampleLedger could not upload its ledger {path}: {describe(target, error)}') from error

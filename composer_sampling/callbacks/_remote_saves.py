@@ -57,7 +57,7 @@ def remote_start_problem(state: Any) -> str | None:
     """
     from composer.utils import format_name_with_dist
 
-    from composer_sampling._remote import RemoteError, object_store_of, resolve_pointers, split_uri
+    from composer_sampling._stores.remote import RemoteError, object_store_of, resolve_pointers, split_uri
 
     saver = _saver(state)
     uploader = getattr(saver, 'remote_uploader', None)

@@ -59,7 +59,13 @@ def autoresumed(recipe: Recipe, folders: RunFolders) -> Recipe:
 
 def _remote_latest(folder: str) -> str | None:
     """The URI that a remote save folder's latest pointer leads to; checkpoints without a pointer are refused."""
-    from composer_sampling._remote import RemoteError, object_exists, object_store_of, resolve_pointers, split_uri
+    from composer_sampling._stores.remote import (
+        RemoteError,
+        object_exists,
+        object_store_of,
+        resolve_pointers,
+        split_uri,
+    )
 
     scheme, bucket, key = split_uri(folder)
     name = '/'.join(part for part in (key.strip('/'), LATEST_NAME) if part)

@@ -100,7 +100,7 @@ def _problem(spec: RunSpec, targets: list[tuple[str, str, str]], resumed: str | 
 def list_folder(field: str, uri: str, why: str = '') -> list[str] | None:
     """The names of the objects directly in the remote folder ``uri``, or ``None`` for a store that cannot list
     (Composer refuses at upload time); a store that cannot be reached is refused, naming ``field``."""
-    from composer_sampling._remote import RemoteError, describe, object_store_of, split_uri
+    from composer_sampling._stores.remote import RemoteError, describe, object_store_of, split_uri
 
     try:
         store = object_store_of(uri)

@@ -58,7 +58,8 @@ def test_docs_runs_without_composer() -> None:
     page = command('docs', 'plan-and-audit')
     assert (page.returncode, page.stdout) == (0, (ROOT / 'docs' / 'plan-and-audit.md').read_text())
     missing = command('docs', 'tutorial')
-    assert missing.returncode == 2 and missing.stderr.startswith("error: no page 'tutorial'; choose one of: data-order, layout, ")
+    assert missing.returncode == 2 and \
+        missing.stderr.startswith("error: no page 'tutorial'; choose one of: data-order, layout, ")
     assert len(missing.stderr.splitlines()) == 1
 
 

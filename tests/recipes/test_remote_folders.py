@@ -16,7 +16,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from composer_sampling._pointers import MAX_POINTERS, PointerError, follow_pointers
+from composer_sampling._stores.pointers import MAX_POINTERS, PointerError, follow_pointers
 from composer_sampling.recipes.build_training import build_run
 from composer_sampling.recipes.resolve import resolve
 from composer_sampling.recipes.schema import RecipeError, load_recipe

@@ -2,11 +2,11 @@
 
 Importing Composer takes seconds, far longer than downloading a ledger of a few
 kilobytes. :class:`S3Reader` offers the read methods of Composer's ``S3ObjectStore``
-that :mod:`composer_sampling._remote` calls (``list_objects``, ``get_object_size``,
+that :mod:`composer_sampling._stores.remote` calls (``list_objects``, ``get_object_size``,
 ``download_object``, ``get_uri``), builds its client as Composer does (boto3's default
 credentials, ``S3_ENDPOINT_URL`` when set, adaptive retries), and reports a missing
 object as Composer does: a ``FileNotFoundError`` whose cause is boto3's error, so
-:func:`composer_sampling._remote.describe` reads both the same way.
+:func:`composer_sampling._stores.remote.describe` reads both the same way.
 """
 
 from __future__ import annotations

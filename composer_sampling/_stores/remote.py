@@ -14,7 +14,7 @@ Example:
     >>> object_store_of('nosuch://bucket/run')
     Traceback (most recent call last):
     ...
-    composer_sampling._remote.RemoteError: nosuch://bucket/run: Composer has no object store for nosuch:// ...
+    composer_sampling._stores.remote.RemoteError: nosuch://bucket/run: Composer has no object store for nosuch:// ...
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def reader_of(uri: str) -> Any:
     scheme, bucket, _ = split_uri(uri)
     if scheme != 's3':
         return object_store_of(uri)
-    from composer_sampling._s3_reader import S3Reader
+    from composer_sampling._stores.s3_reader import S3Reader
 
     try:
         return S3Reader(bucket)
@@ -171,12 +171,12 @@ def download_file(store: Any, key: str, destination: str, shown_as: str) -> str:
 
 def resolve_pointers(store: Any, key: str, shown_as: str) -> str:
     """The object ``key`` of ``store`` leads to, Composer's ``.symlink`` pointers followed (at most
-    :data:`~composer_sampling._pointers.MAX_POINTERS` in a row); ``key`` itself when it is not there at all.
+    :data:`~composer_sampling._stores.pointers.MAX_POINTERS` in a row); ``key`` itself when it is not there at all.
 
     A pointer that is empty, names itself, forms a loop, names a missing object, is
     longer than a pointer can be or is not text is a :class:`RemoteError` naming it.
     """
-    from composer_sampling._pointers import PointerError, follow_pointers
+    from composer_sampling._stores.pointers import PointerError, follow_pointers
 
     def shown(name: str) -> str:
         return shown_as if name == key else _uri_of(store, name)
@@ -201,7 +201,7 @@ def object_exists(store: Any, key: str, shown_as: str) -> bool:
 
 def _pointer_text(store: Any, key: str, shown_as: str) -> str:
     """The text of the pointer object ``key``, read only when it is small enough to be one."""
-    from composer_sampling._pointers import MAX_POINTER_BYTES
+    from composer_sampling._stores.pointers import MAX_POINTER_BYTES
 
     try:
         size = store.get_object_size(key)
