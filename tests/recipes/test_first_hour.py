@@ -36,7 +36,7 @@ def test_the_docs_command_lists_every_page_and_prints_one(capsys: pytest.Capture
     assert main(['docs', 'resume.md']) == 0
     assert capsys.readouterr().out == (ROOT / 'docs' / 'resume.md').read_text()
     assert main(['docs', 'tutorial']) == 2
-    assert capsys.readouterr().err.startswith("error: no page 'tutorial'; choose one of: layout, lightning, ")
+    assert capsys.readouterr().err.startswith("error: no page 'tutorial'; choose one of: data-order, layout, ")
 
 
 def test_a_copied_recipe_names_its_copy_in_its_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
