@@ -1,7 +1,7 @@
 """Every sampler graph a Composer user has resumes as if the run never stopped: the grid on one rank, under Composer.
 
 The rows are ``support/grid.py``'s, which the Lightning and loop runners train too
-(``tests/lightning/test_grid.py``, ``tests/loop/test_grid.py``): they cover every pair
+(``tests/lightning/test_lightning_grid.py``, ``tests/loop/test_loop_grid.py``): they cover every pair
 of factors (sampler graph x workers x randomness x duration x stop), not their full
 product, and the stops of each sampler graph include a mid-epoch one, the last batch
 of an epoch, Composer's checkpoint at the end of an epoch (batch interval) and its

@@ -517,7 +517,9 @@ TWO_RANK_GRID = [
     for number, sampler in enumerate(name for name in PAIRWISE if name != 'torch_random')
 ] + [Row('sharded_batches', randomness='global', stops=('mid',))]
 
-#: The two-rank rows every trainer runs in its one launch of two ranks (the rest are Composer's alone, to keep the
-#: launch short): torch's sampler, a batch of batches made distributed by ``distribute``, and a batch sampler of yours
-#: under the adapter; 0 and 2 workers, every kind of randomness, every stop.
-TWO_RANK_SUBSET = [row for row in TWO_RANK_GRID if row.sampler in ('nested', 'torch_distributed', 'user_batch')]
+#: The two-rank rows the Lightning and loop runners train in their one launch of two ranks (the rest are Composer's
+#: alone, to keep the launch short): a batch of batches made distributed by ``distribute``, torch's sampler in a run
+#: whose length is given in steps, and a batch sampler of yours under the adapter; 0 and 2 workers, every kind of
+#: randomness, both durations, every stop.
+TWO_RANK_SUBSET = [dataclasses.replace(row, duration='steps') if row.sampler == 'torch_distributed' else row
+                   for row in TWO_RANK_GRID if row.sampler in ('nested', 'torch_distributed', 'user_batch')]
