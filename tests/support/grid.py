@@ -18,34 +18,42 @@ One runner per trainer trains a row and returns an :class:`Outcome`:
 ``resume_harness.py`` (Composer's ``Trainer`` and ``SamplerSync``),
 ``grid_lightning.py`` (a Lightning ``Trainer`` with its ``SamplerSync``) and
 ``grid_loop.py`` (a loop written by hand on ``DataOrder``). This module imports no
-trainer. The stops map onto each trainer's checkpoints:
+trainer. The stops map onto each trainer's checkpoints, after the batches that
+:func:`stop_batches` gives:
 
-============  ===============================  =====================================  ================================
-stop          Composer                         Lightning                              loop written by hand
-============  ===============================  =====================================  ================================
-mid           a batch checkpoint in the        ``ModelCheckpoint(every_n_train_       a checkpoint after that step
-              middle of the second epoch       steps=...)`` at that step
-last_batch    a batch checkpoint before the    the same, before the last batch        the same, before the last batch
+============  ==============================  ==================================  ==============================
+stop          Composer                        Lightning                           loop written by hand
+============  ==============================  ==================================  ==============================
+mid           a batch checkpoint in the       ``every_n_train_steps`` at that     a checkpoint after that step
+              middle of the second epoch      step
+last_batch    a batch checkpoint before the   the same, before the last batch     the same, before the last batch
               first epoch's last batch
-end_of_epoch  a batch checkpoint after the     the same, after the last batch         a checkpoint after the last
-              first epoch's last batch                                                batch, inside the epoch's pass
-boundary      an epoch checkpoint              ``ModelCheckpoint(every_n_epochs=1)``  a checkpoint after the epoch's
-              (``EPOCH_CHECKPOINT``)           at the epoch's end                     pass, before the next epoch
-============  ===============================  =====================================  ================================
+end_of_epoch  a batch checkpoint after the    the same, after the last batch      a checkpoint after the last
+              first epoch's last batch                                            batch, inside the epoch's pass
+boundary      an epoch checkpoint             ``every_n_epochs=1``, at the        a checkpoint after the epoch's
+              (``EPOCH_CHECKPOINT``)          epoch's end                         pass, before the next epoch
+============  ==============================  ==================================  ==============================
 
-A row's ``duration`` gives the run's length in epochs (Composer ``'2ep'``, Lightning
-``max_epochs``, a loop over epochs) or in steps (Composer ``'20ba'``, Lightning
-``max_steps``, a loop that counts its steps).
+Lightning's checkpoints are ``ModelCheckpoint`` callbacks. A row's ``duration`` gives
+the run's length in epochs (Composer ``'2ep'``, Lightning ``max_epochs``, a loop over
+epochs) or in steps (Composer ``'20ba'``, Lightning ``max_steps``, a loop that counts
+its steps), so each stop is met under both.
 
 :data:`GRID` covers every pair of its factors rather than their full product, and
 every trainer runs it; :data:`SHAPES` holds the batch samplers users write, also run
-by every trainer. Some rows are Composer's own paths and run under Composer only
-(:attr:`Row.composer_only`): ``train_subset_num_batches``, which cuts each epoch
-short and resumes inside the cut; evaluation during training, whose loader Composer
-iterates between train batches; persistent workers, which Composer's loop keeps
-across epochs and evaluations; and replication, whose global batch Composer counts
-from its ``device_train_microbatch_size`` and ranks. The mixture rows of the grid need
-only the mixture sampler's own batch size, so they run everywhere.
+by every trainer, and :data:`TWO_RANK_SUBSET` the two-rank rows of all three. The
+mixture rows need only the mixture sampler's own batch size, so they run everywhere.
+Some rows are Composer's own paths and run under Composer only, as
+:attr:`Row.composer_only` says:
+
+* ``train_subset_num_batches``, which cuts each epoch short and resumes inside the cut;
+* evaluation during training, whose loader Composer iterates between train batches;
+* persistent workers, which Composer's loop keeps across epochs and evaluations;
+* replication, whose rows resume a checkpoint on another layout, which only the
+  Composer runner does (``resume_elsewhere``).
+
+Composer's spin, which loads the trained batches again where nothing else can place a
+graph, has tests of its own (``tests/resume/test_resume.py``) and no row here.
 """
 
 from __future__ import annotations
@@ -255,7 +263,7 @@ class Row:
     subset: int | None = None  # train_subset_num_batches
     persistent: bool = False  # persistent_workers
     evaluate: bool = False  # a held-out evaluation every 3 batches
-    replication: int = 1  # groups of ranks reading the same data (SamplerSync(replication=...))
+    replication: int = 1  # groups of ranks reading the same data, as SamplerSync(replication=...) sets them
 
     def __post_init__(self) -> None:
         assert self.sampler in LOADERS and self.randomness in RANDOMNESS and set(self.stops) <= set(STOPS)
