@@ -12,11 +12,14 @@ import inspect
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import composer_sampling
 import composer_sampling.samplers
+
+DIGITS = Path(__file__).resolve().parent.parent / 'yamls' / 'digits.yaml'
 
 #: Every module a user may import (the recipe runner's modules are public too: entry points use its registry).
 PUBLIC_MODULES = {
@@ -157,12 +160,18 @@ except OptionError as error:
     assert out == ['True'] * 9
 
 
-def test_no_sampler_module_carries_runner_data() -> None:
-    """Sampler modules hold samplers: the recipe names, options and builders live in the recipe runner."""
-    for name in composer_sampling.samplers.SAMPLERS.values():
-        module = importlib.import_module(f'composer_sampling.samplers.{name}')
-        assert not hasattr(module, 'RECIPE'), module.__name__
-    assert not hasattr(importlib.import_module('composer_sampling.samplers._base'), 'SHUFFLE_OPTIONS')
+def test_a_recipe_sampler_takes_the_options_of_its_registry_entry_and_no_other(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The recipe names, options and builders live in the recipe runner, not in the samplers' modules: a recipe's
+    sampler accepts exactly the options its registry entry declares."""
+    from composer_sampling.recipes.cli import main
+    from composer_sampling.recipes.registry import SAMPLERS
+
+    for name in SAMPLERS.names():
+        code = main(['plan', str(DIGITS), f'train_loader.sampler={{name: {name}, unknown_option: 1}}'])
+        valid = ', '.join(['name', 'target', 'kwargs', *SAMPLERS.entry(name).options])
+        assert (code, capsys.readouterr().err) == (
+            2, f'error: unknown field train_loader.sampler.unknown_option (valid: {valid})\n'), name
 
 
 @pytest.mark.parametrize(('module', 'name', 'top'), DOCUMENTED_PATHS, ids=lambda value: str(value))

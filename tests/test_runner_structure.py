@@ -1,9 +1,11 @@
-"""The recipe runner's shape: floors imported only downwards, small modules, no registered name in its code.
+"""The recipe runner's shape: floors imported only downwards, a recipe refused at the first floor that refuses it, no
+registered name in its code.
 
 A recipe goes down the floors once (YAML, spec, checks, data, training, commands);
-a floor imports only floors below it, so no builder can ask the schema again. What a
-registered part needs is metadata on its registry entry, never a name compared in
-the runner's code.
+a floor imports only floors below it, so no builder can ask the schema again, and a
+recipe that a floor refuses is refused there, before any floor above it builds a
+part. What a registered part needs is metadata on its registry entry, never a name
+compared in the runner's code.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+from composer_sampling.recipes.cli import main
 from composer_sampling.recipes.registry import REGISTRIES
 
-RUNNER = Path(__file__).resolve().parent.parent / 'composer_sampling' / 'recipes'
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = ROOT / 'composer_sampling' / 'recipes'
 #: Each runner module and its floor: it may import runner modules of lower floors only.
 FLOORS = {
     'errors': 0, 'composer_names': 0, 'durations': 1, 'run_fields': 1, 'schema': 2, 'registry': 3,
@@ -21,7 +27,6 @@ FLOORS = {
     'autoresume': 7, 'remote_folders': 6, 'build_data': 7, 'build_composer_parts': 7, 'build_training': 8,
     'runner': 9, 'cli': 10,
 }
-MAX_LINES = 400
 
 
 def _runner_imports(path: Path) -> set[str]:
@@ -50,10 +55,23 @@ def test_the_builtin_parts_import_no_runner_module() -> None:
     assert _runner_imports(RUNNER / 'builtin_parts.py') <= {'demo'}
 
 
-def test_no_runner_module_exceeds_four_hundred_lines() -> None:
-    for path in RUNNER.glob('*.py'):
-        lines = len(path.read_text().splitlines())
-        assert lines <= MAX_LINES, f'{path.name} has {lines} lines'
+#: A train dataset whose builder fails, as a user's does when its data is not where it looks: a refusal that names
+#: another field came before the data floor built the dataset.
+_FAILING_DATASET = 'train_loader.dataset={target: "support.user_parts:failing", kwargs: {size: 10}}'
+
+
+@pytest.mark.parametrize(('override', 'refusal'), [
+    ('seed=-1', 'seed must be in the interval'),  # the schema
+    ('train_loader.sampler.drop_last=maybe', 'train_loader.sampler.drop_last must be true or false'),  # a part
+    ('optimizer.lr=0', 'optimizer.lr must be a number in (0, inf), got 0'),  # another registry's part
+    ('callbacks.sample_ledger={}', 'callbacks.sample_ledger writes to {save_folder}/ledger: set save_folder'),  # checks
+    ('seed=3', 'train_loader.dataset: support.user_parts:failing raised ValueError'),  # the data floor itself
+], ids=lambda value: str(value)[:30])
+def test_a_recipe_is_refused_at_the_first_floor_that_refuses_it(override: str, refusal: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(['plan', str(ROOT / 'yamls' / 'digits.yaml'), _FAILING_DATASET, override])
+    err = capsys.readouterr().err
+    assert (code, err.startswith(f'error: {refusal}')) == (2, True), err
 
 
 def test_no_runner_code_compares_a_registered_name() -> None:

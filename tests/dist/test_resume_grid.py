@@ -1,9 +1,7 @@
 """The resume grid on two ranks (tests/neighbours/test_launcher.py): every rank checks its own weights and batches.
 
-One row per sampler graph that shards (torch's ``RandomSampler`` does not), workers
-and randomness alternating, so that every factor meets two ranks; of the batch samplers
-users write, the one Composer's DataSpec asks for on several ranks (a ``DistributedSampler``
-subclass yielding whole batches, as the ``DataLoader``'s ``batch_sampler``).
+The rows are ``support/grid.py``'s ``TWO_RANK_GRID``; the Lightning and loop runners
+train a subset of them on two ranks (``tests/lightning/dist``, ``tests/loop/dist``).
 """
 
 from __future__ import annotations
@@ -12,16 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from support.resume_harness import BATCH_SHAPES, LOADERS, Row, run_row
+from support.grid import TWO_RANK_GRID, Row
+from support.resume_harness import run_row
 
 pytestmark = pytest.mark.world_size(2)
-
-_RANDOMNESS = ('per_sample', 'none', 'global')
-TWO_RANK_GRID = [
-    Row(sampler, workers=2 * (number % 2), randomness=_RANDOMNESS[number % 3],
-        stops=('end_of_epoch', 'mid') if number % 2 else ('boundary', 'last_batch'))
-    for number, sampler in enumerate(name for name in LOADERS if name != 'torch_random' and name not in BATCH_SHAPES)
-] + [Row('sharded_batches', randomness='global', stops=('mid',))]  # a DistributedSampler subclass yielding batches
 
 
 @pytest.mark.parametrize('row', TWO_RANK_GRID, ids=str)

@@ -1,4 +1,5 @@
-"""One capability model: Protocols read from their class, wrappers whose class is chosen once, one walk a fit start."""
+"""One capability model: Protocols read from their class, wrappers whose class is chosen once, one walk a fit start
+as a graph of yours sees it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from composer_sampling import (
     protocols,
     summarize,
 )
-from composer_sampling._graph import walk as graph_module
 from composer_sampling._graph.snapshot import take_snapshot
 from composer_sampling._proofs.plan import epoch_indices
 from composer_sampling.samplers import DistributedBatchAdapter
@@ -230,41 +230,58 @@ class _Resumption(Callback):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# One walk of the graph per fit start.
+# One walk of the graph per fit start, as a graph of yours sees it.
 
 
-class _WalkCounter(Callback):
-    """Placed first and last in ``callbacks``: the walks made between is what the other callbacks' fit start cost."""
+class _WatchedBatches(BatchSampler):
+    """A batch sampler of yours whose ``sampler`` attribute counts how often it is read; its own batching reads the
+    sampler it wraps directly, so every read counted is a walk of the graph."""
 
-    def __init__(self, calls: list[int], marks: list[int]) -> None:
-        self.calls, self.marks = calls, marks
+    reads = 0
+
+    @property  # type: ignore[override]
+    def sampler(self) -> Any:
+        type(self).reads += 1
+        return self.__dict__['wrapped']
+
+    @sampler.setter
+    def sampler(self, value: Any) -> None:
+        self.__dict__['wrapped'] = value
+
+    def __iter__(self) -> Any:
+        return iter(BatchSampler(self.__dict__['wrapped'], self.batch_size, self.drop_last))
+
+    def __len__(self) -> int:
+        return len(BatchSampler(self.__dict__['wrapped'], self.batch_size, self.drop_last))
+
+
+class _FitStartReads(Callback):
+    """Placed first and last in ``callbacks``: the reads between are what the other callbacks' fit start made."""
+
+    def __init__(self, marks: list[int]) -> None:
+        self.marks = marks
 
     def fit_start(self, state: State, logger: Logger) -> None:
-        self.marks.append(len(self.calls))
+        self.marks.append(_WatchedBatches.reads)
 
 
-@pytest.mark.parametrize('build', ['sampler', 'nested'])
-def test_a_fit_start_walks_the_graph_once(build: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    original = graph_module.walk
+@pytest.mark.parametrize('build', ['batch sampler', 'nested'])
+def test_a_fit_start_reads_your_graph_once_and_no_epoch_reads_it_again(build: str, tmp_path: Path) -> None:
+    """SamplerSync and SampleLedger together read the ``sampler`` of a batch sampler of yours once, at fit start, and
+    no epoch start reads it again; the run summary reads it once more, to draw the graph."""
 
-    def counting(obj: Any) -> Any:
-        calls.append(id(obj))
-        return original(obj)
+    def loader() -> DataLoader:
+        watched = _WatchedBatches(ResumableDistributedSampler(40, 1, 0), 2, False)
+        top = watched if build == 'batch sampler' else DistributedBatchAdapter(NestedBatchSampler(watched, 2))
+        return DataLoader(synthetic(40), batch_sampler=top)
 
-    if build == 'sampler':
-        loader = DataLoader(synthetic(40), batch_size=4, sampler=ResumableDistributedSampler(40, 1, 0))
-    else:
-        inner = BatchSampler(ResumableDistributedSampler(40, 1, 0), 2, False)
-        loader = DataLoader(synthetic(40), batch_sampler=DistributedBatchAdapter(NestedBatchSampler(inner, 2)))
-    marks: list[int] = []
-    monkeypatch.setattr(graph_module, 'walk', counting)
-    trainer = make_trainer(loader, max_duration='2ep', device_train_microbatch_size=4, callbacks=[
-        _WalkCounter(calls, marks), SamplerSync(print_summary=True), SampleLedger(folder=str(tmp_path)),
-        _WalkCounter(calls, marks)])
-    trainer.fit()
-    assert marks[1] - marks[0] == 1, f'{marks[1] - marks[0]} walks at fit start'
-    assert len(calls) == marks[1]  # and none at any epoch start after it
+    for callbacks, at_fit_start in (([SamplerSync(), SampleLedger(folder=str(tmp_path / 'a'))], 1),
+                                    ([SamplerSync(print_summary=True), SampleLedger(folder=str(tmp_path / 'b'))], 2)):
+        marks: list[int] = []
+        _WatchedBatches.reads = 0
+        make_trainer(loader(), max_duration='2ep', device_train_microbatch_size=4,
+                     callbacks=[_FitStartReads(marks), *callbacks, _FitStartReads(marks)]).fit()
+        assert (marks[1] - marks[0], _WatchedBatches.reads - marks[1]) == (at_fit_start, 0), callbacks
 
 
 def test_a_snapshot_records_the_unused_sampler_and_the_datasets() -> None:

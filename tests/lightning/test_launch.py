@@ -17,7 +17,7 @@ from support.lightning_parts import fit, loader, nested_loader
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The tests of tests/lightning/dist and tests/loop/dist (a loop written by hand), each run on both ranks.
-TWO_RANK_TESTS = 19
+TWO_RANK_TESTS = 25
 #: Seconds one test may take on a rank (each takes a few seconds alone, up to about 30 on a loaded machine).
 RANK_TEST_TIMEOUT = 150
 #: Seconds the whole launch may take (about 20 alone).

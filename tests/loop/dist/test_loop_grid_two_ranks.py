@@ -1,0 +1,31 @@
+"""The resume grid's two-rank rows (``support/grid.py``'s ``TWO_RANK_SUBSET``) under a loop written by hand on
+``DataOrder`` (gloo, ``DistributedDataParallel``), on both ranks of the launch of ``tests/lightning/test_launch.py``:
+every rank trains the batches of the run that never stopped and ends with its weights, and the ranks together train
+every sample once an epoch."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import torch.distributed as torch_dist
+
+from support.grid import TWO_RANK_SUBSET, Row, gather, holds
+from support.grid_loop import run_row
+
+pytestmark = pytest.mark.world_size(2)
+
+
+@pytest.fixture(autouse=True)
+def _process_group() -> None:
+    if not torch_dist.is_initialized():
+        torch_dist.init_process_group('gloo', timeout=timedelta(minutes=2))
+
+
+@pytest.mark.parametrize('row', TWO_RANK_SUBSET, ids=str)
+def test_a_resumed_loop_on_two_ranks_ends_as_the_run_that_never_stopped(row: Row) -> None:
+    folder = Path(gather(tempfile.mkdtemp(prefix='grid-') if int(os.environ['RANK']) == 0 else None)[0])
+    holds(run_row(row, folder))
