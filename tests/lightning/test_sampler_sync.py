@@ -6,6 +6,7 @@ Two ranks (``strategy='ddp'``, gloo) are ``tests/lightning/dist``'s, through tor
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,13 @@ def test_a_fit_without_a_seed_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
 def test_bad_arguments_are_named(arguments: dict[str, object], message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         SamplerSync(**arguments)  # type: ignore[arg-type]
+
+
+def test_print_summary_and_replication_are_taken_as_under_composer(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    fit(loader('ours'), tmp_path, max_steps=2, print_summary=True)
+    summary = capsys.readouterr().out
+    assert 'composer-sampling run summary' in summary and re.search(r'data seed +17 \(seed_everything\)', summary)
+    assert 'ResumableDistributedSampler' in summary
+    with pytest.raises(ValueError, match=r'replication must be in the interval \[1, '):
+        SamplerSync(replication=0)
