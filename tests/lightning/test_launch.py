@@ -1,8 +1,12 @@
-"""Two ranks of Lightning through torchrun (``torch.distributed.run``, no Composer launcher): the tests of
-``tests/lightning/dist`` on both, in one launch (each launch costs torch's and Lightning's import on every rank)."""
+"""Two ranks through torchrun (``torch.distributed.run``, no Composer launcher) in the environment without Composer:
+the tests of ``tests/lightning/dist``, ``tests/loop/dist`` and, where its tested transformers is installed,
+``tests/transformers/dist`` on both ranks, in one launch (each launch costs torch's, Lightning's and transformers'
+imports on every rank)."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -16,8 +20,14 @@ from support.launcher import free_port
 from support.lightning_parts import fit, loader, nested_loader
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Whether the Hugging Face tests are collected here (the root conftest.py collects them where the transformers they
+#: are tested on is installed).
+TRANSFORMERS = importlib.util.find_spec('transformers') is not None and importlib.metadata.version(
+    'transformers').startswith('5.25.')
 #: The tests of tests/lightning/dist and tests/loop/dist (a loop written by hand), each run on both ranks.
 TWO_RANK_TESTS = 25
+#: The tests of tests/transformers/dist (the Hugging Face Trainer), each run on both ranks where they are collected.
+TRANSFORMERS_TESTS = 9
 #: Seconds one test may take on a rank (each takes a few seconds alone, up to about 30 on a loaded machine).
 RANK_TEST_TIMEOUT = 150
 #: Seconds the whole launch may take (about 20 alone).
@@ -37,11 +47,11 @@ def test_two_ranks_of_lightning(tmp_path: Path) -> None:
            if key not in ('WORLD_SIZE', 'RANK', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')}
     env['PYTHONWARNINGS'] = 'ignore'
     env['LIGHTNING_SHARED'] = str(tmp_path)
+    folders = ['tests/lightning/dist', 'tests/loop/dist', *(['tests/transformers/dist'] if TRANSFORMERS else [])]
     command = [sys.executable, '-m', 'torch.distributed.run', '--nproc-per-node', '2', '--master-addr', '127.0.0.1',
                '--master-port', str(free_port()),
                '--log-dir', str(tmp_path), '--redirects', '3',
-               '-m', 'pytest', 'tests/lightning/dist', 'tests/loop/dist', '-q', '-x', '-p', 'no:randomly',
-               '-p', 'no:cacheprovider',
+               '-m', 'pytest', *folders, '-q', '-x', '-p', 'no:randomly', '-p', 'no:cacheprovider',
                '--timeout', str(RANK_TEST_TIMEOUT), '--timeout-method', 'thread']
     try:
         result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
@@ -51,7 +61,8 @@ def test_two_ranks_of_lightning(tmp_path: Path) -> None:
     ranks = _rank_logs(tmp_path)
     output = result.stdout + result.stderr + ranks
     assert result.returncode == 0, output[-8000:]
-    assert re.findall(r'(\d+) passed', ranks) == [str(TWO_RANK_TESTS)] * 2, output[-8000:]
+    expected = TWO_RANK_TESTS + (TRANSFORMERS_TESTS if TRANSFORMERS else 0)
+    assert re.findall(r'(\d+) passed', ranks) == [str(expected)] * 2, output[-8000:]
     two = tmp_path / 'two'
     before = [indices for rank in json.loads((two / 'trained.json').read_text()) for _, _, indices in rank[:1]]
     with pytest.warns(UserWarning, match='holds the RNG states of 2 ranks and this run has 1'):

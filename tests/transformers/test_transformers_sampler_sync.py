@@ -1,8 +1,8 @@
 """The Hugging Face SamplerSync in one process, through a real ``transformers.Trainer``: how it is attached, what it
 writes into a checkpoint, and every resume it refuses, before the first batch and naming why.
 
-The two-rank tests (the second split, the order, exact resumes) are in ``dist/``, launched by
-``test_transformers_launch.py``.
+The two-rank tests (the second split, the order, exact resumes) are in ``dist/``, launched with the Lightning and loop
+tests by ``tests/lightning/test_launch.py``.
 """
 
 from __future__ import annotations

@@ -17,29 +17,9 @@ from composer_sampling import DataOrderError
 from composer_sampling.lightning import SampleLedger
 
 from support.lightning_parts import KINDS, audit, epochs, fit, loader, nested_loader, same_weights
+from support.two_ranks import gloo_group, gathered, shared_folder  # noqa: F401 (gloo_group: an autouse fixture)
 
 pytestmark = [pytest.mark.world_size(2), pytest.mark.lightning]
-
-
-@pytest.fixture(autouse=True)
-def _process_group() -> None:
-    """The gloo group torchrun's environment describes, started before the first fit (Lightning then takes it). A
-    collective whose peer has failed raises after two minutes instead of gloo's default of thirty."""
-    if not torch_dist.is_initialized():
-        torch_dist.init_process_group('gloo', timeout=timedelta(minutes=2))
-
-
-def _gathered(value: Any) -> list[Any]:
-    """``value`` of every rank, in rank order."""
-    found: list[Any] = [None] * torch_dist.get_world_size()
-    torch_dist.all_gather_object(found, value)
-    return found
-
-
-def _shared_folder(name: str) -> Path:
-    """A folder both ranks name alike: rank 0's new temporary folder, told to rank 1."""
-    made = tempfile.mkdtemp(prefix=f'{name}-') if int(os.environ['RANK']) == 0 else None
-    return Path(_gathered(made)[0])
 
 
 def _per_epoch(trained: list[list[tuple[int, int, list[int]]]]) -> dict[int, list[int]]:
@@ -52,14 +32,14 @@ def _per_epoch(trained: list[list[tuple[int, int, list[int]]]]) -> dict[int, lis
 
 def test_a_batch_of_batches_covers_every_sample_once_an_epoch_in_a_new_order_each_epoch() -> None:
     """3 samples grouped 5 at a time, 15 a batch, made distributed by distribute(); no user hook."""
-    folder = _shared_folder('nested')
-    trained = _gathered(fit(nested_loader(), folder, max_epochs=3).trained)
+    folder = shared_folder('nested')
+    trained = gathered(fit(nested_loader(), folder, max_epochs=3).trained)
     epochs = _per_epoch(trained)
     assert sorted(epochs) == [0, 1, 2]
     assert all(sorted(samples) == list(range(90)) for samples in epochs.values()), 'every sample once an epoch'
     assert len({tuple(samples) for samples in epochs.values()}) == 3, 'a new order every epoch'
     assert all(len(indices) == 15 for rank in trained for _, _, indices in rank)
-    assert _gathered(fit(nested_loader(), folder, max_epochs=3).trained) == trained, 'same seed, same batches'
+    assert gathered(fit(nested_loader(), folder, max_epochs=3).trained) == trained, 'same seed, same batches'
 
 
 @pytest.mark.parametrize('workers', [0, 2])
@@ -68,23 +48,23 @@ def test_a_run_stopped_after_a_mid_epoch_checkpoint_resumes_bit_for_bit(kind: st
     """96 samples, 8 a rank a batch: 6 batches per epoch. Stopped right after the checkpoint of step 8 (epoch 1,
     batch 2), resumed with ckpt_path: every rank trains the batches of the run that never stopped, every sample once
     an epoch, and ends with its weights and momentum, dropout on."""
-    folder = _shared_folder('resume')
+    folder = shared_folder('resume')
     whole = fit(loader(kind, workers), folder / 'whole', max_steps=15)
     fit(loader(kind, workers), folder / 'stopped', max_steps=9, save_every=4)
     resumed = fit(loader(kind, workers), folder / 'resumed', max_steps=15,
                   ckpt_path=str(folder / 'stopped' / 'step=8.ckpt'))
     assert resumed.trained == whole.trained[8:]
     assert same_weights(whole, resumed)
-    epochs = _per_epoch(_gathered(whole.trained))
+    epochs = _per_epoch(gathered(whole.trained))
     assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(96)), 'every sample once an epoch, across ranks'
-    assert _gathered(same_weights(whole, resumed)) == [True, True]
+    assert gathered(same_weights(whole, resumed)) == [True, True]
 
 
 def test_a_two_rank_checkpoint_for_one_rank_to_resume() -> None:
     """The batch of batches on two ranks, a checkpoint after the first batch of each rank (30 samples of 90);
     tests/lightning/test_launch.py resumes it on one rank, and checks every sample of the epoch is trained once."""
     folder = Path(os.environ['LIGHTNING_SHARED']) / 'two'
-    trained = _gathered(fit(nested_loader(), folder, max_steps=2, save_every=1).trained)
+    trained = gathered(fit(nested_loader(), folder, max_steps=2, save_every=1).trained)
     if torch_dist.get_rank() == 0:
         (folder / 'trained.json').write_text(json.dumps(trained))
 
@@ -94,7 +74,7 @@ def test_a_resume_onto_more_ranks_inside_an_epoch_is_refused() -> None:
     of the epoch from batch 2 of 6 and end it before every sample was trained."""
     checkpoint = Path(os.environ['LIGHTNING_SHARED']) / 'one' / 'step=2.ckpt'
     with pytest.raises(DataOrderError, match=r"saved at epoch 0, batch 2 on 1 ranks to 2: Lightning's loop counts the rest"):
-        fit(loader('ours'), _shared_folder('more'), max_steps=20, ckpt_path=str(checkpoint))
+        fit(loader('ours'), shared_folder('more'), max_steps=20, ckpt_path=str(checkpoint))
 
 
 @pytest.mark.parametrize('sync', [True, False], ids=['with SamplerSync', 'without SamplerSync'])
@@ -104,7 +84,7 @@ def test_the_ledger_of_a_resumed_run_audits_every_sample_once_and_catches_a_resu
     2), resumed with ckpt_path: the ledger's two attempts audit with exit 0, the first counted up to batch 8. Without
     SamplerSync, Lightning trains the rest of epoch 1 from a new iterator, so its first 2 batches train again and its
     last 2 never: 2 batches x 8 samples x 2 ranks repeated and as many missing, exit 1."""
-    folder = _shared_folder('ledger')
+    folder = shared_folder('ledger')
     fit(loader('torch'), folder / 'stopped', max_steps=9, save_every=4, sync=sync,
         callbacks=(SampleLedger(folder / 'ledger'),))
     resumed = fit(loader('torch'), folder / 'resumed', max_steps=15, sync=sync, callbacks=(SampleLedger(

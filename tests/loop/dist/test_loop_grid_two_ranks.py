@@ -15,17 +15,12 @@ import torch.distributed as torch_dist
 
 from support.grid import TWO_RANK_SUBSET, Row, gather, holds
 from support.grid_loop import run_row
+from support.two_ranks import gloo_group, shared_folder  # noqa: F401 (gloo_group: an autouse fixture)
 
 pytestmark = pytest.mark.world_size(2)
 
 
-@pytest.fixture(autouse=True)
-def _process_group() -> None:
-    if not torch_dist.is_initialized():
-        torch_dist.init_process_group('gloo', timeout=timedelta(minutes=2))
-
-
 @pytest.mark.parametrize('row', TWO_RANK_SUBSET, ids=str)
 def test_a_resumed_loop_on_two_ranks_ends_as_the_run_that_never_stopped(row: Row) -> None:
-    folder = Path(gather(tempfile.mkdtemp(prefix='grid-') if int(os.environ['RANK']) == 0 else None)[0])
+    folder = shared_folder('grid')
     holds(run_row(row, folder))

@@ -13,25 +13,9 @@ import pytest
 import torch.distributed as torch_dist
 
 from support.loop_parts import KINDS, loader, run, same_weights
+from support.two_ranks import gloo_group, gathered, shared_folder  # noqa: F401 (gloo_group: an autouse fixture)
 
 pytestmark = pytest.mark.world_size(2)
-
-
-@pytest.fixture(autouse=True)
-def _process_group() -> None:
-    if not torch_dist.is_initialized():
-        torch_dist.init_process_group('gloo', timeout=timedelta(minutes=2))
-
-
-def _gathered(value: Any) -> list[Any]:
-    found: list[Any] = [None] * torch_dist.get_world_size()
-    torch_dist.all_gather_object(found, value)
-    return found
-
-
-def _shared_folder() -> Path:
-    made = tempfile.mkdtemp(prefix='loop-') if int(os.environ['RANK']) == 0 else None
-    return Path(_gathered(made)[0])
 
 
 @pytest.mark.parametrize('workers', [0, 2])
@@ -40,14 +24,14 @@ def test_a_two_rank_loop_resumes_bit_for_bit(kind: str, workers: int) -> None:
     """64 samples, 8 a rank a batch: 4 batches an epoch. Stopped right after step 6 (epoch 1, batch 2) and resumed:
     every rank trains the batches of the run that never stopped and ends with its weights and momentum, dropout on;
     every sample once an epoch across the ranks."""
-    checkpoint = _shared_folder() / 'step6.pt'
+    checkpoint = shared_folder('loop') / 'step6.pt'
     whole = run(loader(kind, workers), 10)
     run(loader(kind, workers), 10, save_at=6, checkpoint=checkpoint)
     resumed = run(loader(kind, workers), 10, resume=checkpoint)
     assert resumed.trained == whole.trained[6:]
-    assert _gathered(same_weights(whole, resumed)) == [True, True]
+    assert gathered(same_weights(whole, resumed)) == [True, True]
     epochs: dict[int, list[int]] = {}
-    for rank in _gathered(whole.trained):
+    for rank in gathered(whole.trained):
         for epoch, indices in rank:
             epochs.setdefault(epoch, []).extend(indices)
     assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(64))

@@ -1,5 +1,5 @@
 """Two ranks of a real Hugging Face ``Trainer`` (``use_cpu=True``, gloo), started by torchrun; each test runs on both
-ranks (``tests/transformers/test_transformers_launch.py`` launches them), and gathers what every rank trained."""
+ranks (``tests/lightning/test_launch.py`` launches them, with the Lightning and loop tests), and gathers what every rank trained."""
 
 from __future__ import annotations
 
@@ -16,34 +16,14 @@ from composer_sampling import DataOrderError
 from composer_sampling.transformers import SamplerSync
 
 from support.transformers_parts import epochs_of, fit, same_weights
+from support.two_ranks import gloo_group, gathered, shared_folder  # noqa: F401 (gloo_group: an autouse fixture)
 
 pytestmark = [pytest.mark.world_size(2), pytest.mark.transformers]
 
 
-@pytest.fixture(autouse=True)
-def _process_group() -> None:
-    """The gloo group torchrun's environment describes, started before the first fit (accelerate then takes it). A
-    collective whose peer has failed raises after two minutes instead of gloo's default of thirty."""
-    if not torch_dist.is_initialized():
-        torch_dist.init_process_group('gloo', timeout=timedelta(minutes=2))
-
-
-def _gathered(value: Any) -> list[Any]:
-    """``value`` of every rank, in rank order."""
-    found: list[Any] = [None] * torch_dist.get_world_size()
-    torch_dist.all_gather_object(found, value)
-    return found
-
-
-def _shared_folder(name: str) -> Path:
-    """A folder both ranks name alike: rank 0's new temporary folder, told to rank 1."""
-    made = tempfile.mkdtemp(prefix=f'{name}-') if int(os.environ['RANK']) == 0 else None
-    return Path(_gathered(made)[0])
-
-
 def _samples_per_epoch(trained: list[list[int]], batches_in_epoch: int) -> list[list[int]]:
     """The samples every rank trained in each epoch, ranks gathered."""
-    ranks = [epochs_of(rank, batches_in_epoch) for rank in _gathered(trained)]
+    ranks = [epochs_of(rank, batches_in_epoch) for rank in gathered(trained)]
     return [[index for rank in ranks for index in rank[epoch]] for epoch in range(len(ranks[0]))]
 
 
@@ -54,7 +34,7 @@ def test_each_kind_trains_every_sample_once_an_epoch_in_a_new_order_and_resumes_
     with resume_from_checkpoint: every rank trains the batches of the run that never stopped, across the next epoch
     boundary, and ends with its weights and AdamW state, dropout on. The same seed gives the same batches; the next
     data seed another order."""
-    folder = _shared_folder(kind)
+    folder = shared_folder(kind)
     per_epoch = 96 // (2 * batch)
     whole = fit(kind, folder / 'whole', 30, batch=batch)
     epochs = _samples_per_epoch(whole.model.trained, per_epoch)
@@ -64,7 +44,7 @@ def test_each_kind_trains_every_sample_once_an_epoch_in_a_new_order_and_resumes_
     assert stopped.model.trained == whole.model.trained[:15], 'the same seed, the same batches'
     resumed = fit(kind, folder / 'resumed', 30, batch=batch, resume=str(folder / 'stopped' / 'checkpoint-15'))
     assert resumed.model.trained == whole.model.trained[15:]
-    assert _gathered(same_weights(whole, resumed)) == [True, True]
+    assert gathered(same_weights(whole, resumed)) == [True, True]
     other = fit(kind, folder / 'other', per_epoch, batch=batch, sync=SamplerSync(data_seed=18))
     assert _samples_per_epoch(other.model.trained, per_epoch)[0] != epochs[0], 'the next seed, another order'
 
@@ -74,7 +54,7 @@ def test_gradient_accumulation_with_a_length_that_does_not_divide_resumes_bit_fo
                                                                                      accumulate: int) -> None:
     """100 samples, 4 per batch on two ranks: 13 batches per rank per epoch, so the epoch's last optimizer step takes the
     remaining batch. The checkpoint of step 9 (2 accumulation) or 5 (4) lies inside the second epoch."""
-    folder = _shared_folder(f'accumulate-{accumulate}')
+    folder = shared_folder(f'accumulate-{accumulate}')
     steps, save = (16, 9) if accumulate == 2 else (9, 5)
     whole = fit(kind, folder / 'whole', steps, size=100, accumulate=accumulate)
     epochs = _samples_per_epoch(whole.model.trained, 13)
@@ -87,13 +67,13 @@ def test_gradient_accumulation_with_a_length_that_does_not_divide_resumes_bit_fo
     resumed = fit(kind, folder / 'resumed', steps, size=100, accumulate=accumulate,
                   resume=str(folder / 'stopped' / f'checkpoint-{save}'))
     assert resumed.model.trained == whole.model.trained[trained:]
-    assert _gathered(same_weights(whole, resumed)) == [True, True]
+    assert gathered(same_weights(whole, resumed)) == [True, True]
 
 
 def test_adjacent_data_seeds_share_no_epoch_order() -> None:
     """The Trainer's own random sampler, left to accelerate: its SeedableRandomSampler would draw epoch 1 of seed 17
     as epoch 0 of seed 18 (it seeds seed + epoch); seeded from the data seed and the epoch, no two epochs agree."""
-    folder = _shared_folder('seeds')
+    folder = shared_folder('seeds')
     orders = [_samples_per_epoch(fit('default', folder / str(seed), 24, sync=SamplerSync(data_seed=seed)).model.trained,
                                  12) for seed in (17, 18)]
     assert orders[1][0] != orders[0][1] and orders[1][0] != orders[0][0] and orders[0][0] != orders[0][1]
@@ -106,12 +86,12 @@ def test_adjacent_data_seeds_share_no_epoch_order() -> None:
 def test_accelerate_settings_that_split_the_data_again_are_refused_by_name(config: dict[str, bool],
                                                                          message: str) -> None:
     with pytest.raises(DataOrderError, match=message):
-        fit('ours', _shared_folder('refused'), 6, arguments={'accelerator_config': config})
+        fit('ours', shared_folder('refused'), 6, arguments={'accelerator_config': config})
 
 
 def test_without_the_adapter_accelerate_splits_a_sampler_that_shards_by_rank_again() -> None:
     """The problem the adapter exists for, kept as a test of accelerate's behaviour: our sampler returned from
     _get_train_sampler trains 48 of 96 samples per epoch."""
-    trained = fit('ours', _shared_folder('plain'), 6, sync=False).model.trained
-    samples = [index for rank in _gathered(trained) for batch in rank for index in batch]
+    trained = fit('ours', shared_folder('plain'), 6, sync=False).model.trained
+    samples = [index for rank in gathered(trained) for batch in rank for index in batch]
     assert len(samples) == len(set(samples)) == 48
