@@ -146,8 +146,8 @@ class DataOrder:
         if not self._loop_started:
             self._begin(epoch)
         elif epoch != self.epoch_set:
-            self.next_epoch(epoch)
-            self._placed, self._loop_batches, self._loop_done = self._loader, 0, False
+            self.next_epoch(epoch)  # the placed loader stays: a tap on its top tells the epoch's lists to the chain
+            self._loop_batches, self._loop_done = 0, False
             self._restore_rng(_AT_EPOCH_START)
 
     def __iter__(self) -> Iterator[Any]:
@@ -589,6 +589,7 @@ class DataOrder:
     def resume_from(self, loaded: LoadedOrder) -> None:
         """Take a checkpoint's state that an adapter has read already (see :meth:`load_state_dict`)."""
         self.checkpoint = loaded
+        self.epoch_set = None  # the loop continues at the checkpoint's epoch (``epoch``)
         self._check_pending = self._place_pending = True
         self._seeds.epoch_seeds = loaded.epoch_seeds
         self._loop_started = False

@@ -76,3 +76,52 @@ def test_a_loop_that_skips_the_checkpoints_epoch_or_has_no_seed_is_refused(tmp_p
         DataOrder(loader('ours')).set_epoch(0)
     with pytest.raises(DataOrderError, match=r'call set_epoch\(epoch\) before iterating'):
         iter(DataOrder(loader('ours'), data_seed=3)).__next__()
+
+
+class _Groups(torch.utils.data.Sampler):
+    """A user's batch of batches with neither set_epoch nor a generator: two batches of a seeded sampler as one. With
+    ``hidden``, it keeps them under a name the graph walk does not follow, so the generator below is never reseeded
+    and its draws of one epoch depend on the epochs before."""
+
+    def __init__(self, batches: torch.utils.data.BatchSampler, hidden: bool) -> None:
+        if hidden:
+            self.inner = batches
+        else:
+            self.batch_sampler = batches
+
+    def _batches(self) -> torch.utils.data.BatchSampler:
+        return getattr(self, 'inner', None) or self.batch_sampler
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        drawn = list(self._batches())
+        return iter([drawn[k] + drawn[k + 1] for k in range(0, len(drawn), 2)])
+
+    def __len__(self) -> int:
+        return len(self._batches()) // 2
+
+
+@pytest.mark.parametrize('hidden', [False, True], ids=['reached', 'hidden'])
+def test_a_batch_of_batches_that_orders_by_nothing_of_ours_resumes_in_a_later_epoch(hidden: bool,
+                                                                                     tmp_path: Path) -> None:
+    """Its trained index lists are drawn again at the resume and checked against the checkpoint's digest, which the
+    loop keeps for every epoch of the placed loader, not only the first: the same lists continue the epoch exactly;
+    where the generator below is out of reach, the lists of a later epoch come out different and the resume is
+    refused."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    from support.loop_parts import Named
+
+    def groups() -> DataLoader:
+        data = Named()
+        inner = BatchSampler(RandomSampler(data, generator=torch.Generator().manual_seed(5)), 4, drop_last=False)
+        return DataLoader(data, batch_sampler=_Groups(inner, hidden))
+
+    whole = run(groups(), 20)
+    run(groups(), 20, save_at=11, checkpoint=tmp_path / 'step11.pt')
+    if hidden:
+        with pytest.raises(DataOrderError, match='the 3 index lists trained before the checkpoint come out different'):
+            run(groups(), 20, resume=tmp_path / 'step11.pt')
+        return
+    resumed = run(groups(), 20, resume=tmp_path / 'step11.pt')
+    assert resumed.trained == whole.trained[11:] and resumed.trained[0][0] == 1
+    assert same_weights(whole, resumed)
