@@ -17,6 +17,10 @@ names them:
 * ``_save_checkpoint(model, trial)``: the ledger is written before the checkpoint, and
   its state into the checkpoint folder after it.
 
+The tap goes on the torch loader inside accelerate's ``DataLoaderShard`` (or on the loader
+itself, where accelerate did not prepare it): :func:`tap_unplaced` in ``get_train_dataloader``
+without ``SamplerSync``, :func:`tap_placed` on the loader that ``SamplerSync`` placed.
+
 Example:
     >>> LEDGER_ATTACHED
     '_composer_sampling_sample_ledger'
@@ -27,13 +31,20 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from composer_sampling._graph.index_tap import Listener
+from composer_sampling._graph.snapshot import GraphSnapshot
+from composer_sampling._ledger.see_through import tap_seen_through
+from composer_sampling._ledger.sources import Tap, order_graph, tap_loader
 from composer_sampling.errors import DataOrderError
+from composer_sampling.transformers._accelerate import base_loader, replace_base
 from composer_sampling.transformers._wiring import checkpoint_folder, saved_folder
 
-__all__ = ['LEDGER_ATTACHED', 'wire_ledger']
+__all__ = ['LEDGER_ATTACHED', 'Source', 'tap_placed', 'tap_unplaced', 'wire_ledger']
 
 #: The trainer instance's attribute that holds the SampleLedger attached to it.
 LEDGER_ATTACHED = '_composer_sampling_sample_ledger'
+#: Where the ledger reads the index lists: the torch train loader, its graph, and the tap on its top.
+Source = tuple[Any, GraphSnapshot | None, Tap | None]
 
 
 def wire_ledger(trainer: Any, ledger: Any) -> None:
@@ -88,3 +99,46 @@ def wire_ledger(trainer: Any, ledger: Any) -> None:
             return resumed
 
         trainer.get_resumed_dataloader = get_resumed_dataloader
+
+
+def tap_unplaced(prepared: Any, listener: Listener) -> tuple[Any, Source]:
+    """Tap the train loader ``prepared`` that ``get_train_dataloader`` built, where no order object places it.
+
+    The tap is a :class:`~composer_sampling._ledger.see_through.SeeThroughTap`, so the ``set_epoch`` calls of
+    accelerate and of the Trainer reach the samplers they reach without it. Returns the loader the trainer must
+    iterate (``prepared``, whose torch loader was replaced, or the new loader where accelerate did not prepare
+    it), and the torch loader, its graph before the tap, and the tap (None for a loader that is not a torch
+    ``DataLoader``).
+    """
+    inner = base_loader(prepared)
+    loader = prepared if inner is None else inner
+    graph = order_graph(None, loader)
+    tap, rebuilt = tap_seen_through(loader, listener)
+    if rebuilt is not None and inner is None:
+        return rebuilt, (rebuilt, graph, tap)
+    if rebuilt is not None:
+        replace_base(prepared, rebuilt)
+    return prepared, (loader, graph, tap)
+
+
+def tap_placed(prepared: Any, order: Any, listener: Listener) -> Source:
+    """The torch loader inside ``prepared`` that the ``DataOrder`` ``order`` placed, its graph, and the tap on its
+    top, telling ``listener``; a new loader built around the tap replaces the one inside accelerate's.
+
+    Raises:
+        DataOrderError: the tap needs a new loader, and accelerate did not prepare ``prepared``.
+    """
+    inner = base_loader(prepared)
+    loader = prepared if inner is None else inner
+    graph = order_graph(order, loader)
+    if graph is None or not graph.map_style:
+        return loader, graph, None  # the ledger then reads the batch, with index_key
+    tap, rebuilt = tap_loader(loader, graph, listener)
+    if rebuilt is not None and inner is None:
+        raise DataOrderError(
+            'SampleLedger: get_train_dataloader returned a DataLoader that accelerate did not prepare, and its batch '
+            'sampler needs a tap on top that only a new loader can hold; return self.accelerator.prepare(loader) '
+            'from get_train_dataloader, or pass SampleLedger(index_key=...)')
+    if rebuilt is not None:
+        replace_base(prepared, rebuilt)
+    return loader, graph, tap

@@ -13,13 +13,11 @@ from composer_sampling._ledger.attempt import open_attempt, record_trained
 from composer_sampling._ledger.batch_indices import IndexKey, key_name, valid_index_key
 from composer_sampling._ledger.lineage import Lineage
 from composer_sampling._ledger.recorder import LedgerRecorder
-from composer_sampling._ledger.see_through import tap_seen_through
-from composer_sampling._ledger.sources import IndexSource, order_graph, tap_loader
+from composer_sampling._ledger.sources import IndexSource
 from composer_sampling._resume.ranks import torch_ranks
 from composer_sampling.errors import DataOrderError
 from composer_sampling.ledger_format import object_store_scheme
-from composer_sampling.transformers._accelerate import base_loader, replace_base
-from composer_sampling.transformers._ledger_wiring import wire_ledger
+from composer_sampling.transformers._ledger_wiring import Source, tap_placed, tap_unplaced, wire_ledger
 from composer_sampling.transformers._loop import batches_before, batches_of, resume_place, steps_per_epoch
 from composer_sampling.transformers._state_files import LEDGER, read_state, write_state
 from composer_sampling.transformers._wiring import ATTACHED, is_trainer
@@ -34,17 +32,13 @@ class SampleLedger(TrainerCallback):
     The files have the format of the Composer and Lightning ledgers, and ``composer-sampling audit FOLDER``
     reads them alike. Attach the ledger with :meth:`attach`, which wraps a few methods of that one trainer
     (never of its class). The indices come from a tap at the top of the train loader, matched in order to
-    the batches that trained, every micro batch of an optimizer step included. With the trainer's
-    ``SamplerSync``, the tap goes on the loader that its :class:`~composer_sampling.DataOrder` placed;
-    without it, on the loader that ``get_train_dataloader`` returns, where accelerate's and the Trainer's
-    own ``set_epoch`` calls reach the samplers below it as they would without the tap.
+    the batches that trained, every micro batch of an optimizer step included: on the loader that the
+    trainer's ``SamplerSync`` placed, else on the loader that ``get_train_dataloader`` returns.
 
-    Batches are numbered as the Trainer's loop counts them, so that ``audit`` follows a resume:
-    epoch ``e``, batch ``b`` of each rank is batch ``e x batches_in_epoch + b``. Records are held in memory
-    and written before every checkpoint, at every epoch's end and when ``train`` returns or raises, so a
-    process killed after a checkpoint loses no batch that the checkpoint holds. Every rank writes the
-    run's lineage, the attempt and the last batch recorded into the checkpoint folder, as
-    ``sample_ledger_{rank}.pt`` (``torch.load(weights_only=True)`` reads it); a fit resumed with
+    Each rank numbers its batches as the Trainer's loop counts them: batch ``b`` of epoch ``e`` is batch
+    ``e x batches_in_epoch + b``. Records are written before every checkpoint, at every epoch's end and
+    when ``train`` returns or raises. Every rank writes the lineage, the attempt and the last batch into
+    the checkpoint folder as ``sample_ledger_{rank}.pt``, so a fit resumed with
     ``train(resume_from_checkpoint=...)`` writes a new attempt's files that continue the lineage there.
 
     Args:
@@ -74,8 +68,7 @@ class SampleLedger(TrainerCallback):
         self._recorder: LedgerRecorder | None = None  # the file of the current fit
         self._trainer: Any = None
         self._checkpoint: str | None = None  # the folder the fit in progress resumed from
-        self._tap: Any = None  # the tap put on top of the loader in get_train_dataloader, without SamplerSync
-        self._graph: Any = None  # the graph of that loader, taken before the tap went on top
+        self._source: Source | None = None  # the loader tapped in get_train_dataloader, without SamplerSync
         self._fit = False  # whether a train() is in progress
         self._skipped = False  # the trainer drew and dropped the trained batches of the resumed epoch
         self._batches, self._accumulate, self._epoch = 0, 1, 0
@@ -108,7 +101,7 @@ class SampleLedger(TrainerCallback):
     def train_starts(self, checkpoint: str | None) -> None:
         """``train()`` is called, resuming from the checkpoint ``checkpoint`` (None: a fresh fit)."""
         self.train_ended()
-        self._recorder, self._tap, self._graph, self._skipped, self._fit = None, None, None, False, True
+        self._recorder, self._source, self._skipped, self._fit = None, None, False, True
         self._checkpoint = checkpoint
         state = None if checkpoint is None else read_state(checkpoint, torch_ranks().rank, LEDGER)
         if state is None:
@@ -120,15 +113,7 @@ class SampleLedger(TrainerCallback):
         """The trainer built its train loader: without ``SamplerSync``, tap it here, before it is iterated."""
         if vars(self._trainer).get(ATTACHED) is not None:
             return prepared  # tapped at the first epoch, once SamplerSync has placed it
-        inner = base_loader(prepared)
-        loader = prepared if inner is None else inner
-        self._graph = order_graph(None, loader)
-        self._tap, rebuilt = tap_seen_through(loader, self._indices.tell)
-        if rebuilt is None:
-            return prepared
-        if inner is None:
-            return rebuilt
-        replace_base(prepared, rebuilt)
+        prepared, self._source = tap_unplaced(prepared, self._indices.tell)
         return prepared
 
     def resumed(self, skipped: bool) -> None:
@@ -142,7 +127,7 @@ class SampleLedger(TrainerCallback):
                            inputs, self._skipped)
 
     def checkpoint_saving(self) -> None:
-        """The trainer is about to save a checkpoint: every batch it holds is written first."""
+        """The trainer is about to save a checkpoint (or ends an epoch): every batch recorded is written first."""
         if self._recorder is not None:
             self._recorder.flush()
 
@@ -176,31 +161,15 @@ class SampleLedger(TrainerCallback):
         self.checkpoint_saving()
 
     def _start(self, args: Any, state: Any, prepared: Any) -> None:
-        """Tap the loader the trainer is about to iterate, where it was not tapped yet, and open the fit's file."""
-        inner = base_loader(prepared)
-        loader = prepared if inner is None else inner
+        """Tap the loader SamplerSync placed, where there is one, and open the fit's file."""
         sync = vars(self._trainer).get(ATTACHED)
-        graph = self._graph if sync is None else order_graph(sync.data_order, loader)
-        if sync is None or graph is None or not graph.map_style:
-            find_tap: Any = lambda listener: self._tap  # noqa: E731
-        else:
-            find_tap = lambda listener: self._tap_placed(prepared, loader, graph, listener)  # noqa: E731
+        source = self._source if sync is None else tap_placed(prepared, sync.data_order, self._indices.tell)
+        assert source is not None, 'get_train_dataloader tapped the loader'
+        loader, graph, tap = source
         self._batches, self._accumulate = batches_of(prepared, args), int(args.gradient_accumulation_steps)
         place = resume_place(state.global_step, self._batches, self._accumulate)
         inside = self._checkpoint is not None and 0 < place.batches < self._batches
-        self._indices.start(loader, graph, None, find_tap, place.batches if inside else 0)
+        self._indices.start(loader, graph, None, lambda listener: tap, place.batches if inside else 0)
         self._recorder = open_attempt(self._lineage, self._indices, lambda attempt: Path(self.folder), torch_ranks(),
                                       loader, graph, start_batch=batches_before(place, self._batches),
                                       start_epoch=place.epoch)
-
-    def _tap_placed(self, prepared: Any, loader: Any, graph: Any, listener: Any) -> Any:
-        """The tap on top of the loader that SamplerSync placed; a new loader around it replaces accelerate's."""
-        tap, rebuilt = tap_loader(loader, graph, listener)
-        if rebuilt is not None:
-            if base_loader(prepared) is None:
-                raise DataOrderError(
-                    'SampleLedger: get_train_dataloader returned a DataLoader that accelerate did not prepare, and its '
-                    'batch sampler needs a tap on top that only a new loader can hold; return '
-                    'self.accelerator.prepare(loader) from get_train_dataloader, or pass SampleLedger(index_key=...)')
-            replace_base(prepared, rebuilt)
-        return tap
