@@ -7,6 +7,7 @@ The two-rank audit, and its failure without SamplerSync, are in ``dist/``.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,17 @@ def test_attach_returns_the_trainer_once_and_refuses_what_it_cannot_attach_to(tm
 def test_bad_arguments_are_named(arguments: dict[str, Any], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         SampleLedger(**arguments)
+
+
+def test_the_ledger_example_of_the_docs_runs_as_written_and_audits(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    page = (ROOT / 'docs' / 'transformers.md').read_text()
+    section = page.split('## The ledger, and what `audit` proves', 1)[1]
+    code = re.search(r'```python\n(.*?)```', section, flags=re.DOTALL)
+    assert code is not None
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    namespace: dict[str, Any] = {'model': Model(), 'dataset': Named(), '__name__': 'docs'}
+    exec(compile(code.group(1), 'docs/transformers.md', 'exec'), namespace)
+    status, report = audit(tmp_path / 'runs' / 'ledger' / 'ledger')
+    assert (status, epochs(report)) == (0, [(0, 96, 0, 0, 'ok'), (1, 96, 0, 0, 'ok')])
