@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(('kind', 'sync', 'size', 'accumulate', 'save', 'ledger'), [
     ('ours', True, 96, 1, 25, {}),  # 24 batches an epoch: step 25 is batch 1 of epoch 1
     ('ours', True, 100, 4, 8, {'first': True}),  # 25 batches, 7 steps an epoch (the last of 1): batch 4 of epoch 1
-    ('default', False, 96, 2, 13, {}),  # 24 batches, 12 steps: batch 2 of epoch 1; accelerate's own order
+    ('default', False, 96, 2, 13, {'workers': 2}),  # 24 batches, 12 steps: batch 2 of epoch 1; accelerate's order
     ('default', False, 96, 1, 25, {'index_key': 'index'}),  # the indices read from each batch
-], ids=['SamplerSync', 'SamplerSync, accumulation 4, attached first', 'Trainer alone, accumulation 2',
+], ids=['SamplerSync', 'SamplerSync, accumulation 4, attached first', 'Trainer alone, accumulation 2, 2 workers',
         'Trainer alone, index_key'])
 def test_the_ledger_of_a_run_resumed_after_a_crash_audits_every_sample_once(
         kind: str, sync: bool, size: int, accumulate: int, save: int, ledger: dict[str, Any], tmp_path: Path) -> None:
@@ -43,8 +43,9 @@ def test_the_ledger_of_a_run_resumed_after_a_crash_audits_every_sample_once(
     two fits trained the batches of a fit without the ledger."""
     steps = 2 * -(-(size // 4) // accumulate)
     first, key = ledger.get('first', False), {'index_key': ledger['index_key']} if 'index_key' in ledger else {}
-    common: dict[str, Any] = dict(size=size, accumulate=accumulate, sync=sync, ledger_first=first)
-    whole = fit(kind, tmp_path / 'whole', steps, size=size, accumulate=accumulate, sync=sync)
+    workers = ledger.get('workers', 0)
+    common: dict[str, Any] = dict(size=size, accumulate=accumulate, sync=sync, ledger_first=first, workers=workers)
+    whole = fit(kind, tmp_path / 'whole', steps, size=size, accumulate=accumulate, sync=sync, workers=workers)
     stopped = fit(kind, tmp_path / 'stopped', steps, save_steps=save, stop_at=save, crash_copy=tmp_path / 'crashed',
                   ledger=SampleLedger(tmp_path / 'ledger', **key), **common)
     checkpoint = tmp_path / 'stopped' / f'checkpoint-{save}'
