@@ -65,13 +65,15 @@ def open_attempt(lineage: Lineage, indices: IndexSource, folder: Callable[[str],
 
 
 def record_trained(recorder: LedgerRecorder, lineage: Lineage, indices: IndexSource, trained: int, epoch: int,
-                   batch: Any) -> None:
+                   batch: Any, spun: bool = False) -> None:
     """Record every batch up to the trainer's count ``trained`` that ``lineage.batch`` says is not recorded yet.
 
     One batch trains between two calls, except where a checkpoint is taken before the hook that records a batch:
     there the tap's next index list is that batch's, and ``batch`` (read with ``index_key``) is the one in flight.
+    ``spun`` says that the trainer drew and dropped the index lists of the batches of the epoch trained before this
+    fit (see :meth:`IndexSource.trained`); it is read at the first batch of a fit only.
     """
     while lineage.batch is not None and lineage.batch < trained:
         number = lineage.batch + 1
-        recorder.record(epoch, number, indices.trained(batch, number), None)
+        recorder.record(epoch, number, indices.trained(batch, number, spun), None)
         lineage.batch = number

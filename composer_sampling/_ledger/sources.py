@@ -12,23 +12,33 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from torch.utils.data import DataLoader
 
 from composer_sampling._graph.index_tap import IndexTap, Listener, install_tap
-from composer_sampling._graph.snapshot import GraphSnapshot
+from composer_sampling._graph.snapshot import GraphSnapshot, take_snapshot
 from composer_sampling._graph.walk import active_root, describe, is_map_style
 from composer_sampling._ledger.batch_indices import IndexKey, read_indices
 from composer_sampling._resume.data_identity import agreed_fingerprint
 from composer_sampling._resume.place import tap_at_top
 from composer_sampling._resume.ranks import Ranks
 
-__all__ = ['FindTap', 'IndexSource', 'dataset_fields', 'ledger_fingerprint', 'tap_loader']
+__all__ = ['FindTap', 'IndexSource', 'Tap', 'dataset_fields', 'ledger_fingerprint', 'order_graph', 'tap_loader']
+
+
+class Tap(Protocol):
+    """What a source reads of the tap that tells it the index lists: an ``IndexTap``, or a ``SeeThroughTap``."""
+
+    passes: int  # the passes over the data that the tap has started
+
+    def forget(self, listener: Listener) -> None:
+        """Stop telling ``listener``."""
+
 
 #: Places the tap that every batch of the train loader passes through, telling the listener; None when it cannot.
-FindTap = Callable[[Listener], IndexTap | None]
+FindTap = Callable[[Listener], Tap | None]
 
 
 class IndexSource:
@@ -51,7 +61,7 @@ class IndexSource:
         self.schedules: dict[int, np.ndarray] = {}
         self._graph: GraphSnapshot | None = None
         self._loader: Any = None
-        self._tap: IndexTap | None = None
+        self._tap: Tap | None = None
         self._told: collections.deque[tuple[int, list[int]]] = collections.deque()
         self._check_first = False
         self._spun = 0
@@ -231,6 +241,23 @@ def tap_loader(loader: DataLoader, graph: GraphSnapshot,
     if isinstance(getattr(loader, edge), IndexTap):
         return install_tap(loader, edge, listener=listener), None
     return tap_at_top(loader, graph, listener)
+
+
+def order_graph(order: Any, loader: Any) -> GraphSnapshot | None:
+    """The sampler graph of the train ``loader``: the graph of the :class:`~composer_sampling.DataOrder` ``order``
+    when that order placed this loader, else a new snapshot; ``None`` for a loader that is not a torch DataLoader.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> order_graph(None, DataLoader(range(4), batch_size=2)).map_style, order_graph(None, range(4))
+        (True, None)
+    """
+    if not isinstance(loader, DataLoader):
+        return None
+    graph = getattr(order, 'graph', None)
+    if order is not None and order.placed is loader and graph is not None:
+        return graph
+    return take_snapshot(loader)
 
 
 def dataset_fields(graph: GraphSnapshot | None, stream: Any, world_size: int, rank: int) -> dict[str, int]:

@@ -16,13 +16,26 @@ Example:
     (3, Place(epoch=1, batches=4))
     >>> saved_place(global_step=3, batches_in_epoch=12, accumulate=4)
     (Place(epoch=0, batches=12), True)
+    >>> batches_before(Place(epoch=1, batches=4), batches_in_epoch=12)
+    16
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from composer_sampling._resume.place import Place
 
-__all__ = ['batch_in_epoch', 'resume_place', 'saved_place', 'steps_per_epoch']
+__all__ = ['batch_in_epoch', 'batches_before', 'batches_of', 'resume_place', 'saved_place', 'steps_per_epoch']
+
+
+def batches_of(loader: Any, args: Any) -> int:
+    """``steps_in_epoch`` of transformers' ``set_initial_training_values``: the batches of an epoch of each rank, the
+    loader's length, else (an iterable dataset without one) ``max_steps`` times the accumulation."""
+    try:
+        return len(loader)
+    except TypeError:
+        return int(args.max_steps) * int(args.gradient_accumulation_steps)
 
 
 def steps_per_epoch(batches_in_epoch: int, accumulate: int) -> int:
@@ -50,3 +63,9 @@ def saved_place(global_step: int, batches_in_epoch: int, accumulate: int) -> tup
 def batch_in_epoch(global_step: int, epoch: int, batches_in_epoch: int, accumulate: int) -> int:
     """The batch of ``epoch`` the loop trains next, at the start of an optimizer step after ``global_step`` steps."""
     return (global_step - epoch * steps_per_epoch(batches_in_epoch, accumulate)) * accumulate
+
+
+def batches_before(place: Place, batches_in_epoch: int) -> int:
+    """The batches each rank trained before ``place`` since the run started, counting every micro batch of an
+    optimizer step: how a ledger numbers the batches of a Hugging Face run."""
+    return place.epoch * batches_in_epoch + place.batches

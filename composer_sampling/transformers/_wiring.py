@@ -31,7 +31,7 @@ from typing import Any
 
 from composer_sampling.errors import DataOrderError
 
-__all__ = ['ATTACHED', 'has_resume_hook', 'wire']
+__all__ = ['ATTACHED', 'checkpoint_folder', 'has_resume_hook', 'is_trainer', 'saved_folder', 'wire']
 
 #: The trainer instance's attribute that holds the SamplerSync attached to it.
 ATTACHED = '_composer_sampling_sampler_sync'
@@ -55,7 +55,7 @@ def wire(trainer: Any, sync: Any) -> None:
 
     @functools.wraps(own_train)
     def train(resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
-        sync.train_starts(_checkpoint_folder(trainer, resume_from_checkpoint))
+        sync.train_starts(checkpoint_folder(trainer, resume_from_checkpoint))
         return own_train(resume_from_checkpoint, *args, **kwargs)
 
     own_loader = trainer.get_train_dataloader
@@ -69,10 +69,7 @@ def wire(trainer: Any, sync: Any) -> None:
     @functools.wraps(own_save)
     def _save_checkpoint(model: Any, trial: Any, *args: Any, **kwargs: Any) -> None:
         own_save(model, trial, *args, **kwargs)
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-
-        sync.checkpoint_saved(os.path.join(trainer._get_output_dir(trial=trial),
-                                           f'{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}'))
+        sync.checkpoint_saved(saved_folder(trainer, trial))
 
     trainer.train, trainer.get_train_dataloader, trainer._save_checkpoint = train, get_train_dataloader, \
         _save_checkpoint
@@ -99,7 +96,21 @@ def has_resume_hook(trainer: Any) -> bool:
     return callable(getattr(type(trainer), 'get_resumed_dataloader', None))
 
 
-def _checkpoint_folder(trainer: Any, resume_from_checkpoint: Any) -> str | None:
+def is_trainer(obj: Any) -> bool:
+    """Whether ``obj`` is a ``transformers.Trainer`` (a subclass's instance included)."""
+    from transformers import Trainer
+
+    return isinstance(obj, Trainer)
+
+
+def saved_folder(trainer: Any, trial: Any) -> str:
+    """The folder ``_save_checkpoint(model, trial)`` has just saved into: ``<run dir>/checkpoint-<global_step>``."""
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    return os.path.join(trainer._get_output_dir(trial=trial), f'{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}')
+
+
+def checkpoint_folder(trainer: Any, resume_from_checkpoint: Any) -> str | None:
     """The folder ``train(resume_from_checkpoint=...)`` loads, as transformers resolves it; None for a fresh fit."""
     if resume_from_checkpoint is None or resume_from_checkpoint is False:
         return None

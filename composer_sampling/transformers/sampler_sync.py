@@ -15,9 +15,9 @@ from composer_sampling.data_order import DataOrder, TrainerTerms
 from composer_sampling.errors import DataOrderError
 from composer_sampling.permutation import MAX_DATA_SEED
 from composer_sampling.transformers._accelerate import base_loader, replace_base, unshard
-from composer_sampling.transformers._loop import batch_in_epoch, resume_place, saved_place, steps_per_epoch
+from composer_sampling.transformers._loop import batch_in_epoch, batches_of, resume_place, saved_place, steps_per_epoch
 from composer_sampling.transformers._state_files import read_state, write_state
-from composer_sampling.transformers._wiring import has_resume_hook, wire
+from composer_sampling.transformers._wiring import has_resume_hook, is_trainer, wire
 
 __all__ = ['SamplerSync']
 
@@ -100,6 +100,11 @@ class SamplerSync(TrainerCallback):
         """The data seed of the current (or last) fit, once its loader is placed."""
         return None if self._order is None else self._order.seed
 
+    @property
+    def data_order(self) -> DataOrder | None:
+        """The :class:`~composer_sampling.DataOrder` of the train loader, once the trainer has begun to train."""
+        return self._order
+
     def attach(self, trainer: Any) -> Any:
         """Attach to ``trainer`` (a ``transformers.Trainer`` or a subclass): wrap the methods of this instance that
         the data order needs, and add the callback; the trainer.
@@ -108,7 +113,7 @@ class SamplerSync(TrainerCallback):
             TypeError: ``trainer`` is not a ``transformers.Trainer``.
             DataOrderError: this callback is attached to another trainer, or another one to this trainer.
         """
-        if not _is_trainer(trainer):
+        if not is_trainer(trainer):
             raise TypeError(f'SamplerSync.attach expects a transformers.Trainer (or a subclass), got '
                             f'{type(trainer).__name__}')
         if self._trainer is not None and self._trainer is not trainer:
@@ -182,7 +187,7 @@ class SamplerSync(TrainerCallback):
         if self._loaded is not None:
             order.resume_from(self._loaded)
             self._loaded = None
-        batches = self._batches = _batches_in_epoch(loader, args)
+        batches = self._batches = batches_of(loader, args)
         place = resume_place(state.global_step, batches, self._accumulate)
         inside = 0 < place.batches < batches
         self._refuse_unplaceable(args, place, inside)
@@ -257,18 +262,3 @@ class SamplerSync(TrainerCallback):
             print(f'SamplerSync: global batch {text}; {self._batches} batches per rank per epoch, data seed '
                   f'{order.seed}', flush=True)
 
-
-def _batches_in_epoch(loader: Any, args: Any) -> int:
-    """``steps_in_epoch`` of transformers' ``set_initial_training_values``: the loader's length, else (an iterable
-    dataset without one) ``max_steps`` times the accumulation."""
-    try:
-        return len(loader)
-    except TypeError:
-        return int(args.max_steps) * int(args.gradient_accumulation_steps)
-
-
-def _is_trainer(obj: Any) -> bool:
-    """Whether ``obj`` is a ``transformers.Trainer`` (a subclass's instance included)."""
-    from transformers import Trainer
-
-    return isinstance(obj, Trainer)

@@ -27,7 +27,7 @@ TRANSFORMERS = importlib.util.find_spec('transformers') is not None and importli
 #: The tests of tests/lightning/dist and tests/loop/dist (a loop written by hand), each run on both ranks.
 TWO_RANK_TESTS = 25
 #: The tests of tests/transformers/dist (the Hugging Face Trainer), each run on both ranks where they are collected.
-TRANSFORMERS_TESTS = 9
+TRANSFORMERS_TESTS = 12
 #: Seconds one test may take on a rank (each takes a few seconds alone, up to about 30 on a loaded machine).
 RANK_TEST_TIMEOUT = 150
 #: Seconds the whole launch may take (about 20 alone).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampl
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from composer_sampling import NestedBatchSampler, ResumableDistributedSampler, distribute
-from composer_sampling.transformers import SamplerSync
+from composer_sampling.audit import AuditReport, audit_folder
+from composer_sampling.ledger_format import LedgerError, read_ledger
+from composer_sampling.transformers import SampleLedger, SamplerSync
 
 #: The loaders a Hugging Face user has, as the tests name them: a VILA-like subclass whose ``_get_train_sampler``
 #: returns its own rank-aware sampler, our sampler returned by ``_get_train_sampler``, a batch of batches made
@@ -114,13 +117,17 @@ TRAINERS = {'vila': VilaLikeTrainer, 'ours': OursTrainer, 'nested': NestedTraine
 
 
 class StopAfterSave(TrainerCallback):
-    """Stops the fit right after the checkpoint of step ``step``, as a run killed there would stop."""
+    """Stops the fit right after the checkpoint of step ``step``, as a run killed there would stop; with ``copy``,
+    first copies the ledger folder ``copy[0]`` to ``copy[1]``: what a process killed right after the checkpoint
+    leaves on disk."""
 
-    def __init__(self, step: int) -> None:
-        self.step = step
+    def __init__(self, step: int, copy: tuple[Path, Path] | None = None) -> None:
+        self.step, self.copy = step, copy
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.global_step == self.step:
+            if self.copy is not None:
+                shutil.copytree(*self.copy)
             control.should_training_stop = True
 
 
@@ -132,12 +139,14 @@ def world() -> tuple[int, int]:
 def fit(kind: str, folder: Path, max_steps: int, *, size: int = 96, batch: int = 4, accumulate: int = 1,
         seed: int = 17, save_steps: int | None = None, stop_at: int | None = None, resume: str | bool | None = None,
         sync: bool | SamplerSync = True, data_seed: int = 0, workers: int = 0, attach: bool = True,
-        arguments: dict[str, Any] | None = None) -> Trainer:
+        arguments: dict[str, Any] | None = None, ledger: SampleLedger | None = None, ledger_first: bool = False,
+        crash_copy: Path | None = None) -> Trainer:
     """One fit of a real Hugging Face Trainer of ``kind`` (:data:`KINDS`) on every rank of this process's launch,
     with ``SamplerSync`` attached unless ``sync`` is False (a ``SamplerSync`` given is used as it is; with
     ``attach=False`` it is only put in ``callbacks=[...]``). A checkpoint every ``save_steps`` steps into ``folder``;
-    ``stop_at`` stops right after the checkpoint of that step; ``arguments`` are more ``TrainingArguments``. The
-    trainer's model records what it trained."""
+    ``stop_at`` stops right after the checkpoint of that step, copying the ledger's folder to ``crash_copy`` first if
+    given; ``arguments`` are more ``TrainingArguments``. ``ledger`` is attached after ``SamplerSync``, or before it
+    with ``ledger_first``. The trainer's model records what it trained."""
     torch.manual_seed(seed)
     model = Model()
     args = TrainingArguments(
@@ -146,13 +155,18 @@ def fit(kind: str, folder: Path, max_steps: int, *, size: int = 96, batch: int =
         weight_decay=0.01, save_strategy='steps' if save_steps else 'no', save_steps=save_steps or 500,
         report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy='no', dataloader_num_workers=workers,
         ddp_backend='gloo' if world()[0] > 1 else None, **(arguments or {}))
-    callbacks: list[Any] = [StopAfterSave(stop_at)] if stop_at is not None else []
+    copy = None if crash_copy is None or ledger is None else (Path(ledger.folder), crash_copy)
+    callbacks: list[Any] = [StopAfterSave(stop_at, copy)] if stop_at is not None else []
     given = sync if isinstance(sync, SamplerSync) else SamplerSync() if sync else None
     if given is not None and not attach:
         callbacks.append(given)
     trainer = TRAINERS[kind](model=model, args=args, train_dataset=Named(size, data_seed), callbacks=callbacks)
+    if ledger is not None and ledger_first:
+        ledger.attach(trainer)
     if given is not None and attach:
         given.attach(trainer)
+    if ledger is not None and not ledger_first:
+        ledger.attach(trainer)
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 
@@ -170,3 +184,29 @@ def same_weights(first: Trainer, second: Trainer) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a) and \
         states[0].keys() == states[1].keys() and \
         all(torch.equal(states[0][k][name], states[1][k][name]) for k in states[0] for name in states[0][k])
+
+
+def audit(folder: Path) -> tuple[int, AuditReport | None]:
+    """The exit status of ``composer-sampling audit FOLDER`` and its report, computed as the command computes them: 0
+    when every guarantee holds, 1 when one fails, 2 for a folder it cannot account for (no report)."""
+    try:
+        report = audit_folder(folder)
+    except LedgerError:
+        return 2, None
+    return (1 if report.violations else 0), report
+
+
+def epochs(report: AuditReport | None) -> list[tuple[int, int, int, int, str]]:
+    """Each epoch of an audit: the epoch, the samples trained exactly once, repeated and missing, and its status."""
+    assert report is not None
+    return [(epoch.epoch, epoch.exactly_once, epoch.repeated, epoch.missing, epoch.status) for epoch in report.epochs]
+
+
+def recorded(folder: Path, rank: int = 0) -> list[tuple[int, int, list[int]]]:
+    """The records ``(epoch, batch, indices)`` of ``rank``'s ledger files in ``folder``, attempt after attempt, each
+    attempt's records up to the batch the next one starts at (what ``audit`` counts)."""
+    ledgers = sorted((read_ledger(path) for path in folder.glob(f'*-rank{rank}.bin')),
+                     key=lambda ledger: ledger.header['started'])
+    starts = [ledger.header['start_batch'] for ledger in ledgers[1:]] + [None]
+    return [(record.epoch, record.batch, record.indices.tolist()) for ledger, cut in zip(ledgers, starts, strict=True)
+            for record in ledger.records if cut is None or record.batch <= cut]

@@ -13,9 +13,9 @@ import pytest
 import torch.distributed as torch_dist
 
 from composer_sampling import DataOrderError
-from composer_sampling.transformers import SamplerSync
+from composer_sampling.transformers import SampleLedger, SamplerSync
 
-from support.transformers_parts import epochs_of, fit, same_weights
+from support.transformers_parts import audit, epochs, epochs_of, fit, recorded, same_weights
 from support.two_ranks import gloo_group, gathered, shared_folder  # noqa: F401 (gloo_group: an autouse fixture)
 
 pytestmark = [pytest.mark.world_size(2), pytest.mark.transformers]
@@ -95,3 +95,39 @@ def test_without_the_adapter_accelerate_splits_a_sampler_that_shards_by_rank_aga
     trained = fit('ours', shared_folder('plain'), 6, sync=False).model.trained
     samples = [index for rank in gathered(trained) for batch in rank for index in batch]
     assert len(samples) == len(set(samples)) == 48
+
+
+@pytest.mark.parametrize(('kind', 'sync'), [('ours', True), ('default', True), ('ours', False)],
+                         ids=['with SamplerSync', "the Trainer's sampler, with SamplerSync", 'without SamplerSync'])
+def test_the_ledger_of_a_resumed_run_audits_every_sample_once_and_fails_without_sampler_sync(kind: str,
+                                                                                           sync: bool) -> None:
+    """Our sampler returned from _get_train_sampler, or the Trainer's own sampler that accelerate shards, 96 samples,
+    4 a rank a batch, 2 batches an optimizer step. Stopped right after the checkpoint of step 4 and resumed from it,
+    each rank's ledger holds exactly the batches its model trained.
+
+    With SamplerSync: 12 batches a rank an epoch, the checkpoint at batch 8 of epoch 0; the two attempts audit with
+    exit 0. Without it, for our sampler, accelerate splits the sampler's share of each rank a second time: 6 batches a rank an epoch,
+    48 samples of 96, and the checkpoint lies at batch 2 of epoch 1. The Trainer skips those 2 batches of the epoch
+    it resumes, but its set_epoch does not reach the sampler below accelerate's skip, so the rest of epoch 1 is drawn
+    in epoch 0's order. The audit exits with 1: 48 samples of every epoch are missing, and epoch 1 trains 7 samples
+    twice and misses 55 (the last epoch, 3, counts as the one the run ended in). The tap itself changes nothing: the
+    batches are those of the fits without the ledger."""
+    folder = shared_folder(f'ledger-{kind}-{sync}')
+    common: dict[str, Any] = dict(accumulate=2, sync=sync)
+    stopped = fit(kind, folder / 'stopped', 12, save_steps=4, stop_at=4, ledger=SampleLedger(folder / 'ledger'),
+                  **common)
+    checkpoint = str(folder / 'stopped' / 'checkpoint-4')
+    resumed = fit(kind, folder / 'resumed', 12, resume=checkpoint, ledger=SampleLedger(folder / 'ledger'), **common)
+    trained = stopped.model.trained + resumed.model.trained
+    torch_dist.barrier()  # every rank's files are closed
+    mine = [indices for _, _, indices in recorded(folder / 'ledger', torch_dist.get_rank())]
+    assert gathered(mine == trained) == [True, True]
+    status, report = audit(folder / 'ledger')
+    if sync:
+        assert (status, epochs(report)) == (0, [(0, 96, 0, 0, 'ok'), (1, 96, 0, 0, 'ok')])
+        return
+    plain = fit('ours', folder / 'plain', 12, **common).model.trained[:len(stopped.model.trained)]
+    assert plain == stopped.model.trained, 'the batches of the run without the ledger'
+    assert fit('ours', folder / 'again', 12, resume=checkpoint, **common).model.trained == resumed.model.trained
+    assert (status, epochs(report)) == (1, [(0, 48, 0, 48, 'VIOLATION'), (1, 34, 7, 55, 'VIOLATION'),
+                                            (2, 48, 0, 48, 'VIOLATION'), (3, 48, 0, 48, 'partial (run ended at batch 24)')])
